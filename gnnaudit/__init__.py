@@ -1,0 +1,23 @@
+"""gnnaudit: audit graph neural networks and explain density-based clusterings.
+
+Subpackages
+-----------
+graph_ops   graph-native primitives (kernel-similarity propagation, DBSCAN core graph,
+            dc-distance tree, must-link / cannot-link constraint graph) and PyG transforms.
+audit       counterfactual-evidence search and the fairness / error audits built on it.
+clustering  ExDBSCAN, FairDen, constrained clustering trees and clustering metrics.
+training    Lightning node classifier, data module, audit callback and fine-tuning.
+datasets    graph and tabular loaders and generators.
+"""
+
+from gnnaudit.errors import GnnAuditError, InfeasibleError, InvalidInputError, NotFittedError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GnnAuditError",
+    "InvalidInputError",
+    "InfeasibleError",
+    "NotFittedError",
+    "__version__",
+]

@@ -1,0 +1,159 @@
+"""Input validation shared by every public entry point.
+
+This is a leaf module (it imports only :mod:`gnnaudit.errors`), so every layer, ``graph_ops``
+included, may use it. Each check raises :class:`~gnnaudit.errors.InvalidInputError` with a
+message naming the argument, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from gnnaudit.errors import InvalidInputError, NotFittedError
+
+__all__ = [
+    "check_int",
+    "check_float",
+    "check_choice",
+    "check_array",
+    "check_finite_tensor",
+    "check_edge_index",
+    "check_fitted",
+]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_int(
+    name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """Return ``value`` as ``int`` if it is an integer within ``[minimum, maximum]``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidInputError(f"{name} must be an integer, got {_short(value)}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise InvalidInputError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise InvalidInputError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def check_float(
+    name: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    inclusive: tuple[bool, bool] = (True, True),
+) -> float:
+    """Return ``value`` as a finite ``float`` within the given bounds."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidInputError(f"{name} must be a real number, got {_short(value)}")
+    value = float(value)
+    if not np.isfinite(value):
+        raise InvalidInputError(f"{name} must be finite, got {value}")
+    lo_inc, hi_inc = inclusive
+    if minimum is not None and (value < minimum or (not lo_inc and value == minimum)):
+        op = ">=" if lo_inc else ">"
+        raise InvalidInputError(f"{name} must be {op} {minimum}, got {value}")
+    if maximum is not None and (value > maximum or (not hi_inc and value == maximum)):
+        op = "<=" if hi_inc else "<"
+        raise InvalidInputError(f"{name} must be {op} {maximum}, got {value}")
+    return value
+
+
+def check_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:
+    """Return ``value`` if it is one of ``choices``."""
+    choices = tuple(choices)
+    if value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
+        raise InvalidInputError(f"{name} must be one of {allowed}; got {_short(value)}")
+    return value
+
+
+def check_array(
+    name: str,
+    value: Any,
+    *,
+    ndim: int | tuple[int, ...] | None = 2,
+    dtype: Any = np.float64,
+    finite: bool = True,
+    min_rows: int = 1,
+    copy: bool = False,
+) -> np.ndarray:
+    """Convert ``value`` to a numpy array and check dimensions, row count and finiteness.
+
+    ``dtype=None`` keeps the input dtype. Torch tensors are accepted (moved to CPU).
+    """
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        value = value.detach().cpu().numpy()
+    try:
+        arr = np.array(value, dtype=dtype, copy=copy) if copy else np.asarray(value, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(
+            f"{name} must be array-like of numbers, got {type(value).__name__}: {exc}"
+        ) from None
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if arr.ndim not in allowed:
+            raise InvalidInputError(
+                f"{name} must have {' or '.join(map(str, allowed))} dimension(s), "
+                f"got shape {arr.shape}"
+            )
+    if arr.ndim >= 1 and arr.shape[0] < min_rows:
+        raise InvalidInputError(f"{name} must have at least {min_rows} row(s), got {arr.shape[0]}")
+    if finite and arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise InvalidInputError(
+            f"{name} must be finite (no NaN or inf); found {arr[tuple(bad)]} at index {tuple(bad.tolist())}"
+        )
+    return arr
+
+
+def check_finite_tensor(name: str, tensor: Any) -> None:
+    """Raise if a torch tensor holds NaN or inf."""
+    import torch
+
+    if not isinstance(tensor, torch.Tensor):
+        raise InvalidInputError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        raise InvalidInputError(f"{name} must be finite (no NaN or inf)")
+
+
+def check_edge_index(name: str, edge_index: Any, num_nodes: int) -> Any:
+    """Check a PyG ``edge_index`` (LongTensor of shape ``[2, E]`` with ids in ``[0, num_nodes)``)."""
+    import torch
+
+    if not isinstance(edge_index, torch.Tensor):
+        edge_index = torch.as_tensor(np.asarray(edge_index))
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise InvalidInputError(f"{name} must have shape [2, E], got {tuple(edge_index.shape)}")
+    if edge_index.is_floating_point() or edge_index.dtype == torch.bool:
+        raise InvalidInputError(f"{name} must hold integer node ids, got dtype {edge_index.dtype}")
+    edge_index = edge_index.long()
+    if edge_index.numel():
+        lo, hi = int(edge_index.min()), int(edge_index.max())
+        if lo < 0 or hi >= num_nodes:
+            raise InvalidInputError(
+                f"{name} holds node ids in [{lo}, {hi}] but must lie in [0, {num_nodes - 1}]"
+            )
+    return edge_index
+
+
+def check_fitted(estimator: Any, attributes: str | Iterable[str]) -> None:
+    """Raise :class:`NotFittedError` unless ``estimator`` has every attribute in ``attributes``."""
+    if isinstance(attributes, str):
+        attributes = (attributes,)
+    missing = [a for a in attributes if getattr(estimator, a, None) is None]
+    if missing:
+        raise NotFittedError(
+            f"{type(estimator).__name__} is not fitted yet (missing {', '.join(missing)}); "
+            "call fit first"
+        )

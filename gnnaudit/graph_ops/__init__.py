@@ -1,0 +1,12 @@
+"""Graph-native primitives every method is built on.
+
+What belongs here: objects that turn raw data into a graph and answer queries on it, with no
+knowledge of the audits or clusterings built on top: L-hop kernel-similarity propagation
+(a PyG ``MessagePassing``), the DBSCAN core graph, the dc-distance ultrametric tree, the
+must-link / cannot-link constraint graph, and PyG ``BaseTransform`` wrappers of them.
+
+Layer rule: this package imports nothing else from gnnaudit except the leaf modules
+:mod:`gnnaudit.errors` and :mod:`gnnaudit._validation`.
+"""
+
+__all__: list[str] = []
