@@ -5,4 +5,26 @@ discrimination scores, group fairness, error verification and the audit report.
 Imports from :mod:`gnnaudit.graph_ops` only (never from clustering, training or cli).
 """
 
+from gnnaudit.audit.discrimination import discrimination_scores, feature_rank
+from gnnaudit.audit.error_verification import error_verification
+from gnnaudit.audit.evidence import CounterfactualEvidence
+from gnnaudit.audit.group_fairness import GroupFairness, group_fairness
+from gnnaudit.audit.report import AuditReport, pair_comparison
+
 __all__: list[str] = []
+__all__ += ["CounterfactualEvidence"]
+
+__all__ += [
+    "AuditReport",
+    "GroupFairness",
+    "discrimination_scores",
+    "error_verification",
+    "feature_rank",
+    "group_fairness",
+    "pair_comparison",
+]
+
+from gnnaudit.audit.search_faiss import FaissSearcher
+from gnnaudit.audit.search_index import IndexSearcher
+
+__all__ += ["FaissSearcher", "IndexSearcher"]

@@ -17,7 +17,14 @@ from gnnaudit import __version__
 from gnnaudit.errors import GnnAuditError
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMANDS: tuple[str, ...] = ("train",)
+COMMANDS: tuple[str, ...] = (
+    "train",
+    "evidence",
+    "explain-dbscan",
+    "tree-cluster",
+    "fairden",
+    "audit",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

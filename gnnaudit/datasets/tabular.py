@@ -114,7 +114,11 @@ def load_tabular(
         raise InvalidInputError(
             f"feature column(s) {non_numeric} are not numeric; declare them with categorical=..."
         )
-    X = frame[feature_cols].to_numpy(dtype=np.float64) if feature_cols else np.empty((len(frame), 0))
+    X = (
+        frame[feature_cols].to_numpy(dtype=np.float64)
+        if feature_cols
+        else np.empty((len(frame), 0))
+    )
     if not np.isfinite(X).all():
         rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
         raise InvalidInputError(

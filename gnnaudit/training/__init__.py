@@ -5,4 +5,26 @@ counterfactual-audit callback and fine-tuning on evidences. May import graph_ops
 clustering, never cli.
 """
 
+from gnnaudit.training.audit_callback import CounterfactualAuditCallback
+from gnnaudit.training.audit_pipeline import run_audit
+from gnnaudit.training.data_module import GraphDataModule
+from gnnaudit.training.finetune import FinetuneResult, finetune_on_evidences
+from gnnaudit.training.node_classifier import BACKBONES, NodeClassifier
+from gnnaudit.training.train import TrainResult, load_node_classifier, train_node_classifier
+
 __all__: list[str] = []
+__all__ += [
+    "BACKBONES",
+    "GraphDataModule",
+    "NodeClassifier",
+    "TrainResult",
+    "load_node_classifier",
+    "train_node_classifier",
+]
+
+__all__ += [
+    "CounterfactualAuditCallback",
+    "FinetuneResult",
+    "finetune_on_evidences",
+    "run_audit",
+]

@@ -2,3 +2,30 @@
 and fair density-based clustering quality (balance, DCSI, noise-adjusted ARI / NMI)."""
 
 __all__: list[str] = []
+
+from gnnaudit.clustering.metrics.counterfactual import (  # noqa: E402
+    dpp_diversity,
+    proximity,
+    sparsity,
+    validity,
+)
+
+__all__ += ["validity", "proximity", "dpp_diversity", "sparsity"]
+
+from gnnaudit.clustering.metrics.fairness import (  # noqa: E402
+    adjusted_rand_noise,
+    balance,
+    dcsi,
+    group_mix,
+    noise_fraction,
+    normalized_mutual_info_noise,
+)
+
+__all__ += [
+    "balance",
+    "group_mix",
+    "dcsi",
+    "adjusted_rand_noise",
+    "normalized_mutual_info_noise",
+    "noise_fraction",
+]

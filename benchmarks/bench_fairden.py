@@ -1,0 +1,280 @@
+"""Benchmark FairDen: per-stage time and peak memory, and clustering quality.
+
+Usage::
+
+    python benchmarks/bench_fairden.py            # n = 1k, 10k, 100k (blobs, moons) + quality
+    python benchmarks/bench_fairden.py --quick    # n = 1k, 5k + quality (small)
+
+Scaling: every (dataset, n) runs in a fresh subprocess; stages are timed with
+``time.perf_counter`` and their peak memory measured with ``tracemalloc`` (numpy buffers
+included; the peak above the memory held before the stage), plus the process' peak RSS.
+Quality: FairDen vs DBSCAN (eps chosen by DCSI on a grid, as in the paper's App. C.1) vs
+unconstrained normalised spectral clustering on the same dc-tree (``F`` empty), on the three
+moons and on mixed-type synthetic data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+THREADS = 1
+os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(THREADS))
+os.environ.setdefault("MKL_NUM_THREADS", str(THREADS))
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _data(kind: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """5-D blobs or moons (2-D moons + 3 small-noise dims) with a random 50/50 binary
+    sensitive attribute (the protocol of the paper's runtime experiments, App. A.3)."""
+    from sklearn.datasets import make_blobs, make_moons
+
+    rng = np.random.default_rng(seed)
+    if kind == "blobs":
+        X, y = make_blobs(n, n_features=5, centers=4, cluster_std=1.0, random_state=seed)
+    else:
+        X2, y = make_moons(n, noise=0.05, random_state=seed)
+        X = np.column_stack([X2, 0.05 * rng.normal(size=(n, 3))])
+    s = rng.permutation(np.arange(n) % 2)
+    return X, s
+
+
+def _stage(name: str, fn, rows: dict) -> object:
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    t0 = time.perf_counter()
+    out = fn()
+    rows[f"{name}_s"] = time.perf_counter() - t0
+    rows[f"{name}_MB"] = (tracemalloc.get_traced_memory()[1] - base) / 2**20
+    return out
+
+
+def run_single(kind: str, n: int) -> dict:
+    import faiss
+    import torch
+    from sklearn.cluster import KMeans
+    from sklearn.neighbors import KDTree
+
+    from gnnaudit.clustering.fair_spectral import (
+        AffinityOperator,
+        fair_embedding_matrix_free,
+        fairness_matrix,
+    )
+    from gnnaudit.clustering.metrics import balance
+    from gnnaudit.graph_ops import DCTree
+    from gnnaudit.graph_ops.mst import knn_query, mst_boruvka
+
+    torch.set_num_threads(THREADS)
+    faiss.omp_set_num_threads(THREADS)
+    X, s = _data(kind, n)
+    min_pts = 2 * X.shape[1] - 1
+    row: dict = {"data": kind, "n": n, "minPts": min_pts}
+    tracemalloc.start()
+    t_all = time.perf_counter()
+
+    def core():
+        tree = KDTree(X)
+        nd, ni = knn_query(X, max(min_pts, 16), tree=tree)
+        return tree, nd, ni, nd[:, min_pts - 1].copy()
+
+    kd, nd, ni, cd = _stage("core_distances", core, row)
+    mst = _stage("mst", lambda: mst_boruvka(X, cd, tree=kd, knn=(nd, ni)), row)
+    kd = nd = ni = None  # free the neighbour lists
+    tree = _stage("dc_tree", lambda: DCTree.from_mst(cd, mst, min_pts), row)
+    F = fairness_matrix(s)
+
+    def eig():
+        op = AffinityOperator(tree, None, 1.0, 0.0)
+        return fair_embedding_matrix_free(op, F, 2, random_state=np.random.RandomState(0))
+
+    emb = _stage("eigensolver", eig, row)
+    km = _stage("kmeans", lambda: KMeans(2, n_init=10, random_state=0).fit(emb.H).labels_, row)
+    row["total_s"] = time.perf_counter() - t_all
+    row["tracemalloc_peak_MB"] = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    row["peak_rss_MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    counts = np.bincount(km, minlength=2)
+    lab = np.where(counts[km] >= min_pts, km, -1)
+    row["balance"] = balance(lab, s)
+    return row
+
+
+def _dbscan_by_dcsi(X: np.ndarray, min_pts: int) -> np.ndarray:
+    """DBSCAN with eps from a grid of k-distance quantiles, best DCSI wins (paper App. C.1)."""
+    from sklearn.cluster import DBSCAN
+    from sklearn.neighbors import NearestNeighbors
+
+    from gnnaudit.clustering.metrics import dcsi
+
+    kd = NearestNeighbors(n_neighbors=min_pts).fit(X).kneighbors(X)[0][:, -1]
+    best, best_lab = -1.0, None
+    for q in (0.5, 0.7, 0.8, 0.9, 0.95, 0.99):
+        lab = DBSCAN(eps=float(np.quantile(kd, q)), min_samples=min_pts).fit(X).labels_
+        score = dcsi(X, lab)
+        if score > best:
+            best, best_lab = score, lab
+    return best_lab
+
+
+def quality() -> pd.DataFrame:
+    from sklearn.cluster import KMeans
+
+    from gnnaudit.clustering import FairDen
+    from gnnaudit.clustering.fair_spectral import AffinityOperator, fair_embedding_matrix_free
+    from gnnaudit.clustering.goodall import Goodall1
+    from gnnaudit.clustering.metrics import (
+        adjusted_rand_noise,
+        balance,
+        dcsi,
+        noise_fraction,
+        normalized_mutual_info_noise,
+    )
+    from gnnaudit.datasets.tabular import three_moons
+    from gnnaudit.graph_ops import DCTree
+
+    rows = []
+    moons = three_moons(n_per_moon=500, noise=0.05, seed=0)
+    # mixed-type: 3 numeric blobs (A half/half, B 90% group 0, C 90% group 1, the moons'
+    # pattern) + a categorical column that follows the blob 80% of the time + a random one
+    rng = np.random.default_rng(1)
+    n = 1500
+    centers = np.array([[0, 0, 0], [6, 0, 0], [0, 6, 0]], dtype=float)
+    y = np.repeat(np.arange(3), n // 3)
+    Xm = centers[y] + rng.normal(size=(n, 3))
+    cat = np.column_stack(
+        [np.where(rng.random(n) < 0.8, y, rng.integers(0, 3, n)), rng.integers(0, 4, n)]
+    )
+    p1 = np.array([0.5, 0.1, 0.9])[y]
+    sens = (rng.random(n) < p1).astype(int)
+    cases = [
+        ("three moons", moons.X, moons.sensitive, None, 2),
+        ("mixed-type blobs (3 num + 2 cat)", Xm, sens, cat, 2),
+    ]
+    for name, X, s, c, k in cases:
+        min_pts = 2 * X.shape[1] - 1
+        db = _dbscan_by_dcsi(X, min_pts)
+        fair = FairDen(n_clusters=k, random_state=0).fit(X, s, categorical=c)
+        tree = DCTree(min_pts=min_pts).fit(X)
+        dn, dc = X.shape[1], 0 if c is None else c.shape[1]
+        op = AffinityOperator(
+            tree, None if c is None else Goodall1(c), dn / (dn + dc), dc / (dn + dc)
+        )
+        H = fair_embedding_matrix_free(op, np.zeros((X.shape[0], 0)), k).H
+        sc = KMeans(k, n_init=10, random_state=0).fit(H).labels_
+        cnt = np.bincount(sc, minlength=k)
+        sc = np.where(cnt[sc] >= min_pts, sc, -1)
+        for method, lab in (
+            ("DBSCAN (eps by DCSI)", db),
+            ("spectral, same dc-tree", sc),
+            ("FairDen", fair.labels_),
+        ):
+            rows.append(
+                {
+                    "data": name,
+                    "method": method,
+                    "clusters": len(set(lab) - {-1}),
+                    "balance": balance(lab, s),
+                    "DCSI": dcsi(X, lab),
+                    "noise": noise_fraction(lab),
+                    "ARI_DB": adjusted_rand_noise(db, lab),
+                    "NMI_DB": normalized_mutual_info_noise(db, lab),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _markdown(df: pd.DataFrame, digits: int = 3) -> str:
+    """GitHub markdown table (no optional dependency)."""
+
+    def cell(v: object) -> str:
+        if isinstance(v, float | np.floating):
+            return f"{v:.{digits}g}" if abs(v) >= 1000 else f"{v:.{digits}f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * df.shape[1]]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes only")
+    ap.add_argument("--sizes", type=int, nargs="*", default=None)
+    ap.add_argument("--data", nargs="*", default=["blobs", "moons"])
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "fairden.md"))
+    ap.add_argument("--single", nargs=2, metavar=("DATA", "N"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.single:
+        print(json.dumps(run_single(args.single[0], int(args.single[1]))))
+        return 0
+    sizes = args.sizes or ([1000, 5000] if args.quick else [1000, 10_000, 100_000])
+    rows = []
+    for kind in args.data:
+        for n in sizes:
+            proc = subprocess.run(
+                [sys.executable, __file__, "--single", kind, str(n)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if proc.returncode != 0:
+                print(proc.stderr[-2000:], file=sys.stderr)
+                continue
+            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            print(pd.DataFrame(rows[-1:]).to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    scale = pd.DataFrame(rows)
+    qual = quality()
+    fmt = lambda v: f"{v:.3f}"  # noqa: E731
+    print(scale.to_string(index=False, float_format=fmt))
+    print(qual.to_string(index=False, float_format=fmt))
+    cmd = "python benchmarks/bench_fairden.py " + " ".join(sys.argv[1:])
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    text = [
+        "# FairDen benchmark",
+        "",
+        f"- date: {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
+        f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"{mem:.0f} GB RAM, {platform.system()} {platform.release()}; shared with other jobs "
+        "(timings are under contention)",
+        f"- threads: OMP/BLAS/torch/faiss = {THREADS}",
+        f"- command: `{cmd.strip()}`",
+        "",
+        "## Time (s) and peak memory (MB, tracemalloc, per stage) of the matrix-free pipeline",
+        "",
+        "Stages: core distances (KD-tree kNN), exact mutual-reachability MST (KD-tree Boruvka), "
+        "dc-tree (dendrogram + query structures), eigensolver (fairness-projected eigsh, k=2), "
+        "k-means (sklearn, n_init=10). `peak_rss_MB` is the whole process.",
+        "",
+        _markdown(scale) if len(scale) else "(no runs)",
+        "",
+        "## Quality",
+        "",
+        "Noise-adjusted balance, DCSI (numerical features), noise fraction, ARI/NMI against "
+        "the DBSCAN clustering (DBSCAN's noise excluded).",
+        "",
+        _markdown(qual),
+        "",
+    ]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(text))
+    print(f"written {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""End-to-end counterfactual-evidence audit of a GCN on the synthetic credit graph.
+
+    python examples/audit_synthetic.py [--bias 1.5] [--out out/audit_synthetic]
+
+Trains a GCN on ``synthetic_credit_graph`` (a planted gender bias of weight ``--bias``), runs
+every audit (discrimination scores, group fairness, error verification, evidence pairs,
+fine-tuning on evidences) and writes report.json / report.md / report.html.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from gnnaudit.datasets import synthetic_credit_graph
+from gnnaudit.training import run_audit, train_node_classifier
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bias", type=float, default=1.5, help="planted gender bias")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="out/audit_synthetic", help="report folder")
+    args = parser.parse_args()
+    logging.getLogger("lightning").setLevel(logging.ERROR)
+
+    data = synthetic_credit_graph(num_nodes=1000, bias=args.bias, seed=args.seed)
+    module, metrics = train_node_classifier(data, backbone="gcn", max_epochs=200, seed=args.seed)
+    print(f"GCN test accuracy {metrics['test_acc']:.3f}")
+
+    report = run_audit(data, module, k=10, dataset_name=f"synthetic (bias={args.bias})")
+    paths = report.save(args.out)
+
+    print("\nTop discrimination scores (Eq. 12):")
+    print(report.summary_table(8).to_string(index=False, float_format="%.3f"))
+    gf = report.group_fairness
+    print(f"\nstatistical parity difference (gender): {gf.statistical_parity_difference:.3f}")
+    print(
+        f"gender rank by score / lift: {report.summary['sensitive_rank_by_score']} / "
+        f"{report.summary['sensitive_rank_by_lift']}"
+    )
+    print("\nError verification:")
+    print(report.error_verification.to_string(index=False, float_format="%.3f"))
+    print("\nFine-tuning on evidences:")
+    print(report.finetune.to_string(index=False, float_format="%.3f"))
+    print(f"\nreport: {paths['html']}")
+
+
+if __name__ == "__main__":
+    main()

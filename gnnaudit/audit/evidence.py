@@ -1,0 +1,473 @@
+r"""Counterfactual evidences of a node classifier (CE paper, Sec. 3 and 5).
+
+A *counterfactual evidence* of a test node ``v`` is a test node ``u != v`` that the model labels
+differently (``M(u) != M(v)``) although its L-hop neighbourhood looks alike, measured by the
+kernel similarity :math:`KS(v, u) = \cos(\mathbf{x}^{agg}_v, \mathbf{x}^{agg}_u)` of
+:func:`~gnnaudit.graph_ops.ks_embedding`:
+
+.. math::
+
+    LCE^k(v) = \operatorname{top-}k_{u \in V_{test},\, M(u) \neq M(v)} KS(v, u), \qquad
+    GCE^k = \operatorname{top-}k_{\{v,u\} \subseteq V_{test},\, M(u) \neq M(v)} KS(v, u).
+
+Ties are broken by the smaller node id (local) and the smaller ``(node_u, node_v)`` pair
+(global). The average similarity of a local result (Eq. 11) is
+
+.. math::
+
+    AS = \frac{1}{|Q|} \sum_{v \in Q} \frac{1}{|LCE(v)|} \sum_{u \in LCE(v)} KS(v, u).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from gnnaudit._validation import (
+    check_choice,
+    check_edge_index,
+    check_fitted,
+    check_float,
+    check_int,
+)
+from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace
+from gnnaudit.errors import GnnAuditError, InvalidInputError
+from gnnaudit.graph_ops.neighbourhood import ks_embedding
+
+__all__ = ["CounterfactualEvidence", "make_searcher", "BACKENDS"]
+
+logger = logging.getLogger(__name__)
+
+#: Backend names accepted by ``CounterfactualEvidence(backend=...)``.
+BACKENDS: tuple[str, ...] = ("exact", "index", "faiss")
+
+LOCAL_COLUMNS = ["query", "evidence", "similarity", "query_pred", "evidence_pred", "rank"]
+GLOBAL_COLUMNS = ["node_u", "node_v", "similarity", "pred_u", "pred_v", "rank"]
+
+
+def make_searcher(
+    backend: str,
+    random_state: Any = 0,
+    index_params: Mapping[str, Any] | None = None,
+    progress: bool = False,
+) -> EvidenceSearcher:
+    """Instantiate the search backend ``backend`` (imports ``index`` / ``faiss`` lazily).
+
+    ``index_params`` are passed as keyword arguments to the backend's constructor
+    (``ExactSearcher(block_bytes=...)``, ``IndexSearcher(...)``, ``FaissSearcher(...)``).
+    """
+    backend = check_choice("backend", backend, BACKENDS)
+    params = dict(index_params or {})
+    try:
+        if backend == "exact":
+            from gnnaudit.audit.search_exact import ExactSearcher
+
+            params.setdefault("progress", progress)
+            return ExactSearcher(random_state=random_state, **params)
+        if backend == "index":
+            from gnnaudit.audit.search_index import IndexSearcher
+
+            return IndexSearcher(random_state=random_state, **params)
+        from gnnaudit.audit.search_faiss import FaissSearcher
+
+        return FaissSearcher(random_state=random_state, **params)
+    except ImportError as exc:
+        raise InvalidInputError(f"backend={backend!r} is not available: {exc}") from None
+    except TypeError as exc:
+        raise InvalidInputError(
+            f"index_params={index_params!r} are not accepted by backend {backend!r}: {exc}"
+        ) from None
+
+
+def _node_array(name: str, value: Any) -> np.ndarray:
+    """``value`` (an int, a sequence or a tensor of ints) as a 1-D int64 array."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    arr = np.asarray(value)
+    if arr.dtype == bool or arr.dtype.kind not in "iu":
+        if (
+            arr.dtype.kind == "f"
+            and arr.size
+            and np.all(np.isfinite(arr))
+            and np.all(arr == np.round(arr))
+        ):
+            arr = arr.astype(np.int64)
+        else:
+            raise InvalidInputError(f"{name} must be integer node ids, got {value!r:.80}")
+    return arr.astype(np.int64).reshape(-1)
+
+
+class CounterfactualEvidence:
+    """Search counterfactual evidences among the test nodes of a graph (scikit-learn style).
+
+    Parameters
+    ----------
+    num_hops : L, number of propagation hops of the KS embedding (>= 0, default 3).
+    alpha : trade-off of Eq. 5 in ``[0, 1]`` (default 0.5).
+    backend : ``"exact"`` (blocked exact search, the oracle), ``"index"`` (the paper's
+        weighted-k-means index, approximate) or ``"faiss"`` (a faiss index, approximate).
+    index_params : keyword arguments of the backend's constructor.
+    random_state : seed of the approximate backends' random choices.
+    progress : show tqdm progress bars for long work.
+
+    Attributes (after ``fit``)
+    --------------------------
+    ks_ : (n, d) tensor, ``x^agg`` of every node.
+    node_ids_ : (m,) int64, the test nodes (ascending global ids).
+    predictions_ : (m,) int64, the model's predicted class of each test node.
+    classes_ : predicted classes present among the test nodes.
+    space_ : the :class:`~gnnaudit.audit.search_base.SearchSpace` given to the backend.
+    searcher_ : the built backend.
+
+    A test set whose nodes all carry the same prediction has no counterfactual evidence: the
+    queries then return an empty DataFrame and emit a ``UserWarning``.
+    """
+
+    def __init__(
+        self,
+        num_hops: int = 3,
+        alpha: float = 0.5,
+        backend: str = "exact",
+        index_params: Mapping[str, Any] | None = None,
+        random_state: Any = 0,
+        progress: bool = False,
+    ) -> None:
+        self.num_hops = num_hops
+        self.alpha = alpha
+        self.backend = backend
+        self.index_params = index_params
+        self.random_state = random_state
+        self.progress = progress
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        return {
+            "num_hops": self.num_hops,
+            "alpha": self.alpha,
+            "backend": self.backend,
+            "index_params": self.index_params,
+            "random_state": self.random_state,
+            "progress": self.progress,
+        }
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    # -------------------------------------------------------------------- fit
+    def fit(
+        self,
+        data: Any,
+        predictions: Any = None,
+        model: Any = None,
+        mask: Any = None,
+    ) -> CounterfactualEvidence:
+        """Compute the KS embedding and build the search backend over the test nodes.
+
+        Parameters
+        ----------
+        data : a PyG ``Data`` with ``x`` (n, d) and ``edge_index`` (2, E).
+        predictions : predicted classes, (n,) integers for all nodes or (m,) for the masked
+            nodes in ascending id order; or (n, C) scores (argmax is taken).
+        model : alternatively, a callable ``model(x, edge_index) -> logits`` (n, C); it is put
+            in eval mode (``.eval()`` if it has it, mode restored afterwards) and run under
+            ``torch.no_grad()``.
+        mask : the test nodes: a boolean mask of length n or integer node ids. Default:
+            ``data.test_mask`` if present, else every node.
+        """
+        num_hops = check_int("num_hops", self.num_hops, minimum=0)
+        alpha = check_float("alpha", self.alpha, minimum=0.0, maximum=1.0)
+        check_choice("backend", self.backend, BACKENDS)
+        if self.index_params is not None and not isinstance(self.index_params, Mapping):
+            raise InvalidInputError(
+                f"index_params must be a dict or None, got {type(self.index_params).__name__}"
+            )
+        x = getattr(data, "x", None)
+        edge_index = getattr(data, "edge_index", None)
+        if x is None or edge_index is None:
+            raise InvalidInputError("data must carry node features data.x and data.edge_index")
+        if not isinstance(x, torch.Tensor):
+            x = torch.as_tensor(np.asarray(x))
+        if x.dim() != 2 or x.size(0) == 0:
+            raise InvalidInputError(
+                f"data.x must have shape [num_nodes, num_features], got {tuple(x.shape)}"
+            )
+        n = int(x.size(0))
+        edge_index = check_edge_index("data.edge_index", edge_index, n)
+        node_ids = self._resolve_mask(mask, data, n)
+
+        if predictions is not None and model is not None:
+            raise InvalidInputError("give either predictions or model, not both")
+        if predictions is None and model is None:
+            raise InvalidInputError("fit needs predictions or a model to compute them")
+        if model is not None:
+            pred_test = self._predict(model, x, edge_index, n)[node_ids]
+        else:
+            pred_test = self._check_predictions(predictions, n, node_ids)
+
+        ks = ks_embedding(x, edge_index, num_hops, alpha, progress=self.progress)
+        # unit rows (zero rows stay 0); norms in float64, one (m, d) copy in ks's dtype
+        emb = ks[torch.from_numpy(node_ids)]
+        norm = torch.linalg.vector_norm(emb, dim=1, dtype=torch.float64)
+        inv = torch.where(norm > 0, 1.0 / norm.clamp_min(1e-300), 0.0)
+        emb = emb.mul_(inv.to(emb.dtype).unsqueeze(1)).to(torch.float32)
+        space = SearchSpace(
+            embedding=np.ascontiguousarray(emb.to(torch.float32).numpy()),
+            predictions=pred_test,
+            node_ids=node_ids,
+        )
+        searcher = make_searcher(self.backend, self.random_state, self.index_params, self.progress)
+        searcher.build(space)
+
+        self.ks_ = ks
+        self.node_ids_ = node_ids
+        self.predictions_ = pred_test
+        self.classes_ = np.unique(pred_test)
+        self.space_ = space
+        self.searcher_ = searcher
+        if self.classes_.size < 2:
+            logger.warning(
+                "all %d test nodes share the predicted class %s: there is no counterfactual evidence",
+                node_ids.size,
+                self.classes_.tolist(),
+            )
+        return self
+
+    @staticmethod
+    def _resolve_mask(mask: Any, data: Any, n: int) -> np.ndarray:
+        name = "mask"
+        if mask is None:
+            mask = getattr(data, "test_mask", None)
+            name = "data.test_mask"
+            if mask is None:
+                return np.arange(n, dtype=np.int64)
+        if isinstance(mask, torch.Tensor):
+            mask = mask.detach().cpu().numpy()
+        arr = np.asarray(mask)
+        if arr.dtype == bool:
+            if arr.shape != (n,):
+                raise InvalidInputError(
+                    f"{name} as a boolean mask must have shape ({n},), got {arr.shape}"
+                )
+            ids = np.flatnonzero(arr).astype(np.int64)
+        else:
+            ids = np.unique(_node_array(name, arr))
+            if ids.size and (ids[0] < 0 or ids[-1] >= n):
+                raise InvalidInputError(
+                    f"{name} holds node ids in [{ids[0]}, {ids[-1]}] but must lie in [0, {n - 1}]"
+                )
+        if ids.size == 0:
+            raise InvalidInputError(f"{name} selects no test node; at least one is required")
+        return ids
+
+    @staticmethod
+    def _predict(model: Any, x: torch.Tensor, edge_index: torch.Tensor, n: int) -> np.ndarray:
+        if not callable(model):
+            raise InvalidInputError(
+                f"model must be a callable (x, edge_index) -> logits, got {type(model).__name__}"
+            )
+        was_training = getattr(model, "training", None)
+        if hasattr(model, "eval"):
+            model.eval()
+        try:
+            with torch.no_grad():
+                out = model(x, edge_index)
+        except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+            raise InvalidInputError(
+                f"model failed on data (x {tuple(x.shape)}, edge_index {tuple(edge_index.shape)}): "
+                f"{exc}"
+            ) from None
+        finally:
+            if was_training and hasattr(model, "train"):
+                model.train(True)
+        if not isinstance(out, torch.Tensor):
+            raise InvalidInputError(
+                f"model must return a tensor of logits, got {type(out).__name__}"
+            )
+        out = out.detach().cpu()
+        if out.dim() != 2 or out.size(0) != n:
+            raise InvalidInputError(
+                f"model must return logits of shape [{n}, num_classes], got {tuple(out.shape)}"
+            )
+        if out.is_floating_point() and not bool(torch.isfinite(out).all()):
+            raise InvalidInputError("model returned NaN or inf logits")
+        return out.argmax(dim=1).numpy().astype(np.int64)
+
+    @staticmethod
+    def _check_predictions(predictions: Any, n: int, node_ids: np.ndarray) -> np.ndarray:
+        if isinstance(predictions, torch.Tensor):
+            predictions = predictions.detach().cpu().numpy()
+        arr = np.asarray(predictions)
+        if arr.ndim == 2:
+            if arr.dtype.kind not in "fiu" or (
+                arr.dtype.kind == "f" and not np.isfinite(arr).all()
+            ):
+                raise InvalidInputError("predictions given as scores must be finite numbers")
+            if arr.shape[0] != n:
+                raise InvalidInputError(
+                    f"predictions as scores must have shape ({n}, num_classes), got {arr.shape}"
+                )
+            arr = arr.argmax(axis=1)
+        elif arr.ndim != 1:
+            raise InvalidInputError(
+                f"predictions must have shape ({n},), ({node_ids.size},) or ({n}, C), got {arr.shape}"
+            )
+        arr = _node_array("predictions", arr) if arr.size else arr.astype(np.int64)
+        if arr.shape[0] == n:
+            return arr[node_ids]
+        if arr.shape[0] == node_ids.size:
+            return arr
+        raise InvalidInputError(
+            f"predictions must have length {n} (all nodes) or {node_ids.size} (test nodes), "
+            f"got {arr.shape[0]}"
+        )
+
+    # ---------------------------------------------------------------- queries
+    def _positions(self, nodes: Any) -> np.ndarray:
+        ids = _node_array("nodes", nodes)
+        pos = np.searchsorted(self.node_ids_, ids)
+        pos_c = np.minimum(pos, self.node_ids_.size - 1)
+        bad = self.node_ids_[pos_c] != ids
+        if bad.any():
+            first = int(ids[np.flatnonzero(bad)[0]])
+            raise InvalidInputError(
+                f"nodes must be test nodes (the fit mask); node {first} is not one "
+                f"({int(bad.sum())} of {ids.size} queries are outside the test set)"
+            )
+        return pos_c.astype(np.int64)
+
+    def _single_class(self) -> bool:
+        if self.classes_.size < 2:
+            warnings.warn(
+                "the test nodes all share one predicted class; there is no counterfactual "
+                "evidence, the result is empty",
+                UserWarning,
+                stacklevel=3,
+            )
+            return True
+        return False
+
+    def local_evidence(self, nodes: Any, k: int = 10) -> pd.DataFrame:
+        """Top-``k`` counterfactual evidences of each query node (one id or many, batched).
+
+        Returns a DataFrame with columns ``query, evidence, similarity, query_pred,
+        evidence_pred, rank`` (global node ids; ``rank`` 1 = most similar), queries in the
+        given order. A query with fewer than ``k`` candidates gets what exists (no padding).
+        """
+        check_fitted(self, "searcher_")
+        k = check_int("k", k, minimum=1)
+        pos = self._positions(nodes)
+        if self._single_class() or pos.size == 0:
+            return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in LOCAL_COLUMNS})
+        kk = min(k, self.node_ids_.size - 1)
+        res = self.searcher_.local(pos, kk)
+        found = np.asarray(res.position, dtype=np.int64)
+        sims = np.asarray(res.similarity, dtype=np.float64)
+        if found.shape != (pos.size, kk) or sims.shape != found.shape:
+            raise GnnAuditError(f"backend {self.backend!r} returned a malformed local result")
+        valid = found >= 0
+        qpos = np.broadcast_to(pos[:, None], found.shape)[valid]
+        epos = found[valid]
+        if np.any(self.predictions_[qpos] == self.predictions_[epos]):
+            raise GnnAuditError(f"backend {self.backend!r} returned same-class evidence")
+        rank = np.broadcast_to(np.arange(1, kk + 1), found.shape)[valid]
+        return pd.DataFrame(
+            {
+                "query": self.node_ids_[qpos],
+                "evidence": self.node_ids_[epos],
+                "similarity": sims[valid],
+                "query_pred": self.predictions_[qpos],
+                "evidence_pred": self.predictions_[epos],
+                "rank": rank.astype(np.int64),
+            }
+        )
+
+    def global_evidence(self, k: int = 100) -> pd.DataFrame:
+        """The top-``k`` unordered test-node pairs with different predictions and largest KS.
+
+        Returns a DataFrame with columns ``node_u, node_v, similarity, pred_u, pred_v, rank``
+        (``node_u < node_v``, ``rank`` 1 = most similar; ties: smaller ``(node_u, node_v)``).
+        """
+        check_fitted(self, "searcher_")
+        k = check_int("k", k, minimum=1)
+        if self._single_class():
+            return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in GLOBAL_COLUMNS})
+        counts = np.unique(self.predictions_, return_counts=True)[1].astype(object)
+        total = (int(counts.sum()) ** 2 - int((counts * counts).sum())) // 2
+        res = self.searcher_.global_pairs(min(k, total))
+        u = np.asarray(res.u, dtype=np.int64)
+        v = np.asarray(res.v, dtype=np.int64)
+        s = np.asarray(res.similarity, dtype=np.float64)
+        valid = (u >= 0) & (v >= 0)
+        u, v, s = u[valid], v[valid], s[valid]
+        lo, hi = np.minimum(u, v), np.maximum(u, v)
+        if np.any(self.predictions_[lo] == self.predictions_[hi]):
+            raise GnnAuditError(f"backend {self.backend!r} returned a same-class pair")
+        return pd.DataFrame(
+            {
+                "node_u": self.node_ids_[lo],
+                "node_v": self.node_ids_[hi],
+                "similarity": s,
+                "pred_u": self.predictions_[lo],
+                "pred_v": self.predictions_[hi],
+                "rank": np.arange(1, lo.size + 1, dtype=np.int64),
+            }
+        )
+
+    # ------------------------------------------------------------- similarity
+    def similarity(self, u: Any, v: Any) -> float | np.ndarray:
+        """``KS(u, v)`` (Eq. 7) of any nodes, computed in float64 from ``ks_``.
+
+        Scalars give a float; arrays (broadcast) give an array. May differ from the float32
+        similarities of the search results by about 1e-7.
+        """
+        check_fitted(self, "ks_")
+        n = self.ks_.size(0)
+        scalar = np.ndim(u) == 0 and np.ndim(v) == 0
+        uu, vv = _node_array("u", u), _node_array("v", v)
+        for name, arr in (("u", uu), ("v", vv)):
+            if arr.size and (arr.min() < 0 or arr.max() >= n):
+                raise InvalidInputError(f"{name} must be node ids in [0, {n - 1}], got {arr}")
+        try:
+            uu, vv = np.broadcast_arrays(uu, vv)
+        except ValueError:
+            raise InvalidInputError(
+                f"u and v must have broadcastable shapes, got {uu.shape} and {vv.shape}"
+            ) from None
+        a = self.ks_[torch.from_numpy(uu.copy())].to(torch.float64)
+        b = self.ks_[torch.from_numpy(vv.copy())].to(torch.float64)
+        na = torch.linalg.vector_norm(a, dim=1)
+        nb = torch.linalg.vector_norm(b, dim=1)
+        denom = na * nb
+        cos = torch.where(denom > 0, (a * b).sum(1) / denom.clamp_min(1e-300), 0.0)
+        out = cos.clamp(-1.0, 1.0).numpy()
+        return float(out[0]) if scalar else out
+
+    @staticmethod
+    def average_similarity(result: pd.DataFrame) -> float:
+        """Average similarity AS (Eq. 11) of a result.
+
+        Local result: the mean over queries of the mean KS of the evidences returned for that
+        query. Global result: the mean similarity of the returned pairs. An empty result has no
+        AS and raises :class:`~gnnaudit.errors.InvalidInputError`.
+        """
+        if not isinstance(result, pd.DataFrame) or "similarity" not in result:
+            raise InvalidInputError(
+                "result must be a DataFrame from local_evidence or global_evidence"
+            )
+        if len(result) == 0:
+            raise InvalidInputError("result is empty: the average similarity is undefined")
+        if "query" in result:
+            return float(result.groupby("query", sort=False)["similarity"].mean().mean())
+        if "node_u" in result:
+            return float(result["similarity"].mean())
+        raise InvalidInputError("result must have a 'query' (local) or 'node_u' (global) column")
+
+
+def _dtype(column: str) -> str:
+    return "float64" if column == "similarity" else "int64"

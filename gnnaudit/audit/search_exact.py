@@ -1,0 +1,179 @@
+r"""Exact counterfactual-evidence search (the paper's LocalCE-B / GlobalCE-B, made blocked).
+
+Local top-k of a query ``v`` of predicted class ``c``: the candidates are all test nodes of the
+other classes (pre-partitioned by class, the paper's optimisation (1)); a block of queries of
+class ``c`` is multiplied with the candidates' unit embeddings in one matrix product, and the
+top-k of each row is selected with ``np.partition`` plus a stable composite sort, so ties are
+broken exactly by the smaller position (= smaller node id).
+
+Global top-k: only pairs of *different* classes are scored, each unordered pair once (class
+``a`` rows against class ``b > a`` columns), in row blocks; a running top-k is merged with each
+block's entries at or above the current k-th similarity. Ties are broken by the smaller
+``(u, v)`` position pair, ``u < v``.
+
+Memory bound: every similarity block holds at most ``block_bytes`` bytes (default 64 MiB) of
+float32, and the index arrays built from one block are at most 4x that in the worst case of
+massive ties (typically O(k) per block). The global running top-k holds ``O(k)`` entries.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from gnnaudit._validation import check_int
+from gnnaudit.audit.search_base import EvidenceSearcher, Neighbours, Pairs, SearchSpace
+from gnnaudit.errors import InvalidInputError
+
+__all__ = ["ExactSearcher"]
+
+logger = logging.getLogger(__name__)
+
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b.T`` in float32 through numpy's BLAS (threads: ``OMP_NUM_THREADS`` or
+    ``threadpoolctl``). The transposed operand is passed to BLAS without a copy, which makes
+    a single-row query about 8x faster than ``torch.mm`` with a transposed view."""
+    return np.matmul(a, b.T)
+
+
+def _row_topk(sim: np.ndarray, k: int, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` columns of every row of ``sim`` by (similarity desc, ``key[column]`` asc), exactly.
+
+    ``k <= sim.shape[1]``; ``key`` holds distinct tie-break keys of the columns. Returns
+    ``(values, columns)`` of shape ``(rows, k)``. Extra memory: ``O(sim.size)`` in the worst
+    case of massive ties at the k-th value, ``O(rows * k)`` typically.
+    """
+    rows = sim.shape[0]
+    # k-th largest value of each row; every entry >= it is a candidate (ties included).
+    kth = -np.partition(-sim, k - 1, axis=1)[:, k - 1]
+    r, c = np.nonzero(sim >= kth[:, None])
+    s = sim[r, c]
+    order = np.lexsort((key[c], -s, r))
+    r, c, s = r[order], c[order], s[order]
+    start = np.searchsorted(r, np.arange(rows))
+    rank = np.arange(r.size) - start[r]
+    keep = rank < k
+    return s[keep].reshape(rows, k), c[keep].reshape(rows, k).astype(np.int64)
+
+
+class ExactSearcher(EvidenceSearcher):
+    """Exact blocked search over the test nodes' unit KS embeddings (the oracle backend).
+
+    The embedding is stored once, sorted by predicted class (stable, so ascending positions
+    within a class): the candidates of class ``c`` are the two contiguous slices before and
+    after class ``c``, multiplied without any per-class copy.
+
+    Parameters
+    ----------
+    block_bytes : memory budget of one similarity block in bytes (default 64 MiB).
+    progress : show tqdm bars for long batched local queries and the global search.
+    random_state : accepted for a uniform backend signature; the search is deterministic.
+    """
+
+    name = "exact"
+
+    def __init__(
+        self, block_bytes: int = 64 * 2**20, progress: bool = False, random_state: Any = None
+    ) -> None:
+        self.block_bytes = block_bytes
+        self.progress = progress
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ build
+    def build(self, space: SearchSpace) -> ExactSearcher:
+        self.block_bytes_ = check_int("block_bytes", self.block_bytes, minimum=4)
+        emb = np.asarray(space.embedding)
+        pred = np.asarray(space.predictions, dtype=np.int64)
+        if emb.ndim != 2 or pred.shape != (emb.shape[0],):
+            raise InvalidInputError(
+                f"space.embedding must be (m, d) and space.predictions (m,), got "
+                f"{emb.shape} and {pred.shape}"
+            )
+        perm = np.argsort(pred, kind="stable")
+        self.perm_ = perm.astype(np.int64)  # sorted slot -> position
+        self.slot_ = np.empty_like(self.perm_)  # position -> sorted slot
+        self.slot_[perm] = np.arange(perm.size)
+        self.sorted_embedding_ = np.ascontiguousarray(emb[perm], dtype=np.float32)
+        self.predictions_ = pred
+        self.classes_, starts = np.unique(pred[perm], return_index=True)
+        ends = np.append(starts[1:], pred.size)
+        self.bounds_ = {
+            int(c): (int(a), int(b)) for c, a, b in zip(self.classes_, starts, ends, strict=True)
+        }
+        return self
+
+    def _bar(self, total: int, desc: str) -> Any:
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, desc=desc, disable=not self.progress, leave=False)
+
+    # ------------------------------------------------------------------ local
+    def local(self, queries: np.ndarray, k: int) -> Neighbours:
+        k = check_int("k", k, minimum=1)
+        queries = np.asarray(queries, dtype=np.int64).reshape(-1)
+        q = queries.size
+        sim_out = np.full((q, k), -np.inf, dtype=np.float32)
+        pos_out = np.full((q, k), -1, dtype=np.int64)
+        if q == 0:
+            return Neighbours(similarity=sim_out, position=pos_out)
+        emb, m = self.sorted_embedding_, self.predictions_.size
+        qclass = self.predictions_[queries]
+        with self._bar(q, "local evidence") as bar:
+            for c in np.unique(qclass):
+                idx = np.flatnonzero(qclass == c)
+                lo, hi = self.bounds_[int(c)]
+                m_c = m - (hi - lo)
+                kk = min(k, m_c)
+                if kk == 0:
+                    bar.update(idx.size)
+                    continue
+                key = np.concatenate([self.perm_[:lo], self.perm_[hi:]])
+                rows = max(1, self.block_bytes_ // (4 * m_c))
+                for start in range(0, idx.size, rows):
+                    block = idx[start : start + rows]
+                    qe = emb[self.slot_[queries[block]]]
+                    sim = np.empty((block.size, m_c), dtype=np.float32)
+                    if lo:
+                        sim[:, :lo] = _matmul(qe, emb[:lo])
+                    if hi < m:
+                        sim[:, lo:] = _matmul(qe, emb[hi:])
+                    vals, cols = _row_topk(sim, kk, key)
+                    sim_out[block, :kk] = vals
+                    pos_out[block, :kk] = key[cols]
+                    bar.update(block.size)
+        return Neighbours(similarity=sim_out, position=pos_out)
+
+    # ----------------------------------------------------------------- global
+    def global_pairs(self, k: int) -> Pairs:
+        k = check_int("k", k, minimum=1)
+        m = self.predictions_.size
+        emb, perm = self.sorted_embedding_, self.perm_
+        best_s = np.empty(0, dtype=np.float32)
+        best_key = np.empty(0, dtype=np.int64)  # u * m + v, u < v
+        classes = [int(c) for c in self.classes_]
+        jobs = []
+        for i, a in enumerate(classes):
+            lo_a, hi_a = self.bounds_[a]
+            for b in classes[i + 1 :]:
+                lo_b, hi_b = self.bounds_[b]
+                rows = max(1, self.block_bytes_ // (4 * (hi_b - lo_b)))
+                jobs.extend((s, min(s + rows, hi_a), lo_b, hi_b) for s in range(lo_a, hi_a, rows))
+        with self._bar(len(jobs), "global evidence") as bar:
+            for r0, r1, c0, c1 in jobs:
+                sim = _matmul(emb[r0:r1], emb[c0:c1])
+                thr = best_s[-1] if best_s.size >= k else -np.inf
+                n_ge = int(np.count_nonzero(sim >= thr)) if np.isfinite(thr) else sim.size
+                if n_ge > k:  # tighten with the block's own k-th value
+                    flat = sim.reshape(-1)
+                    thr = max(thr, -np.partition(-flat, k - 1)[k - 1])
+                r, c = np.nonzero(sim >= thr)
+                u, v = perm[r0 + r], perm[c0 + c]
+                best_s = np.concatenate([best_s, sim[r, c]])
+                best_key = np.concatenate([best_key, np.minimum(u, v) * m + np.maximum(u, v)])
+                order = np.lexsort((best_key, -best_s))[:k]
+                best_s, best_key = best_s[order], best_key[order]
+                bar.update(1)
+        return Pairs(similarity=best_s, u=best_key // m, v=best_key % m)

@@ -1,0 +1,251 @@
+r"""faiss backend for counterfactual-evidence search.
+
+One inner-product index per predicted class over the unit-normalised embedding (so the inner
+product is :math:`KS(v,u)`). A local query of class c searches the index of every other class
+(``min(k, |class|)`` hits from each), and the hits are merged into the top-k by
+``(similarity desc, position asc)``; the similarities of the kept hits are recomputed exactly
+in float64. A query that gets fewer hits than it has candidates (an IVF probe that lands on
+small lists, a rare HNSW dead end) is answered by an exact scan instead, so k results come back
+whenever k candidates exist. Queries whose embedding is the zero vector are answered exactly
+(all similarities are 0: the smallest positions of another class).
+
+Global top-k: the local top-k of every node merged into unique unordered pairs (see
+:func:`gnnaudit.audit.search_index.global_from_local`). Exact if the local lists are exact; the
+approximation is only that of the local searches (a missed neighbour can still be found from
+the other end of the pair).
+
+Index types (``index_type``):
+
+* ``"hnsw"`` (default) -- ``IndexHNSWFlat`` with ``METRIC_INNER_PRODUCT``, ``M`` links,
+  ``ef_construction`` and ``ef_search`` (raised to k when smaller). Points are added with one
+  OpenMP thread so the graph, hence every answer, is deterministic.
+* ``"ivf"`` -- ``IndexIVFFlat`` (inner product) with ``nlist`` lists (``None``: about
+  :math:`4\sqrt{n}`), trained with the k-means seed ``random_state``; ``nprobe`` lists are
+  scanned. The effective ``nlist`` is capped at ``n // 39`` (faiss' minimum training points per
+  centroid); a class too small for 2 lists gets a flat index.
+* ``"flat"`` -- ``IndexFlatIP`` (exact; for checking).
+
+Classes with fewer than ``_FLAT_BELOW`` (256) points always get a flat index (exact and at
+least as fast there). Memory: the indexes hold a float32 copy of the embedding (plus
+``M * 2 * 4`` bytes per point for HNSW); a query batch materialises ``q * k * (classes - 1)``
+hits; the exact fallback works in blocks of at most 4M similarities.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from gnnaudit._validation import check_choice, check_int
+from gnnaudit.audit.search_base import EvidenceSearcher, Neighbours, Pairs, SearchSpace
+from gnnaudit.audit.search_index import (
+    _BLOCK,
+    block_topk,
+    check_k,
+    check_queries,
+    check_space,
+    exact_rescore,
+    fill_neighbours,
+    global_from_local,
+    make_rng,
+    topk_by_row,
+    unknown_params,
+    zero_query_answer,
+)
+from gnnaudit.errors import NotFittedError
+
+__all__ = ["FaissSearcher"]
+
+logger = logging.getLogger(__name__)
+
+_FLAT_BELOW = 256
+_MIN_POINTS_PER_LIST = 39
+
+
+class FaissSearcher(EvidenceSearcher):
+    """Approximate evidence search with one faiss inner-product index per predicted class.
+
+    Parameters
+    ----------
+    index_type : ``"hnsw"`` | ``"ivf"`` | ``"flat"``.
+    M, ef_construction, ef_search : HNSW graph degree and beam widths.
+    nlist, nprobe : IVF list count (``None`` = about 4 sqrt(n) per class) and lists probed.
+    random_state : int seed (or ``np.random.Generator``) of the IVF k-means training (HNSW is
+        deterministic by construction).
+    """
+
+    name = "faiss"
+    _PARAMS = ("index_type", "M", "ef_search", "ef_construction", "nlist", "nprobe")
+
+    def __init__(
+        self,
+        index_type: str = "hnsw",
+        M: int = 32,
+        ef_search: int = 64,
+        ef_construction: int = 80,
+        nlist: int | None = None,
+        nprobe: int = 16,
+        random_state: Any = None,
+        **unknown: Any,
+    ) -> None:
+        unknown_params(type(self).__name__, unknown, self._PARAMS)
+        self.index_type = index_type
+        self.M = M
+        self.ef_search = ef_search
+        self.ef_construction = ef_construction
+        self.nlist = nlist
+        self.nprobe = nprobe
+        self.random_state = random_state
+
+    def _check_params(self) -> None:
+        check_choice("index_params['index_type']", self.index_type, ("hnsw", "ivf", "flat"))
+        check_int("index_params['M']", self.M, minimum=2, maximum=256)
+        check_int("index_params['ef_search']", self.ef_search, minimum=1)
+        check_int("index_params['ef_construction']", self.ef_construction, minimum=1)
+        if self.nlist is not None:
+            check_int("index_params['nlist']", self.nlist, minimum=1)
+        check_int("index_params['nprobe']", self.nprobe, minimum=1)
+        self._seed = int(make_rng(self.random_state).integers(0, 2**31 - 1))
+
+    # -- build
+    def _make_index(self, xc: np.ndarray) -> tuple[Any, str]:
+        import faiss
+
+        n, d = xc.shape
+        kind = self.index_type
+        if n < _FLAT_BELOW:
+            kind = "flat"
+        if kind == "ivf":
+            nlist = self.nlist if self.nlist is not None else int(round(4 * np.sqrt(n)))
+            nlist = min(nlist, n // _MIN_POINTS_PER_LIST)
+            if nlist < 2:
+                kind = "flat"
+        if kind == "flat":
+            index = faiss.IndexFlatIP(d)
+            index.add(xc)
+            return index, "flat"
+        if kind == "ivf":
+            quantizer = faiss.IndexFlatIP(d)
+            index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
+            index.cp.seed = self._seed
+            index.train(xc)
+            index.add(xc)
+            index.nprobe = min(int(self.nprobe), nlist)
+            self._quantizers.append(quantizer)  # the IVF index does not own its quantizer
+            return index, f"ivf{nlist}"
+        index = faiss.IndexHNSWFlat(d, int(self.M), faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = int(self.ef_construction)
+        threads = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(1)  # deterministic graph
+        try:
+            index.add(xc)
+        finally:
+            faiss.omp_set_num_threads(threads)
+        return index, "hnsw"
+
+    def build(self, space: SearchSpace) -> FaissSearcher:
+        """Build one index per predicted class of ``space``."""
+        self._check_params()
+        space = check_space(space)
+        x = space.embedding
+        self.classes_, self.class_index_ = np.unique(space.predictions, return_inverse=True)
+        self._quantizers: list[Any] = []
+        self.members_ = [np.flatnonzero(self.class_index_ == c) for c in range(self.classes_.size)]
+        built = [self._make_index(np.ascontiguousarray(x[mem])) for mem in self.members_]
+        self.indexes_ = [b[0] for b in built]
+        self.index_kinds_ = [b[1] for b in built]
+        self.class_sizes_ = np.array([mem.size for mem in self.members_], dtype=np.int64)
+        self.space_ = space
+        self.norms_ = np.linalg.norm(x, axis=1)
+        logger.info(
+            "FaissSearcher built: %s",
+            dict(zip(self.classes_.tolist(), self.index_kinds_, strict=True)),
+        )
+        return self
+
+    def _fitted(self) -> None:
+        if getattr(self, "space_", None) is None:
+            raise NotFittedError("FaissSearcher is not built yet; call build(space) first")
+
+    # -- queries
+    def local(self, queries: np.ndarray, k: int) -> Neighbours:
+        """Top-k evidences of each query (see module doc)."""
+        self._fitted()
+        k = check_k(k)
+        q = check_queries(queries, self.space_.size)
+        sim, pos = self._search(q, k)
+        return Neighbours(similarity=sim, position=pos)
+
+    def _search(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        x = self.space_.embedding
+        cls = self.class_index_
+        out_s = np.full((q.size, k), -np.inf)
+        out_p = np.full((q.size, k), -1, dtype=np.int64)
+        zero = self.norms_[q] == 0
+        if zero.any():
+            out_s[zero], out_p[zero] = zero_query_answer(cls, q[zero], k)
+        live = np.flatnonzero(~zero)
+        if live.size == 0:
+            return out_s, out_p
+        ql = q[live]
+        qc = cls[ql]
+        got_r, got_s, got_p = [], [], []
+        for c in np.unique(qc):
+            rows = np.flatnonzero(qc == c)
+            xq = np.ascontiguousarray(x[ql[rows]])
+            for c2, (index, kind) in enumerate(zip(self.indexes_, self.index_kinds_, strict=True)):
+                if c2 == c:
+                    continue
+                kk = min(k, self.members_[c2].size)
+                if kind == "hnsw":
+                    index.hnsw.efSearch = max(int(self.ef_search), kk)
+                dist, lab = index.search(xq, kk)
+                ok = lab >= 0
+                rr, kk_i = np.nonzero(ok)
+                got_r.append(rows[rr])
+                got_s.append(dist[rr, kk_i].astype(np.float64))
+                got_p.append(self.members_[c2][lab[rr, kk_i]])
+        if not got_r:  # a single predicted class: no candidates at all
+            return out_s, out_p
+        rr, ss, pp = topk_by_row(
+            np.concatenate(got_r), np.concatenate(got_s), np.concatenate(got_p), k
+        )
+        ls, lp = fill_neighbours(ql.size, k, rr, ss, pp)
+        # exact fallback for queries that got fewer hits than they have candidates
+        n_cand = self.space_.size - self.class_sizes_[qc]
+        short = np.flatnonzero((lp >= 0).sum(axis=1) < np.minimum(k, n_cand))
+        if short.size:
+            logger.debug("faiss: %d queries answered by the exact fallback", short.size)
+            es, ep = self._exact(ql[short], k)
+            ls[short], lp[short] = es, ep
+        ls, lp = exact_rescore(x, ql, ls, lp)
+        out_s[live], out_p[live] = ls, lp
+        return out_s, out_p
+
+    def _exact(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Brute-force top-k (blocks of at most 4M similarities)."""
+        x = self.space_.embedding
+        cls = self.class_index_
+        cols = np.arange(x.shape[0])
+        step = max(1, _BLOCK // x.shape[0])
+        got_r, got_s, got_p = [], [], []
+        for lo in range(0, q.size, step):
+            r = np.arange(lo, min(lo + step, q.size))
+            s = x[q[r]] @ x.T
+            s[cls[q[r]][:, None] == cls[None, :]] = -np.inf
+            rr, ss, pp = block_topk(s, cols, k)
+            got_r.append(r[rr])
+            got_s.append(ss.astype(np.float64))
+            got_p.append(pp)
+        rr, ss, pp = topk_by_row(
+            np.concatenate(got_r), np.concatenate(got_s), np.concatenate(got_p), k
+        )
+        return fill_neighbours(q.size, k, rr, ss, pp)
+
+    def global_pairs(self, k: int) -> Pairs:
+        """Top-k unordered pairs from the per-node faiss top-k lists (see module doc)."""
+        self._fitted()
+        k = check_k(k)
+        return global_from_local(self, self.space_.size, k)

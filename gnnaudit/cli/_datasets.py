@@ -1,0 +1,127 @@
+"""Dataset selection shared by the graph subcommands (``train``, ``audit``, ``evidence`` ...).
+
+``add_dataset_arguments(parser)`` adds ``--dataset``, ``--root``, ``--split`` and the synthetic
+generator's ``--num-nodes``, ``--bias``, ``--homophily`` (and ``--seed`` unless told not to);
+``dataset_from_args(args)`` / ``load_graph_dataset(...)`` turn them into a PyG ``Data``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+__all__ = [
+    "GRAPH_DATASETS",
+    "add_dataset_arguments",
+    "dataset_from_args",
+    "load_graph_dataset",
+]
+
+#: CLI dataset name -> (loader kind, loader name).
+GRAPH_DATASETS: dict[str, tuple[str, str]] = {
+    "synthetic": ("synthetic", "synthetic"),
+    "german": ("nifty", "german"),
+    "bail": ("nifty", "bail"),
+    "credit": ("nifty", "credit"),
+    "cora": ("planetoid", "cora"),
+    "citeseer": ("planetoid", "citeseer"),
+    "pubmed": ("planetoid", "pubmed"),
+    "facebook": ("pyg", "FacebookPagePage"),
+    "amazon-products": ("pyg", "AmazonProducts"),
+}
+
+_ROOT_ENV = "GNNAUDIT_DATA"
+_ROOT_LAYOUT = {
+    "nifty": "<root>/<name>/<name>.csv and <root>/<name>/<name>_edges.txt",
+    "planetoid": "<root>/<Name>/raw/ind.<name>.* (PyG Planetoid raw files)",
+    "pyg": "<root>/<Name>/raw/ (PyG raw files)",
+}
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser, *, include_seed: bool = True) -> None:
+    """Add the dataset options to ``parser`` (``--seed`` only if ``include_seed``)."""
+    group = parser.add_argument_group("dataset")
+    group.add_argument(
+        "--dataset",
+        default="synthetic",
+        choices=tuple(GRAPH_DATASETS),
+        help="graph to load (default: synthetic, the embedded credit graph)",
+    )
+    group.add_argument(
+        "--root",
+        default=None,
+        help=f"data folder for the file-based datasets (default: ${_ROOT_ENV})",
+    )
+    group.add_argument(
+        "--split",
+        default="stratified",
+        choices=("stratified", "public"),
+        help="stratified 50/25/25 split (default) or the split a PyG dataset ships",
+    )
+    group.add_argument("--num-nodes", type=int, default=1000, help="synthetic: number of nodes")
+    group.add_argument("--bias", type=float, default=1.5, help="synthetic: planted gender bias")
+    group.add_argument(
+        "--homophily", type=float, default=0.8, help="synthetic: same-gender edge probability"
+    )
+    if include_seed:
+        group.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+
+def load_graph_dataset(
+    name: str,
+    root: str | os.PathLike[str] | None = None,
+    seed: int = 0,
+    *,
+    split: str = "stratified",
+    num_nodes: int = 1000,
+    bias: float = 1.5,
+    homophily: float = 0.8,
+) -> Any:
+    """Load the graph ``name`` (one of :data:`GRAPH_DATASETS`) as a PyG ``Data``.
+
+    ``root`` (or ``$GNNAUDIT_DATA``) is required for every dataset but ``synthetic``.
+    """
+    from gnnaudit._validation import check_choice
+    from gnnaudit.errors import InvalidInputError
+
+    name = check_choice("dataset", name, tuple(GRAPH_DATASETS))
+    kind, loader_name = GRAPH_DATASETS[name]
+    if kind == "synthetic":
+        from gnnaudit.datasets import synthetic_credit_graph
+
+        return synthetic_credit_graph(
+            num_nodes=num_nodes, bias=bias, homophily=homophily, seed=seed
+        )
+    root = root if root is not None else os.environ.get(_ROOT_ENV)
+    if not root:
+        raise InvalidInputError(
+            f"dataset {name!r} needs --root (or ${_ROOT_ENV}): a folder holding "
+            f"{_ROOT_LAYOUT[kind]}"
+        )
+    if kind == "nifty":
+        from gnnaudit.datasets import load_nifty
+
+        if split != "stratified":
+            raise InvalidInputError(f"dataset {name!r} ships no split; use --split stratified")
+        return load_nifty(loader_name, root, seed=seed)
+    if kind == "planetoid":
+        from gnnaudit.datasets import load_planetoid
+
+        return load_planetoid(loader_name, root, seed=seed, split=split)
+    from gnnaudit.datasets import load_pyg
+
+    return load_pyg(loader_name, root, seed=seed, split=split)
+
+
+def dataset_from_args(args: argparse.Namespace) -> Any:
+    """Load the dataset described by the options of :func:`add_dataset_arguments`."""
+    return load_graph_dataset(
+        args.dataset,
+        args.root,
+        getattr(args, "seed", 0),
+        split=args.split,
+        num_nodes=args.num_nodes,
+        bias=args.bias,
+        homophily=args.homophily,
+    )

@@ -1,0 +1,263 @@
+"""FairDen: fair density-based clustering (Krieger, Beer et al., ICLR 2025; Alg. 1).
+
+Pipeline: dc-distance tree of the numerical features (:class:`~gnnaudit.graph_ops.DCTree`),
+affinity :math:`A = \\tfrac{d_n}{d}(1 - D_{dc}/\\max D_{dc}) + \\tfrac{d_c}{d} S_G`
+(Eq. 1, 15), fairness matrix ``F`` over the *combined* sensitive groups (Sec. 2.2, 2.4), the
+constrained normalised-cut embedding (Eq. 12, :mod:`gnnaudit.clustering.fair_spectral`),
+k-means on its rows, and Alg. 1's noise loop: clusters with fewer than ``minPts`` points become
+noise (-1); while fewer than ``n_clusters`` non-noise clusters remain, ``k`` grows by one.
+
+The loop is capped at ``k <= max(n_clusters, n // minPts)`` (more clusters of at least ``minPts``
+points cannot exist) and at the embedding's maximal dimension; when the cap is hit the last
+clustering is returned and a warning logged.
+
+Small groups. A balanced clustering into ``k`` clusters needs every combined sensitive group to
+have at least ``k`` members (paper Sec. 2.5). By default a smaller group raises
+:class:`~gnnaudit.errors.InfeasibleError`. With ``min_group_size=m`` the points of combined
+groups with fewer than ``m`` members are excluded as in the paper's experiments (Sec. 3.3):
+they are labelled -1 and flagged in ``excluded_``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Literal
+
+import numpy as np
+from sklearn.cluster import KMeans
+from sklearn.utils import check_random_state
+from tqdm.auto import tqdm
+
+from gnnaudit._validation import check_array, check_choice, check_int
+from gnnaudit.clustering.fair_spectral import (
+    AffinityOperator,
+    fair_embedding_dense,
+    fair_embedding_matrix_free,
+    fairness_matrix,
+)
+from gnnaudit.clustering.goodall import Goodall1, encode_columns
+from gnnaudit.clustering.metrics.fairness import balance
+from gnnaudit.errors import InfeasibleError, InvalidInputError
+from gnnaudit.graph_ops.dc_tree import DCTree
+
+__all__ = ["FairDen"]
+
+logger = logging.getLogger(__name__)
+
+#: ``solver="auto"`` uses the dense paper construction up to this many points.
+AUTO_DENSE_MAX_N = 1000
+#: ``solver="dense"`` refuses more points than this (``O(n^3)`` time, ``O(n^2)`` memory).
+DENSE_MAX_N = 5000
+
+
+class FairDen:
+    """Fair density-based clustering (FairDen).
+
+    Parameters
+    ----------
+    n_clusters:
+        Number ``k`` of non-noise clusters wanted (``>= 2``).
+    min_pts:
+        ``minPts`` (:math:`\\mu`) of the dc-distance and the noise threshold. Default
+        ``max(2, 2 d_n - 1)`` with ``d_n`` the number of numerical features (Schubert et al.).
+    solver:
+        ``"dense"`` (paper's Z / Q construction, ``n <= 5000``), ``"matrix_free"`` (eigsh on a
+        projected ``LinearOperator``, no ``n x n`` array) or ``"auto"`` (dense up to 1,000
+        points).
+    random_state:
+        Seed of k-means and of the eigensolver's start vector.
+    min_group_size:
+        ``None`` (default): a combined sensitive group smaller than ``n_clusters`` is an error.
+        An int ``m``: points of groups smaller than ``m`` are excluded (label -1).
+    n_init:
+        k-means restarts.
+    progress:
+        Show a tqdm progress bar over the stages.
+
+    Attributes
+    ----------
+    labels_ : (n,) cluster ids ``0..n_clusters_-1``, noise and excluded points -1.
+    n_clusters_ : number of non-noise clusters found.
+    k_ : the ``k`` of the final Alg. 1 iteration.
+    embedding_ : (n_used, k_) the spectral embedding ``H`` of the clustered points.
+    eigenvalues_ : the ``k_`` smallest constrained generalised eigenvalues.
+    balance_ : noise-adjusted balance of ``labels_`` over the combined groups.
+    groups_ : (n,) combined sensitive group code of every point.
+    excluded_ : (n,) bool, points left out for belonging to a too-small group.
+    dc_tree_ : the fitted :class:`~gnnaudit.graph_ops.DCTree` (of the used points).
+    min_pts_ : the ``minPts`` used.
+    timings_ : seconds per stage (``dc_tree``, ``affinity``, ``eigensolver``, ``kmeans``;
+        the last two summed over the Alg. 1 iterations).
+    """
+
+    def __init__(
+        self,
+        n_clusters: int = 2,
+        min_pts: int | None = None,
+        solver: Literal["auto", "dense", "matrix_free"] = "auto",
+        random_state: int | np.random.RandomState | None = 0,
+        min_group_size: int | None = None,
+        n_init: int = 10,
+        progress: bool = False,
+    ) -> None:
+        self.n_clusters = n_clusters
+        self.min_pts = min_pts
+        self.solver = solver
+        self.random_state = random_state
+        self.min_group_size = min_group_size
+        self.n_init = n_init
+        self.progress = progress
+
+    def _validate(self, X: Any, sensitive: Any, categorical: Any) -> tuple:
+        k = check_int("n_clusters", self.n_clusters, minimum=2)
+        check_choice("solver", self.solver, ("auto", "dense", "matrix_free"))
+        check_int("n_init", self.n_init, minimum=1)
+        X = check_array("X", X, ndim=2, min_rows=2)
+        n, d_n = X.shape
+        if d_n == 0:
+            raise InvalidInputError(
+                "X must have at least one numerical column (the dc-distance needs one)"
+            )
+        groups_raw = encode_columns("sensitive", sensitive)
+        if groups_raw.shape[0] != n:
+            raise InvalidInputError(f"sensitive has {groups_raw.shape[0]} rows but X has {n}")
+        groups = np.unique(groups_raw, axis=0, return_inverse=True)[1].reshape(-1)
+        cat = None
+        if categorical is not None:
+            cat = encode_columns("categorical", categorical)
+            if cat.shape[0] != n:
+                raise InvalidInputError(f"categorical has {cat.shape[0]} rows but X has {n}")
+            if cat.shape[1] == 0:
+                cat = None
+        min_pts = self.min_pts if self.min_pts is not None else max(2, 2 * d_n - 1)
+        min_pts = check_int("min_pts", min_pts, minimum=1)
+        return k, X, groups, cat, min_pts
+
+    def fit(self, X: Any, sensitive: Any, categorical: Any = None) -> FairDen:
+        """Cluster ``X`` (n, d_n numerical) fairly w.r.t. ``sensitive`` (n,) or (n, a).
+
+        ``categorical`` (n, d_c), optional: categorical attributes (any hashable codes),
+        compared with Goodall1 (Eq. 15). Returns ``self``.
+        """
+        k0, X, groups, cat, min_pts = self._validate(X, sensitive, categorical)
+        n = X.shape[0]
+        rng = check_random_state(self.random_state)
+        sizes = np.bincount(groups)
+        excluded = np.zeros(n, dtype=bool)
+        if self.min_group_size is not None:
+            mgs = check_int("min_group_size", self.min_group_size, minimum=1)
+            excluded = sizes[groups] < mgs
+            if excluded.all():
+                raise InfeasibleError(
+                    f"every combined sensitive group has fewer than min_group_size={mgs} "
+                    f"members (group sizes {sizes.tolist()})"
+                )
+            if excluded.any():
+                logger.warning(
+                    "excluding %d points of %d sensitive group(s) smaller than %d",
+                    int(excluded.sum()),
+                    int((sizes < mgs).sum()),
+                    mgs,
+                )
+        used = np.flatnonzero(~excluded)
+        g_used = np.unique(groups[used], return_inverse=True)[1].reshape(-1)
+        used_sizes = np.bincount(g_used)
+        if used_sizes.min() < k0:
+            raise InfeasibleError(
+                f"a balanced clustering into n_clusters={k0} clusters needs every combined "
+                f"sensitive group to have at least {k0} members; group sizes are "
+                f"{used_sizes.tolist()}. Lower n_clusters or pass min_group_size={k0} to "
+                "exclude the small groups (paper Sec. 3.3)"
+            )
+        if used_sizes.size == 1:
+            logger.warning("only one sensitive group: FairDen reduces to unconstrained clustering")
+        m = used.size
+        Xu = X[used]
+        solver = self.solver
+        if solver == "auto":
+            solver = "dense" if m <= AUTO_DENSE_MAX_N else "matrix_free"
+        if solver == "dense" and m > DENSE_MAX_N:
+            raise InvalidInputError(
+                f"solver='dense' is limited to n <= {DENSE_MAX_N} points, got {m}; "
+                "use solver='matrix_free'"
+            )
+        timings = {"dc_tree": 0.0, "affinity": 0.0, "eigensolver": 0.0, "kmeans": 0.0}
+        bar = tqdm(total=3, desc="FairDen", disable=not self.progress, leave=False)
+        t0 = time.perf_counter()
+        tree = DCTree(min_pts=min(min_pts, m)).fit(Xu)
+        timings["dc_tree"] = time.perf_counter() - t0
+        bar.set_postfix_str("dc-tree done")
+        bar.update()
+        t0 = time.perf_counter()
+        d_n = X.shape[1]
+        d_c = 0 if cat is None else cat.shape[1]
+        goodall = Goodall1(cat[used]) if cat is not None else None
+        op = AffinityOperator(tree, goodall, d_n / (d_n + d_c), d_c / (d_n + d_c))
+        F = fairness_matrix(g_used)
+        k_cap = min(max(k0, m // min_pts), m - F.shape[1] - 1)
+        if k_cap < k0:
+            raise InfeasibleError(
+                f"n_clusters={k0} is too large for {m} points with {F.shape[1]} fairness "
+                "constraints"
+            )
+        A_dense = op.to_dense() if solver == "dense" else None
+        timings["affinity"] = time.perf_counter() - t0
+        bar.update()
+        k = k0
+        while True:
+            t0 = time.perf_counter()
+            if A_dense is not None:
+                emb = fair_embedding_dense(A_dense, F, k)
+            else:
+                emb = fair_embedding_matrix_free(op, F, k, random_state=rng)
+            t1 = time.perf_counter()
+            km = KMeans(n_clusters=k, n_init=self.n_init, random_state=rng).fit(emb.H)
+            timings["eigensolver"] += t1 - t0
+            timings["kmeans"] += time.perf_counter() - t1
+            bar.set_postfix_str(f"k={k}")
+            lab = km.labels_
+            counts = np.bincount(lab, minlength=k)
+            big = counts >= min_pts
+            if big.sum() >= k0 or k >= k_cap:
+                if big.sum() < k0:
+                    logger.warning(
+                        "FairDen: only %d clusters with >= minPts=%d points at the cap k=%d",
+                        int(big.sum()),
+                        min_pts,
+                        k,
+                    )
+                break
+            logger.info(
+                "FairDen: k=%d gave %d non-noise clusters; trying k=%d", k, big.sum(), k + 1
+            )
+            k += 1
+        bar.update()
+        bar.close()
+        # relabel surviving clusters 0..m-1 in order of first appearance, small ones -> noise
+        new_id = np.full(k, -1, dtype=np.int64)
+        survivors = np.flatnonzero(big)
+        first = np.unique(lab, return_index=True)[1][survivors]  # k-means ids are 0..k-1
+        new_id[survivors[np.argsort(first)]] = np.arange(survivors.size)
+        labels = np.full(n, -1, dtype=np.int64)
+        labels[used] = new_id[lab]
+        self.labels_ = labels
+        self.n_clusters_ = int(survivors.size)
+        self.k_ = k
+        self.embedding_ = emb.H
+        self.eigenvalues_ = emb.eigenvalues
+        self.groups_ = groups
+        self.excluded_ = excluded
+        self.dc_tree_ = tree
+        self.min_pts_ = min_pts
+        self.solver_ = solver
+        self.timings_ = timings
+        self.balance_ = balance(labels, groups)
+        return self
+
+    def fit_predict(self, X: Any, sensitive: Any, categorical: Any = None) -> np.ndarray:
+        """``fit`` and return ``labels_``."""
+        return self.fit(X, sensitive, categorical).labels_
+
+    def __sklearn_is_fitted__(self) -> bool:  # pragma: no cover - sklearn hook
+        return getattr(self, "labels_", None) is not None

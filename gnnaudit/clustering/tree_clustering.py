@@ -1,0 +1,532 @@
+"""Optimal constrained clustering trees via MaxSAT (Shati, Cohen and McIlraith).
+
+:class:`TreeClustering` finds a complete decision tree of depth ``d`` whose leaves are labelled
+with clusters such that every must-link / cannot-link constraint is honoured and
+
+* ``objective="md"``: the maximum diameter
+  :math:`MD = \\max\\{\\lVert x_1 - x_2 \\rVert : \\Theta(x_1) = \\Theta(x_2)\\}` is within
+  ``epsilon`` of the optimum (Problem 1), or
+* ``objective="md-ms"``: (MD, MS) is within ``epsilon`` of a Pareto optimum of minimising MD
+  and maximising the minimum split
+  :math:`MS = \\min\\{\\lVert x_1 - x_2 \\rVert : \\Theta(x_1) \\ne \\Theta(x_2)\\}` (Problem 2).
+
+Features are min-max scaled to [0, 100] per feature (constant features become 0), distances are
+Euclidean on the scaled features, and ``epsilon``, :attr:`TreeClustering.max_diameter_` and
+:attr:`TreeClustering.min_split_` are in those scaled units. Tree thresholds are reported in the
+original units (and in scaled units in :attr:`ClusteringTree.threshold_scaled`).
+
+``tree=False`` gives the paper's CC baseline: the same model without the tree (Eq. 39), i.e.
+an (epsilon-)optimal constrained clustering with no interpretability requirement.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.spatial.distance import pdist
+
+from gnnaudit._validation import check_array, check_choice, check_float, check_int
+from gnnaudit.clustering.tree_encoding import TreeEncoding, build_encoding
+from gnnaudit.errors import InfeasibleError, InvalidInputError, NotFittedError
+from gnnaudit.graph_ops.constraints import ConstraintGraph, distance_classes
+
+__all__ = ["ClusteringTree", "TreeClustering"]
+
+logger = logging.getLogger(__name__)
+
+_STATUSES = ("optimal", "feasible", "infeasible", "unknown")
+
+
+@dataclass(frozen=True)
+class ClusteringTree:
+    """A complete binary clustering tree in heap order (root 0, children ``2t+1``, ``2t+2``).
+
+    A point goes left at branch node ``t`` iff ``x[feature[t]] <= threshold[t]``. The threshold
+    is the midpoint between the largest value sent left and the smallest value sent right
+    (over the training points) of the chosen feature.
+
+    Attributes:
+        depth: tree depth ``d``.
+        feature: ``(2^d - 1,)`` feature index of each branch node.
+        threshold: ``(2^d - 1,)`` thresholds in the original feature units.
+        threshold_scaled: ``(2^d - 1,)`` the same thresholds on the [0, 100] scale.
+        leaf_cluster: ``(2^d,)`` cluster of each leaf (left to right).
+        leaf_size: ``(2^d,)`` number of training points reaching each leaf.
+    """
+
+    depth: int
+    feature: np.ndarray
+    threshold: np.ndarray
+    threshold_scaled: np.ndarray
+    leaf_cluster: np.ndarray
+    leaf_size: np.ndarray
+
+    @property
+    def n_leaves(self) -> int:
+        return 2**self.depth
+
+    def apply(self, X: np.ndarray) -> np.ndarray:
+        """Leaf index (0 .. 2^d - 1) of every row of ``X`` (original units); one vectorised
+        step per tree level."""
+        X = np.asarray(X, dtype=np.float64)
+        node = np.zeros(len(X), dtype=np.int64)
+        rows = np.arange(len(X))
+        for _ in range(self.depth):
+            go_right = X[rows, self.feature[node]] > self.threshold[node]
+            node = 2 * node + 1 + go_right
+        return node - (2**self.depth - 1)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Cluster of every row of ``X`` (original units)."""
+        return self.leaf_cluster[self.apply(X)]
+
+    def export_text(self, feature_names: list[str] | None = None, decimals: int = 3) -> str:
+        """The tree as indented text, one line per split side and per leaf."""
+        names = feature_names
+        lines: list[str] = []
+        first_leaf = 2**self.depth - 1
+
+        def walk(t: int, level: int) -> None:
+            pad = "|   " * level + "|--- "
+            if t >= first_leaf:
+                leaf = t - first_leaf
+                lines.append(
+                    f"{pad}cluster {int(self.leaf_cluster[leaf])} (n={int(self.leaf_size[leaf])})"
+                )
+                return
+            f = int(self.feature[t])
+            name = names[f] if names is not None else f"x[{f}]"
+            thr = f"{self.threshold[t]:.{decimals}f}"
+            lines.append(f"{pad}{name} <= {thr}")
+            walk(2 * t + 1, level + 1)
+            lines.append(f"{pad}{name} >  {thr}")
+            walk(2 * t + 2, level + 1)
+
+        walk(0, 0)
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class _SolveResult:
+    status: str
+    values: np.ndarray | None  # values[v] = truth value of variable v (index 0 unused)
+    cost: int | None
+    time: float
+
+
+def _values(model: list[int], n_vars: int) -> np.ndarray:
+    m = np.asarray(model, dtype=np.int64)
+    m = m[(m > 0) & (m <= n_vars)]
+    values = np.zeros(n_vars + 1, dtype=bool)
+    values[m] = True
+    return values
+
+
+def _with_timer(time_limit: float | None, interrupt: Any) -> threading.Timer | None:
+    if time_limit is None:
+        return None
+    timer = threading.Timer(time_limit, interrupt)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _solve_rc2(enc: TreeEncoding, time_limit: float | None, sat_solver: str) -> _SolveResult:
+    """Core-guided RC2. It holds no solution before it proves optimality, so a time limit that
+    stops it yields ``unknown``."""
+    from pysat.examples.rc2 import RC2
+    from pysat.formula import WCNF
+
+    wcnf = WCNF()
+    wcnf.nv = enc.n_vars
+    wcnf.hard = enc.hard
+    wcnf.soft = [list(c) for c in enc.soft]
+    wcnf.wght = [1] * len(enc.soft)
+    t0 = time.perf_counter()
+    rc2 = RC2(wcnf, solver=sat_solver, exhaust=True, minz=True)
+    timer = _with_timer(time_limit, rc2.interrupt)
+    try:
+        model = rc2.compute(expect_interrupt=time_limit is not None)
+        interrupted = rc2.interrupted
+    finally:
+        if timer is not None:
+            timer.cancel()
+        rc2.delete()
+    elapsed = time.perf_counter() - t0
+    if model is None:
+        return _SolveResult("unknown" if interrupted else "infeasible", None, None, elapsed)
+    values = _values(model, enc.n_vars)
+    return _SolveResult("optimal", values, enc.cost(values), elapsed)
+
+
+def _solve_lsu(enc: TreeEncoding, time_limit: float | None, sat_solver: str) -> _SolveResult:
+    """Anytime SAT-UNSAT linear search: each model tightens the cost bound with the binary
+    clauses of :meth:`TreeEncoding.bound_clauses` (the class chains make a totalizer
+    unnecessary). A time limit that stops it with a model yields ``feasible``."""
+    from pysat.solvers import Solver
+
+    t0 = time.perf_counter()
+    best: np.ndarray | None = None
+    best_cost: int | None = None
+    lower = 0 if not len(enc.b_plus) else len(enc.b_plus)
+    status = "unknown"
+    with Solver(name=sat_solver, bootstrap_with=enc.hard) as oracle:
+        timer = _with_timer(time_limit, oracle.interrupt)
+        try:
+            while True:
+                res = oracle.solve_limited(expect_interrupt=time_limit is not None)
+                if res is None:
+                    status = "feasible" if best is not None else "unknown"
+                    break
+                if not res:
+                    status = "optimal" if best is not None else "infeasible"
+                    break
+                best = _values(oracle.get_model(), enc.n_vars)
+                best_cost = enc.cost(best)
+                logger.debug("linear search: cost %d", best_cost)
+                if best_cost <= lower:
+                    status = "optimal"
+                    break
+                for clause in enc.bound_clauses(best_cost - 1):
+                    oracle.add_clause(clause)
+        finally:
+            if timer is not None:
+                timer.cancel()
+    return _SolveResult(status, best, best_cost, time.perf_counter() - t0)
+
+
+def _solve_binary(enc: TreeEncoding, time_limit: float | None, sat_solver: str) -> _SolveResult:
+    """Anytime binary search on the cost with one incremental SAT oracle.
+
+    The chains Eq. (32)-(33) make every bound ``cost <= c`` a handful of binary clauses
+    (:meth:`TreeEncoding.bound_clauses`); each probe adds them under a fresh activation literal
+    and assumes it. A satisfiable probe lowers the upper bound to the model's cost (and the
+    clauses stay); an unsatisfiable one raises the lower bound and its activation literal is
+    negated for good. About :math:`\\log_2 \\mu` probes instead of one core per unit of cost
+    (RC2) or one model per improvement (linear search). Stopped by the time limit with a model:
+    ``feasible``.
+    """
+    from pysat.solvers import Solver
+
+    t0 = time.perf_counter()
+    best: np.ndarray | None = None
+    status = "unknown"
+    lower = len(enc.b_plus)  # cost >= 0 (MD) or >= mu (lambda- >= lambda+, [MD, MS])
+    top = enc.n_vars
+    expect = time_limit is not None
+    with Solver(name=sat_solver, bootstrap_with=enc.hard) as oracle:
+        timer = _with_timer(time_limit, oracle.interrupt)
+        try:
+            res = oracle.solve_limited(expect_interrupt=expect)
+            if res is None or not res:
+                status = "unknown" if res is None else "infeasible"
+            else:
+                best = _values(oracle.get_model(), enc.n_vars)
+                upper = enc.cost(best)
+                status = "feasible"
+                while lower < upper:
+                    mid = (lower + upper - 1) // 2  # probe cost <= mid
+                    clauses = enc.bound_clauses(mid)
+                    if clauses == [[]]:
+                        lower = mid + 1
+                        continue
+                    top += 1
+                    for clause in clauses:
+                        oracle.add_clause([*clause, -top])
+                    res = oracle.solve_limited(assumptions=[top], expect_interrupt=expect)
+                    if res is None:
+                        break
+                    if res:
+                        oracle.add_clause([top])
+                        best = _values(oracle.get_model(), enc.n_vars)
+                        upper = enc.cost(best)
+                    else:
+                        oracle.add_clause([-top])
+                        lower = mid + 1
+                    logger.debug("binary search: cost in [%d, %d]", lower, upper)
+                if lower >= upper:
+                    status = "optimal"
+        finally:
+            if timer is not None:
+                timer.cancel()
+    cost = enc.cost(best) if best is not None else None
+    return _SolveResult(status, best, cost, time.perf_counter() - t0)
+
+
+def _scale(X: np.ndarray, lo: np.ndarray, rng: np.ndarray) -> np.ndarray:
+    safe = np.where(rng > 0, rng, 1.0)
+    return np.where(rng > 0, (X - lo) / safe * 100.0, 0.0)
+
+
+def _md_ms(Xs: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """Maximum intra-cluster and minimum inter-cluster distance on ``Xs`` (O(n^2) memory);
+    MD = 0 when every cluster is a singleton, MS = inf when there is one cluster."""
+    d = pdist(Xs)
+    i, j = np.triu_indices(len(Xs), 1)
+    same = labels[i] == labels[j]
+    md = float(d[same].max()) if same.any() else 0.0
+    ms = float(d[~same].min()) if (~same).any() else float("inf")
+    return md, ms
+
+
+class TreeClustering:
+    """Optimal constrained clustering tree of depth ``depth`` (MaxSAT, Eq. 7-38).
+
+    Args:
+        n_clusters: ``k``, the largest number of clusters (>= 2).
+        depth: tree depth ``d`` (>= 1); the tree has ``2^d`` leaves, several leaves may share a
+            cluster. ``2^depth`` must be at least ``min_clusters`` (else
+            :class:`~gnnaudit.errors.InvalidInputError`: no tree can use that many clusters).
+            Data- or constraint-dependent infeasibility is reported as ``status_ ==
+            "infeasible"``.
+        objective: ``"md"`` (minimise the maximum diameter) or ``"md-ms"`` (Pareto: minimise MD
+            and maximise the minimum split, via :math:`\\lambda^- - \\lambda^+`).
+        epsilon: width of the distance classes on the [0, 100] feature scale; the result is
+            epsilon-optimal (epsilon-Pareto-optimal). ``0`` is exact.
+        min_clusters: ``k'``: at least this many clusters are non-empty (Eq. 21 with ``k'``);
+            default ``n_clusters`` (all clusters non-empty). ``2 <= k' <= k``.
+        smart_pairs: drop redundant pair clauses and fix implied literals (App. C, Alg. 1);
+            never changes the feasible or optimal solutions.
+        solver: ``"rc2"`` (core-guided, proves optimality; stopped by the time limit it has no
+            solution: ``unknown``) or ``"lsu"`` (anytime SAT-UNSAT linear search; stopped with a
+            solution: ``feasible``).
+        time_limit: seconds for the solver (``None``: no limit).
+        tree: ``False`` for the CC baseline (no tree, Eq. 39); ``predict`` and ``export_text``
+            then need the tree and raise.
+        sat_solver: the pysat SAT oracle name (default ``"g4"``, Glucose 4).
+        random_state: accepted for API symmetry; the encoding and the solvers are deterministic.
+
+    Attributes (after ``fit``; ``None`` when no solution was found):
+        labels_: ``(n,)`` cluster of every point (clusters numbered by first appearance).
+        tree_: :class:`ClusteringTree` (``None`` for ``tree=False``).
+        status_: ``"optimal"``, ``"feasible"`` (time limit, solution found, optimality not
+            proven), ``"infeasible"`` (no tree of this depth honours the constraints) or
+            ``"unknown"`` (time limit, no solution).
+        max_diameter_, min_split_: MD and MS of ``labels_`` on the scaled features.
+        cost_: MaxSAT cost (:math:`\\lambda^-` or :math:`\\lambda^- + \\mu - \\lambda^+`).
+        lambda_minus_, lambda_plus_: the class indices :math:`\\lambda^-`, :math:`\\lambda^+`.
+        n_distance_classes_: :math:`\\mu`.
+        n_clauses_, n_vars_: size of the MaxSAT model (hard + soft clauses).
+        clause_counts_: hard clauses per equation family.
+        build_time_, solve_time_: seconds spent building the model and solving it.
+        n_features_in_: number of features seen in ``fit``.
+
+    Raises (``fit``): :class:`~gnnaudit.errors.InvalidInputError` for bad parameters or input,
+    :class:`~gnnaudit.errors.InfeasibleError` for contradictory constraints (a pair both ML and
+    CL, a CL pair inside an ML component), before any solving.
+    """
+
+    def __init__(
+        self,
+        n_clusters: int,
+        depth: int = 3,
+        objective: str = "md-ms",
+        epsilon: float = 0.1,
+        min_clusters: int | None = None,
+        smart_pairs: bool = True,
+        solver: str = "rc2",
+        time_limit: float | None = None,
+        random_state: int | None = 0,
+        tree: bool = True,
+        sat_solver: str = "g4",
+    ) -> None:
+        self.n_clusters = n_clusters
+        self.depth = depth
+        self.objective = objective
+        self.epsilon = epsilon
+        self.min_clusters = min_clusters
+        self.smart_pairs = smart_pairs
+        self.solver = solver
+        self.time_limit = time_limit
+        self.random_state = random_state
+        self.tree = tree
+        self.sat_solver = sat_solver
+
+    def __repr__(self) -> str:
+        return (
+            f"TreeClustering(n_clusters={self.n_clusters}, depth={self.depth}, "
+            f"objective={self.objective!r}, epsilon={self.epsilon}, tree={self.tree})"
+        )
+
+    # ------------------------------------------------------------------ validation
+    def _check_params(self, n: int) -> tuple[int, int, int, float, float | None]:
+        k = check_int("n_clusters", self.n_clusters, minimum=2)
+        depth = check_int("depth", self.depth, minimum=1, maximum=12)
+        check_choice("objective", self.objective, ("md", "md-ms"))
+        eps = check_float("epsilon", self.epsilon, minimum=0.0)
+        k_min = k if self.min_clusters is None else self.min_clusters
+        k_min = check_int("min_clusters", k_min, minimum=2, maximum=k)
+        check_choice("smart_pairs", self.smart_pairs, (True, False))
+        check_choice("tree", self.tree, (True, False))
+        check_choice("solver", self.solver, ("rc2", "lsu"))
+        if not isinstance(self.sat_solver, str):
+            raise InvalidInputError(
+                f"sat_solver must be a pysat solver name, got {self.sat_solver!r}"
+            )
+        limit = self.time_limit
+        if limit is not None:
+            limit = check_float("time_limit", limit, minimum=0.0, inclusive=(False, True))
+        if self.random_state is not None:
+            check_int("random_state", self.random_state)
+        if self.tree and 2**depth < k_min:
+            raise InvalidInputError(
+                f"depth={depth} gives {2**depth} leaves but min_clusters={k_min} clusters must be "
+                f"non-empty; use depth >= {int(np.ceil(np.log2(k_min)))} or fewer clusters"
+            )
+        if n < k_min:
+            raise InvalidInputError(
+                f"X has {n} rows but min_clusters={k_min} clusters must be non-empty; "
+                "need n_samples >= min_clusters"
+            )
+        return k, depth, k_min, eps, limit
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X: Any, must_link: Any = None, cannot_link: Any = None) -> TreeClustering:
+        """Solve the MaxSAT model for ``X`` (n, F) under the constraints.
+
+        ``must_link`` / ``cannot_link``: ``None``, a list of pairs or an integer array of
+        shape (m, 2) with point indices in ``[0, n)`` (e.g. from
+        :func:`~gnnaudit.clustering.generate_constraints`).
+        """
+        X = check_array("X", X, ndim=2, min_rows=2)
+        if X.shape[1] < 1:
+            raise InvalidInputError(f"X must have at least one feature, got shape {X.shape}")
+        n = X.shape[0]
+        k, depth, k_min, eps, limit = self._check_params(n)
+        graph = ConstraintGraph(n, must_link, cannot_link)
+        graph.check_feasible()  # contradictory constraints: InfeasibleError before solving
+
+        t0 = time.perf_counter()
+        lo, hi = X.min(axis=0), X.max(axis=0)
+        rng = hi - lo
+        Xs = _scale(X, lo, rng)
+        classes = distance_classes(Xs, eps)
+        pareto = self.objective == "md-ms"
+        pairs = (
+            graph.smart_pairs(classes, together=pareto)
+            if self.smart_pairs
+            else graph.all_pairs(classes)
+        )
+        enc = build_encoding(
+            Xs,
+            classes,
+            pairs,
+            n_clusters=k,
+            min_clusters=k_min,
+            depth=depth,
+            objective=self.objective,
+            tree=bool(self.tree),
+        )
+        self.build_time_ = time.perf_counter() - t0
+        self.n_vars_ = enc.n_vars
+        self.n_clauses_ = enc.n_clauses
+        self.clause_counts_ = dict(enc.counts)
+        self.n_distance_classes_ = classes.n_classes
+        self.n_features_in_ = X.shape[1]
+        self._scale_min, self._scale_range = lo, rng
+        logger.info(
+            "TreeClustering: %d vars, %d clauses, %d distance classes, built in %.3fs",
+            enc.n_vars, enc.n_clauses, classes.n_classes, self.build_time_,
+        )  # fmt: skip
+
+        solve = _solve_rc2 if self.solver == "rc2" else _solve_lsu
+        res = solve(enc, limit, self.sat_solver)
+        self.status_ = res.status
+        self.solve_time_ = res.time
+        self.cost_ = res.cost
+        self.labels_ = self.tree_ = None
+        self.max_diameter_ = self.min_split_ = None
+        self.lambda_minus_ = self.lambda_plus_ = None
+        if res.values is None:
+            logger.info("TreeClustering: no solution (%s)", res.status)
+            return self
+        vals = res.values
+        labels = vals[enc.x].sum(axis=1).astype(np.int64)
+        self.lambda_minus_ = int(vals[enc.b_minus].sum())
+        self.lambda_plus_ = int(vals[enc.b_plus].sum()) if pareto else None
+        if self.tree:
+            self.tree_ = self._decode_tree(vals, enc, X, Xs, depth)
+            routed = self.tree_.predict(X)
+            if not np.array_equal(routed, labels):  # pragma: no cover - encoding invariant
+                raise RuntimeError("internal error: tree routing disagrees with the SAT labels")
+        self.labels_ = labels
+        self.max_diameter_, self.min_split_ = _md_ms(Xs, labels)
+        return self
+
+    @staticmethod
+    def _decode_tree(
+        vals: np.ndarray, enc: TreeEncoding, X: np.ndarray, Xs: np.ndarray, depth: int
+    ) -> ClusteringTree:
+        feature = np.argmax(vals[enc.a], axis=1)  # exactly one true per node (Eq. 7-8)
+        left = vals[enc.s]  # (n, B)
+        n_nodes = enc.a.shape[0]
+        thr = np.empty(n_nodes)
+        thr_s = np.empty(n_nodes)
+        for t in range(n_nodes):  # one step per branch node (2^d - 1 of them)
+            f = feature[t]
+            lm = left[:, t]
+            thr[t] = (X[lm, f].max() + X[~lm, f].min()) / 2.0
+            thr_s[t] = (Xs[lm, f].max() + Xs[~lm, f].min()) / 2.0
+        leaf_cluster = vals[enc.g].sum(axis=1).astype(np.int64)
+        leaf_of = np.argmax(vals[enc.z], axis=1)
+        leaf_size = np.bincount(leaf_of, minlength=2**depth)
+        return ClusteringTree(
+            depth=depth,
+            feature=feature.astype(np.int64),
+            threshold=thr,
+            threshold_scaled=thr_s,
+            leaf_cluster=leaf_cluster,
+            leaf_size=leaf_size,
+        )
+
+    def fit_predict(self, X: Any, must_link: Any = None, cannot_link: Any = None) -> np.ndarray:
+        """``fit`` and return ``labels_`` (raises :class:`InfeasibleError` without a solution)."""
+        self.fit(X, must_link, cannot_link)
+        self._check_solution()
+        return self.labels_
+
+    # ------------------------------------------------------------------ using the tree
+    def _check_solution(self) -> None:
+        if getattr(self, "status_", None) is None:
+            raise NotFittedError("TreeClustering is not fitted yet; call fit first")
+        if self.labels_ is None:
+            raise InfeasibleError(
+                f"TreeClustering found no clustering (status_={self.status_!r}); "
+                "use a larger depth, fewer constraints or a longer time_limit"
+            )
+
+    def _check_tree(self) -> ClusteringTree:
+        self._check_solution()
+        if self.tree_ is None:
+            raise InvalidInputError(
+                "this model was fitted with tree=False (the CC baseline) and has no tree"
+            )
+        return self.tree_
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Route rows of ``X`` (original units) through the tree; ``predict(X_fit) == labels_``."""
+        tree = self._check_tree()
+        X = check_array("X", X, ndim=2, min_rows=1)
+        if X.shape[1] != self.n_features_in_:
+            raise InvalidInputError(
+                f"X has {X.shape[1]} features but the tree was fitted on {self.n_features_in_}"
+            )
+        return tree.predict(X)
+
+    def export_text(self, feature_names: list[str] | None = None, decimals: int = 3) -> str:
+        """The fitted tree as text (thresholds in original units)."""
+        tree = self._check_tree()
+        if feature_names is not None:
+            feature_names = [str(f) for f in feature_names]
+            if len(feature_names) != self.n_features_in_:
+                raise InvalidInputError(
+                    f"feature_names has {len(feature_names)} names but the tree was fitted on "
+                    f"{self.n_features_in_} features"
+                )
+        decimals = check_int("decimals", decimals, minimum=0, maximum=12)
+        return tree.export_text(feature_names, decimals)

@@ -1,0 +1,295 @@
+"""Vectorised MaxSAT encoding of optimal constrained clustering trees (Shati et al., Eq. 7-39).
+
+Variables (Table 1; all indices 0-based here):
+
+* :math:`a_{t,j}` feature ``j`` is chosen at branch node ``t`` (heap order, root 0, children
+  ``2t+1`` and ``2t+2``);
+* :math:`s_{i,t}` point ``i`` goes left at branch node ``t`` (defined for every point);
+* :math:`z_{i,t}` point ``i`` ends at leaf ``t``;
+* :math:`g_{t,c}` the cluster of leaf ``t`` is :math:`\\ge c + 1` (unary, ``c < k - 1``);
+* :math:`x_{i,c}` the cluster of point ``i`` is :math:`\\ge c + 1` (unary);
+* :math:`b^-_w`, :math:`b^+_w` one per distance class ``w``.
+
+Hard clauses (paper numbering): the tree, Eq. (7)-(15)
+
+.. math::
+
+    (\\lnot a_{t,j} \\lor \\lnot a_{t,j'}),\\quad (\\textstyle\\bigvee_j a_{t,j}),\\quad
+    (\\lnot a_{t,j} \\lor s_{i,t} \\lor \\lnot s_{i',t})\\ \\forall (i,i') \\in O_j(X),\\quad
+    (\\lnot a_{t,j} \\lor \\lnot s_{i,t} \\lor s_{i',t})\\ \\text{if } x_i[j] = x_{i'}[j],
+
+    (\\lnot z_{i,t} \\lor s_{i,t'})\\ t' \\in A_l(t),\\quad
+    (\\lnot z_{i,t} \\lor \\lnot s_{i,t'})\\ t' \\in A_r(t),\\quad
+    (z_{i,t} \\lor \\textstyle\\bigvee_{A_l(t)} \\lnot s_{i,t'} \\lor \\bigvee_{A_r(t)} s_{i,t'}),
+
+    (\\lnot a_{t,j} \\lor s_{\\#^1_j,t}),\\quad (\\lnot a_{t,j} \\lor \\lnot s_{\\#^{|X|}_j,t});
+
+leaf labels and point labels, Eq. (16)-(18); symmetry breaking and non-empty clusters,
+Eq. (19)-(21); unconditional separation / co-clustering of CL / ML pairs, Eq. (22)-(26);
+conditional separation :math:`(b^-_w \\lor \\dots)` and co-clustering
+:math:`(\\lnot b^+_w \\lor \\dots)` of the pairs of class :math:`D_w`, Eq. (27)-(31); the class
+chains :math:`b^-_w \\to b^-_{w-1}`, :math:`b^+_w \\to b^+_{w-1}`, :math:`b^+_w \\to b^-_w`,
+Eq. (32)-(34). Soft unit clauses :math:`(\\lnot b^-_w)` (Eq. 37) and, for the [MD, MS]
+objective, :math:`(b^+_w)` (Eq. 38). The CC baseline drops :math:`a, s, z, g` and Eq. (7)-(18)
+and adds the unary well-formedness of :math:`x`, Eq. (39).
+
+Every fixed-width clause family is generated as one numpy array (broadcasting over points,
+nodes, features, clusters and pairs); only Eq. (20) and (21), whose width varies, are built per
+(point, cluster). Memory is that of the clause list itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gnnaudit.graph_ops.constraints import DistanceClasses, SmartPairs
+
+__all__ = ["TreeEncoding", "build_encoding"]
+
+
+@dataclass
+class TreeEncoding:
+    """A partial MaxSAT model with its variable layout.
+
+    Attributes:
+        hard: hard clauses (lists of DIMACS literals).
+        soft: unit soft clauses, weight 1 each.
+        n_vars: number of variables.
+        a, s, z, g, x: variable ids, shapes ``(B, F)``, ``(n, B)``, ``(n, L)``, ``(L, k-1)``,
+            ``(n, k-1)`` (the tree blocks are empty for the CC baseline).
+        b_minus, b_plus: ``(mu,)`` class variables (``b_plus`` empty for the MD objective).
+        counts: number of hard clauses per equation family.
+    """
+
+    hard: list[list[int]]
+    soft: list[list[int]]
+    n_vars: int
+    a: np.ndarray
+    s: np.ndarray
+    z: np.ndarray
+    g: np.ndarray
+    x: np.ndarray
+    b_minus: np.ndarray
+    b_plus: np.ndarray
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n_clauses(self) -> int:
+        """Hard plus soft clauses."""
+        return len(self.hard) + len(self.soft)
+
+    def cost(self, values: np.ndarray) -> int:
+        """MaxSAT cost of an assignment (``values[v]`` is variable ``v``'s truth value):
+        :math:`\\lambda^-` for MD, :math:`\\lambda^- + \\mu - \\lambda^+` for [MD, MS]."""
+        cost = int(values[self.b_minus].sum())
+        if len(self.b_plus):
+            cost += int(len(self.b_plus) - values[self.b_plus].sum())
+        return cost
+
+    def bound_clauses(self, max_cost: int) -> list[list[int]]:
+        """Clauses enforcing ``cost <= max_cost`` (an empty clause when impossible).
+
+        Thanks to the chains Eq. (32)-(33), :math:`\\lambda^- \\ge q \\iff b^-_q`, so for MD the
+        bound is the unit :math:`\\lnot b^-_{c+1}` and for [MD, MS]
+        (:math:`\\lambda^- - \\lambda^+ \\le D`, :math:`D = c - \\mu`) it is
+        :math:`b^-_q \\to b^+_{q-D}` for every ``q``: binary clauses, no totalizer.
+        """
+        mu = len(self.b_minus)
+        if max_cost < 0:
+            return [[]]
+        if not len(self.b_plus):
+            return [[-int(self.b_minus[max_cost])]] if max_cost < mu else []
+        d = max_cost - mu
+        if d < 0:
+            return [[]]
+        out: list[list[int]] = []
+        q = np.arange(1, mu + 1)
+        p = q - d  # required lambda+ when lambda- >= q
+        need = p >= 1
+        over = need & (p > mu)
+        ok = need & ~over
+        out += np.stack([-self.b_minus[q[ok] - 1], self.b_plus[p[ok] - 1]], axis=1).tolist()
+        out += (-self.b_minus[q[over] - 1])[:, None].tolist()
+        return out
+
+
+class _Vars:
+    """Allocates contiguous blocks of variable ids."""
+
+    def __init__(self) -> None:
+        self.top = 0
+
+    def block(self, *shape: int) -> np.ndarray:
+        size = int(np.prod(shape)) if shape else 0
+        ids = np.arange(self.top + 1, self.top + 1 + size, dtype=np.int64).reshape(shape)
+        self.top += size
+        return ids
+
+
+def _cols(*cols: np.ndarray) -> np.ndarray:
+    """Stack broadcast literal arrays into clauses, one clause per row."""
+    cols = np.broadcast_arrays(*cols)
+    return np.stack([c.reshape(-1) for c in cols], axis=1)
+
+
+def _tree_paths(depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Ancestors ``(L, depth)`` of every leaf and the side ``(L, depth)`` (+1 left, -1 right)."""
+    n_leaves = 2**depth
+    leaf = np.arange(n_leaves)[:, None]
+    level = np.arange(depth)[None, :]
+    anc = (2**level - 1) + (leaf >> (depth - level))
+    right = (leaf >> (depth - 1 - level)) & 1
+    return anc, 1 - 2 * right
+
+
+def build_encoding(
+    Xs: np.ndarray,
+    classes: DistanceClasses,
+    pairs: SmartPairs,
+    *,
+    n_clusters: int,
+    min_clusters: int,
+    depth: int,
+    objective: str,
+    tree: bool = True,
+) -> TreeEncoding:
+    """Build the hard and soft clauses of Eq. (7)-(38) (``tree=True``) or of the CC baseline
+    Eq. (16)-(39) without the tree (``tree=False``).
+
+    Args:
+        Xs: ``(n, F)`` features (already scaled to [0, 100]); only their order per feature is used.
+        classes: the distance classes of ``Xs``.
+        pairs: the pairs that need clauses and the forced literals (smart pairs or all pairs).
+        n_clusters: ``k``, the largest number of clusters.
+        min_clusters: ``k'``, the number of clusters that must be non-empty (Eq. 21).
+        depth: tree depth ``d`` (ignored when ``tree=False``).
+        objective: ``"md"`` (soft Eq. 37) or ``"md-ms"`` (soft Eq. 37 and 38).
+    """
+    n, n_feat = Xs.shape
+    k1 = n_clusters - 1
+    mu = classes.n_classes
+    pareto = objective == "md-ms"
+    v = _Vars()
+    B, L = (2**depth - 1, 2**depth) if tree else (0, 0)
+    a = v.block(B, n_feat)
+    s = v.block(n, B)
+    z = v.block(n, L)
+    g = v.block(L, k1)
+    x = v.block(n, k1)
+    bm = v.block(mu)
+    bp = v.block(mu) if pareto else v.block(0)
+
+    fam: dict[str, np.ndarray | list[list[int]]] = {}
+    if tree:
+        # Eq. (7)-(8): exactly one feature per branch node
+        ja, jb = np.triu_indices(n_feat, 1)
+        fam["7"] = _cols(-a[:, ja], -a[:, jb])
+        fam["8"] = a
+        # Eq. (9)-(10), (14)-(15): the s pattern along each feature order is a threshold
+        order = np.argsort(Xs, axis=0, kind="stable").T  # (F, n)
+        prev, nxt = order[:, :-1], order[:, 1:]  # consecutive pairs O_j(X)
+        a_tj = a[:, :, None]  # (B, F, 1)
+        s_prev = np.transpose(s[prev], (2, 0, 1))  # (B, F, n-1)
+        s_next = np.transpose(s[nxt], (2, 0, 1))
+        fam["9"] = _cols(-a_tj, s_prev, -s_next)
+        feat = np.arange(n_feat)[:, None]
+        equal = Xs[prev, feat] == Xs[nxt, feat]  # (F, n-1)
+        fam["10"] = _cols(-a_tj, -s_prev, s_next)[np.broadcast_to(equal, s_prev.shape).reshape(-1)]
+        first, last = order[:, 0], order[:, -1]
+        fam["14"] = _cols(-a, s[first].T)
+        fam["15"] = _cols(-a, -s[last].T)
+        # Eq. (11)-(13): a point reaches a leaf iff it follows the leaf's path
+        anc, side = _tree_paths(depth)  # (L, d)
+        path_lit = side[None] * s[:, anc]  # (n, L, d): s for left turns, -s for right turns
+        fam["11-12"] = _cols(-z[:, :, None], path_lit)
+        fam["13"] = np.concatenate([z.reshape(-1, 1), -path_lit.reshape(-1, depth)], axis=1)
+        # Eq. (16)-(18): unary leaf labels, point label = label of its leaf
+        if k1 >= 2:
+            fam["16"] = _cols(g[:, :-1], -g[:, 1:])
+        z3, g3, x3 = z[:, :, None], g[None, :, :], x[:, None, :]
+        fam["17"] = _cols(-z3, -g3, x3)
+        fam["18"] = _cols(-z3, g3, -x3)
+    elif k1 >= 2:
+        fam["39"] = _cols(x[:, :-1], -x[:, 1:])  # Eq. (39): unary point labels (CC baseline)
+
+    # Eq. (19)-(20): point p opens at most cluster max(previous) + 1
+    p19 = np.arange(min(k1, n))
+    fam["19"] = (-x[p19, p19])[:, None]
+    fam["20"] = [
+        [-int(x[p, c])] + x[:p, c - 1].tolist() for c in range(1, k1) for p in range(c + 1, n)
+    ]
+    # Eq. (21): at least min_clusters clusters are used
+    fam["21"] = [x[:, min_clusters - 2].tolist()]
+
+    def separate(pp: np.ndarray, guard: np.ndarray | None) -> list[np.ndarray]:
+        """Eq. (22)-(24) (guard None) or Eq. (27)-(29) (guard = b^-_w literals)."""
+        if not len(pp):
+            return []
+        xi, xj = x[pp[:, 0]], x[pp[:, 1]]  # (m, k1)
+        gcol = [] if guard is None else [guard[:, None]]
+        out = [_cols(*gcol, xi[:, :1], xj[:, :1]), _cols(*gcol, -xi[:, -1:], -xj[:, -1:])]
+        if k1 >= 2:
+            g2 = [] if guard is None else [np.broadcast_to(guard[:, None], (len(pp), k1 - 1))]
+            out.append(_cols(*g2, -xi[:, :-1], -xj[:, :-1], xi[:, 1:], xj[:, 1:]))
+        return out
+
+    def together(pp: np.ndarray, guard: np.ndarray | None) -> list[np.ndarray]:
+        """Eq. (25)-(26) (guard None) or Eq. (30)-(31) (guard = -b^+_w literals)."""
+        if not len(pp):
+            return []
+        xi, xj = x[pp[:, 0]], x[pp[:, 1]]
+        gcol = [] if guard is None else [np.broadcast_to(guard[:, None], xi.shape)]
+        return [_cols(*gcol, -xi, xj), _cols(*gcol, xi, -xj)]
+
+    fam["22-24"] = separate(pairs.cannot_link, None)
+    fam["25-26"] = together(pairs.must_link, None)
+    fam["27-29"] = separate(pairs.apart, bm[pairs.apart_class])
+    if pareto:
+        fam["30-31"] = together(pairs.together, -bp[pairs.together_class])
+    # Eq. (32)-(34): class chains
+    fam["32"] = _cols(-bm[1:], bm[:-1])
+    if pareto:
+        fam["33"] = _cols(-bp[1:], bp[:-1])
+        fam["34"] = _cols(-bp, bm)
+    # literals forced by smart pairs
+    units: list[list[int]] = []
+    if pairs.forced_minus is not None:
+        units.append([int(bm[pairs.forced_minus])])
+    if pareto and pairs.forced_not_plus is not None:
+        units.append([-int(bp[pairs.forced_not_plus])])
+    fam["smart-pairs units"] = units
+
+    hard: list[list[int]] = []
+    counts: dict[str, int] = {}
+    for name, clauses in fam.items():
+        parts = clauses if isinstance(clauses, list) and clauses and isinstance(
+            clauses[0], np.ndarray) else [clauses]  # fmt: skip
+        c = 0
+        for part in parts:
+            if isinstance(part, np.ndarray):
+                part = part if part.ndim == 2 else part.reshape(-1, 1)
+                lst = part.tolist()
+            else:
+                lst = part
+            hard.extend(lst)
+            c += len(lst)
+        counts[name] = c
+    soft = (-bm)[:, None].tolist()
+    if pareto:
+        soft += bp[:, None].tolist()
+    counts["soft 37-38"] = len(soft)
+    return TreeEncoding(
+        hard=hard,
+        soft=soft,
+        n_vars=v.top,
+        a=a,
+        s=s,
+        z=z,
+        g=g,
+        x=x,
+        b_minus=bm,
+        b_plus=bp,
+        counts=counts,
+    )

@@ -1,0 +1,349 @@
+"""Density-connectivity (dc) distance as an ultrametric tree (Beer et al. 2023; FairDen, App. B.2).
+
+.. math::
+
+    cd(x) &= \\text{distance of } x \\text{ to its } minPts\\text{-th nearest neighbour
+    (} x \\text{ counts as the first)} \\\\
+    d_m(x, y) &= \\max\\big(cd(x),\\, cd(y),\\, \\|x - y\\|\\big) \\\\
+    d_{dc}(x, y) &= \\min_{P \\in \\mathcal{P}(x, y)} \\max_{e \\in P} |e|_{d_m}, \\qquad
+    d_{dc}(x, x) = 0
+
+The minimax path distance equals the largest edge on the path between ``x`` and ``y`` in a
+minimum spanning tree (MST) of the complete :math:`d_m` graph, and the single-linkage dendrogram
+of that MST is the ultrametric tree: :math:`d_{dc}(x, y)` is the height of the lowest common
+ancestor of the leaves ``x`` and ``y``.
+
+Representation. The dendrogram's leaves are laid out in the order of :func:`scipy.cluster.
+hierarchy.leaves_list`, so every subtree is a contiguous range ``[lo, hi)`` of positions. Then
+
+* ``distance(i, j)`` is a range maximum over the ``n - 1`` "gap heights" between neighbouring
+  leaves (sparse table, ``O(n log n)`` memory, ``O(1)`` per query, vectorised);
+* ``matvec(V)`` uses :math:`(D V)_i = \\sum_{c} h_{p(c)} (S_{p(c)} - S_c)` over the nodes ``c``
+  on the path from leaf ``i`` to the root (``p(c)`` the parent, ``S`` subtree sums of ``V``):
+  subtree sums are differences of one cumulative sum, and the path sums are one more cumulative
+  sum over a difference array, i.e. ``O(n * columns)`` time and memory, no Python loop.
+
+Building the dendrogram from the sorted MST edges is one union-find pass (``O(n alpha(n))``,
+done once per fit); everything after that is vectorised numpy / scipy.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Literal
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.cluster.hierarchy import fcluster, leaves_list
+from sklearn.neighbors import KDTree
+
+from gnnaudit._validation import check_array, check_choice, check_fitted, check_float, check_int
+from gnnaudit.errors import InvalidInputError
+from gnnaudit.graph_ops.mst import MSTEdges, core_distances, knn_query, mst_boruvka, mst_dense
+
+__all__ = ["DCTree", "DCTreeTransform"]
+
+logger = logging.getLogger(__name__)
+
+
+def _single_linkage(n: int, mst: MSTEdges) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Children ``(n-1, 2)``, heights and sizes of the single-linkage merges of an MST."""
+    order = np.argsort(mst.weight, kind="stable")
+    us = mst.u[order].tolist()
+    vs = mst.v[order].tolist()
+    heights = mst.weight[order].astype(np.float64)
+    parent = list(range(n))
+    node_of = list(range(n))
+    size = [1] * n
+    children = np.empty((n - 1, 2), dtype=np.int64)
+    sizes = np.empty(n - 1, dtype=np.int64)
+    for t in range(n - 1):  # one union-find pass over the n - 1 merges (build only)
+        a = us[t]
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        b = vs[t]
+        while parent[b] != b:
+            parent[b] = parent[parent[b]]
+            b = parent[b]
+        children[t, 0] = node_of[a]
+        children[t, 1] = node_of[b]
+        if size[a] < size[b]:
+            a, b = b, a
+        parent[b] = a
+        size[a] += size[b]
+        sizes[t] = size[a]
+        node_of[a] = n + t
+    return children, heights, sizes
+
+
+class DCTree:
+    """Exact dc-distance ultrametric of a point set, with fast queries and matvecs.
+
+    Parameters
+    ----------
+    min_pts:
+        ``minPts`` of the core distance (the point itself counts), ``>= 1``.
+    mst_method:
+        ``"dense"`` (full :math:`d_m` matrix, scipy MST; ``O(n^2)`` memory),
+        ``"boruvka"`` (KD-tree Boruvka, ``O(n k)`` memory) or ``"auto"`` (dense up to
+        ``dense_max_n`` points).
+    dense_max_n:
+        Size limit of ``"auto"`` for the dense method.
+
+    Attributes (after :meth:`fit`)
+    ------------------------------
+    core_distances_ : (n,) core distances.
+    mst_ : :class:`~gnnaudit.graph_ops.mst.MSTEdges`, the ``n - 1`` MST edges.
+    linkage_ : (n-1, 4) scipy linkage matrix of the dendrogram (children, height, size).
+    order_ : (n,) leaf order (every subtree is a contiguous range of it).
+    max_distance_ : largest dc-distance (the root height; 0 for a single point).
+    timings_ : seconds spent on core distances, the MST and the tree.
+    """
+
+    def __init__(
+        self,
+        min_pts: int = 5,
+        mst_method: Literal["auto", "dense", "boruvka"] = "auto",
+        dense_max_n: int = 2000,
+    ) -> None:
+        self.min_pts = min_pts
+        self.mst_method = mst_method
+        self.dense_max_n = dense_max_n
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: Any) -> DCTree:
+        """Compute core distances, the exact :math:`d_m` MST and the ultrametric tree."""
+        min_pts = check_int("min_pts", self.min_pts, minimum=1)
+        check_choice("mst_method", self.mst_method, ("auto", "dense", "boruvka"))
+        check_int("dense_max_n", self.dense_max_n, minimum=1)
+        X = check_array("X", X, ndim=2, min_rows=1)
+        if X.shape[1] == 0:
+            raise InvalidInputError("X must have at least one column, got shape (n, 0)")
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        n = X.shape[0]
+        self.n_ = n
+        method = self.mst_method
+        if method == "auto":
+            method = "dense" if n <= self.dense_max_n else "boruvka"
+        self.mst_method_ = method
+        logger.info("dc-tree: n=%d, minPts=%d, MST method %s", n, min_pts, method)
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        if method == "dense":
+            self.core_distances_ = core_distances(X, min_pts)
+            timings["core_distances"] = time.perf_counter() - t0
+            self.mst_ = mst_dense(X, self.core_distances_)
+        else:
+            tree = KDTree(X)
+            nd, ni = knn_query(X, max(min_pts, 16), tree=tree)
+            self.core_distances_ = nd[:, min(min_pts, n) - 1].copy() if min_pts > 1 else np.zeros(n)
+            timings["core_distances"] = time.perf_counter() - t0
+            self.mst_ = mst_boruvka(X, self.core_distances_, tree=tree, knn=(nd, ni))
+            del nd, ni
+        t1 = time.perf_counter()
+        timings["mst"] = t1 - t0 - timings["core_distances"]
+        self._build_tree()
+        timings["tree"] = time.perf_counter() - t1
+        self.timings_ = timings
+        return self
+
+    @classmethod
+    def from_mst(cls, core_distances: Any, mst: MSTEdges, min_pts: int = 5) -> DCTree:
+        """Build the tree from precomputed core distances and an exact :math:`d_m` MST (e.g. from
+        :func:`~gnnaudit.graph_ops.mst.mst_boruvka`); skips the neighbour search."""
+        core = check_array("core_distances", core_distances, ndim=1)
+        n = core.size
+        if not isinstance(mst, MSTEdges) or mst.u.size != n - 1:
+            raise InvalidInputError(f"mst must be an MSTEdges with n - 1 = {n - 1} edges")
+        tree = cls(min_pts=min_pts)
+        tree.n_, tree.core_distances_, tree.mst_, tree.mst_method_ = n, core, mst, "given"
+        t0 = time.perf_counter()
+        tree._build_tree()
+        tree.timings_ = {"tree": time.perf_counter() - t0}
+        return tree
+
+    def _build_tree(self) -> None:
+        n = self.n_
+        if n == 1:
+            self.linkage_ = np.empty((0, 4))
+            self.order_ = np.zeros(1, dtype=np.int64)
+            self._pos = np.zeros(1, dtype=np.int64)
+            self.max_distance_ = 0.0
+            self._gap_table = np.empty((1, 0))
+            return
+        children, heights, sizes = _single_linkage(n, self.mst_)
+        self.linkage_ = np.column_stack([children.astype(np.float64), heights, sizes])
+        self.max_distance_ = float(heights[-1])
+        order = leaves_list(self.linkage_).astype(np.int64)
+        pos = np.empty(n, dtype=np.int64)
+        pos[order] = np.arange(n)
+        self.order_, self._pos = order, pos
+        m = 2 * n - 1
+        parent = np.full(m, -1, dtype=np.int64)
+        parent[children[:, 0]] = np.arange(n, m)
+        parent[children[:, 1]] = np.arange(n, m)
+        # leftmost leaf of every node by pointer jumping along "first child" links (log depth)
+        first = np.arange(m)
+        first[n:] = children[:, 0]
+        while True:
+            nxt = first[first]
+            if np.array_equal(nxt, first):
+                break
+            first = nxt
+        node_size = np.ones(m, dtype=np.int64)
+        node_size[n:] = sizes
+        lo = pos[first]
+        hi = lo + node_size
+        height = np.zeros(m)
+        height[n:] = heights
+        # each merge owns the gap between its first child's last leaf and its second child's first
+        gap = np.empty(n - 1)
+        gap[lo[n:] + node_size[children[:, 0]] - 1] = heights
+        self._lo, self._hi, self._parent, self._height = lo, hi, parent, height
+        # sparse table for range maxima over the gap heights
+        levels = [gap]
+        span = 1
+        while 2 * span <= n - 1:
+            prev = levels[-1]
+            levels.append(np.maximum(prev[:-span], prev[span:]))
+            span *= 2
+        table = np.full((len(levels), n - 1), -np.inf)
+        for j, lev in enumerate(levels):
+            table[j, : lev.size] = lev
+        self._gap_table = table
+        # difference-array operator for the top-down path sums of matvec
+        nonroot = np.flatnonzero(parent >= 0)
+        rows = np.concatenate([lo[nonroot], hi[nonroot]])
+        cols = np.concatenate([nonroot, nonroot])
+        vals = np.concatenate([np.ones(nonroot.size), -np.ones(nonroot.size)])
+        keep = rows < n
+        self._path_op = sp.csr_matrix(
+            (vals[keep], (rows[keep], cols[keep])), shape=(n, m), dtype=np.float64
+        )
+        self._nonroot = nonroot
+
+    # -------------------------------------------------------------- queries
+    def _check(self) -> None:
+        check_fitted(self, ("mst_", "core_distances_"))
+
+    def _index(self, name: str, value: Any) -> np.ndarray:
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "iu":
+            raise InvalidInputError(f"{name} must hold integer point ids, got dtype {arr.dtype}")
+        if arr.size and (arr.min() < 0 or arr.max() >= self.n_):
+            raise InvalidInputError(
+                f"{name} holds ids in [{arr.min()}, {arr.max()}] but must lie in [0, {self.n_ - 1}]"
+            )
+        return arr.astype(np.int64)
+
+    def distance(self, i: Any, j: Any) -> np.ndarray:
+        """dc-distances between points ``i`` and ``j`` (broadcast arrays of ids). ``O(1)`` each."""
+        self._check()
+        i, j = np.broadcast_arrays(self._index("i", i), self._index("j", j))
+        a, b = self._pos[i], self._pos[j]
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        out = np.zeros(lo.shape)
+        diff = hi > lo
+        if diff.any():
+            length = (hi - lo)[diff]
+            lev = np.floor(np.log2(length)).astype(np.int64)
+            s, e = lo[diff], hi[diff] - (1 << lev)
+            out[diff] = np.maximum(self._gap_table[lev, s], self._gap_table[lev, e])
+        return out
+
+    def to_dense(self, max_n: int = 10000) -> np.ndarray:
+        """Full :math:`n \\times n` dc-distance matrix (``O(n^2)`` memory; refuses ``n > max_n``)."""
+        self._check()
+        n = self.n_
+        if n > max_n:
+            raise InvalidInputError(f"to_dense needs n <= max_n={max_n}, got n={n}")
+        out = np.empty((n, n))
+        cols = np.arange(n)
+        step = max(1, 4_000_000 // n)
+        for s in range(0, n, step):
+            rows = np.arange(s, min(n, s + step))
+            out[rows] = self.distance(rows[:, None], cols[None, :])
+        return out
+
+    def matvec(self, V: Any) -> np.ndarray:
+        """:math:`D_{dc} V` through the tree in ``O(n * columns)`` time and memory."""
+        self._check()
+        V = np.asarray(V, dtype=np.float64)
+        if V.ndim not in (1, 2) or V.shape[0] != self.n_:
+            raise InvalidInputError(
+                f"V must have shape (n,) or (n, c) with n={self.n_}, got {V.shape}"
+            )
+        if self.n_ == 1:
+            return np.zeros_like(V)
+        vec = V.ndim == 1
+        Vo = V[self.order_].reshape(self.n_, -1)
+        csum = np.zeros((self.n_ + 1, Vo.shape[1]))
+        np.cumsum(Vo, axis=0, out=csum[1:])
+        S = csum[self._hi] - csum[self._lo]  # subtree sums of every node
+        c = self._nonroot
+        p = self._parent[c]
+        val = np.zeros_like(S)
+        val[c] = self._height[p, None] * (S[p] - S[c])
+        out_o = np.cumsum(self._path_op @ val, axis=0)
+        out = np.empty_like(out_o)
+        out[self.order_] = out_o
+        return out[:, 0] if vec else out
+
+    def cut(self, eps: float) -> np.ndarray:
+        """DBSCAN*-style labels at radius ``eps``: points with ``cd > eps`` are noise (-1); the
+        others are grouped by ``d_dc <= eps`` and numbered ``0, 1, ...`` by first occurrence."""
+        self._check()
+        eps = check_float("eps", eps, minimum=0.0)
+        n = self.n_
+        core = self.core_distances_ <= eps
+        if n == 1:
+            return np.where(core, 0, -1)
+        flat = fcluster(self.linkage_, t=eps, criterion="distance")
+        labels = np.full(n, -1, dtype=np.int64)
+        if core.any():
+            _, first_idx, inv = np.unique(flat[core], return_index=True, return_inverse=True)
+            rank = np.empty(first_idx.size, dtype=np.int64)
+            rank[np.argsort(first_idx)] = np.arange(first_idx.size)
+            labels[core] = rank[inv]
+        return labels
+
+
+try:  # PyG transform (torch_geometric is a hard dependency, but keep import errors readable)
+    from torch_geometric.transforms import BaseTransform
+except ImportError:  # pragma: no cover
+    BaseTransform = object  # type: ignore[assignment,misc]
+
+
+class DCTreeTransform(BaseTransform):  # type: ignore[misc]
+    """PyG transform: dc-tree of ``data[attr]`` (default node features ``x``).
+
+    Writes ``data.core_distance`` ``[N]``, ``data.mst_edge_index`` ``[2, 2(N-1)]`` (both
+    directions) and ``data.mst_weight`` ``[2(N-1)]`` (the :math:`d_m` edge weights). The input
+    ``Data`` is not modified; a shallow copy is returned.
+    """
+
+    def __init__(self, min_pts: int = 5, attr: str = "x", mst_method: str = "auto") -> None:
+        self.min_pts = min_pts
+        self.attr = attr
+        self.mst_method = mst_method
+
+    def forward(self, data: Any) -> Any:
+        import torch
+
+        x = getattr(data, self.attr, None)
+        if x is None:
+            raise InvalidInputError(f"data has no attribute {self.attr!r} to build a dc-tree on")
+        tree = DCTree(min_pts=self.min_pts, mst_method=self.mst_method).fit(x)  # type: ignore[arg-type]
+        out = data.clone() if hasattr(data, "clone") else data
+        u = torch.as_tensor(tree.mst_.u)
+        v = torch.as_tensor(tree.mst_.v)
+        w = torch.as_tensor(tree.mst_.weight, dtype=torch.float32)
+        out.core_distance = torch.as_tensor(tree.core_distances_, dtype=torch.float32)
+        out.mst_edge_index = torch.stack([torch.cat([u, v]), torch.cat([v, u])])
+        out.mst_weight = torch.cat([w, w])
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(min_pts={self.min_pts}, attr={self.attr!r})"

@@ -1,0 +1,234 @@
+"""Train a :class:`NodeClassifier` on one graph with Lightning, reproducibly, and reload it.
+
+``train_node_classifier`` seeds everything (``lightning.seed_everything``), runs a CPU
+``Trainer`` with ``deterministic=True`` and keeps the weights of the epoch with the best
+validation accuracy (ties: lower validation loss), so the same data, arguments and seed give the
+same metrics. Checkpoints are ordinary Lightning checkpoints whose ``hyper_parameters`` hold only
+plain ``int`` / ``float`` / ``str`` values; :func:`load_node_classifier` reads them with
+``torch.load(path, weights_only=True)`` and never unpickles arbitrary objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import os
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback, EarlyStopping
+from torch_geometric.data import Data
+
+from gnnaudit._validation import check_int
+from gnnaudit.errors import InvalidInputError
+from gnnaudit.training.data_module import GraphDataModule, check_node_data
+from gnnaudit.training.node_classifier import NodeClassifier
+
+__all__ = ["TrainResult", "train_node_classifier", "load_node_classifier", "majority_rate"]
+
+logger = logging.getLogger(__name__)
+
+_LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric", "lightning")
+_QUIET_WARNINGS = (
+    ".*does not have many workers.*",
+    ".*number of training batches.*",
+    ".*LeafSpec.*",
+)
+
+
+class TrainResult(NamedTuple):
+    """``(module, metrics)``; unpacks like a tuple."""
+
+    module: NodeClassifier
+    metrics: dict[str, Any]
+
+
+class _KeepBestWeights(Callback):
+    """Remember the weights of the best validation epoch in memory and restore them at the end
+    of ``fit`` (best = highest ``val_acc``, ties broken by lower ``val_loss``)."""
+
+    def __init__(self) -> None:
+        self.best: tuple[float, float] | None = None
+        self.best_epoch = -1
+        self.state: dict[str, torch.Tensor] | None = None
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        metrics = trainer.callback_metrics
+        if "val_acc" not in metrics:
+            return
+        score = (float(metrics["val_acc"]), -float(metrics.get("val_loss", torch.tensor(0.0))))
+        if self.best is None or score > self.best:
+            self.best, self.best_epoch = score, trainer.current_epoch
+            self.state = copy.deepcopy(pl_module.state_dict())
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.state is not None:
+            pl_module.load_state_dict(self.state)
+
+
+@contextlib.contextmanager
+def _quiet_lightning(verbose: bool) -> Iterator[None]:
+    """Silence Lightning's "GPU available ..." banners and dataloader hints unless verbose, and
+    undo the process-wide ``torch.use_deterministic_algorithms(True)`` that
+    ``Trainer(deterministic=True)`` leaves behind."""
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    with warnings.catch_warnings():
+        if not verbose:
+            for pattern in _QUIET_WARNINGS:
+                warnings.filterwarnings("ignore", message=pattern)
+        loggers = [logging.getLogger(n) for n in _LIGHTNING_LOGGERS]
+        levels = [lg.level for lg in loggers]
+        if not verbose:
+            for lg in loggers:
+                lg.setLevel(logging.WARNING)
+        try:
+            yield
+        finally:
+            for lg, level in zip(loggers, levels, strict=True):
+                lg.setLevel(level)
+            torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+
+
+def majority_rate(data: Data, mask: str = "test_mask") -> float:
+    """Accuracy of always predicting the most frequent training label, on ``data[mask]``."""
+    y_train = data.y[data.train_mask]
+    majority = int(torch.bincount(y_train).argmax())
+    selected = data.y[data[mask]]
+    return float((selected == majority).float().mean()) if selected.numel() else float("nan")
+
+
+def train_node_classifier(
+    data: Data,
+    backbone: str = "gcn",
+    max_epochs: int = 200,
+    seed: int = 0,
+    *,
+    num_layers: int = 3,
+    hidden_channels: int = 16,
+    dropout: float = 0.5,
+    lr: float = 0.01,
+    weight_decay: float = 5e-4,
+    batch_size: int | None = None,
+    num_neighbors: list[int] | None = None,
+    patience: int | None = None,
+    keep_best: bool = True,
+    checkpoint_path: str | os.PathLike[str] | None = None,
+    enable_progress_bar: bool = False,
+    verbose: bool = False,
+) -> TrainResult:
+    """Train a GNN node classifier on ``data`` and evaluate it on its three masks.
+
+    Parameters
+    ----------
+    data : graph with ``x``, ``y``, ``edge_index``, ``train_mask``, ``val_mask``, ``test_mask``.
+    backbone : ``gcn``, ``gat``, ``gin``, ``sage`` or ``mpnn`` (see :class:`NodeClassifier`).
+    max_epochs : training epochs (one optimiser step per epoch in full-batch mode).
+    seed : seeds weights, dropout and sampling; same seed, same metrics.
+    num_layers, hidden_channels, dropout, lr, weight_decay : model hyper-parameters.
+    batch_size, num_neighbors : ``NeighborLoader`` mini-batches (see :class:`GraphDataModule`).
+    patience : stop after this many epochs without a lower ``val_loss`` (``None``: never).
+    keep_best : restore the weights of the best validation epoch at the end.
+    checkpoint_path : where to write the Lightning checkpoint of the returned module.
+    enable_progress_bar : show Lightning's progress bar.
+    verbose : keep Lightning's informational messages and warnings.
+
+    Returns
+    -------
+    TrainResult ``(module, metrics)``: the trained module in eval mode and a dict with
+    ``train_acc``, ``val_acc``, ``test_acc``, the matching ``*_loss``, ``majority_rate`` (test
+    accuracy of always predicting the majority training label), ``best_epoch``,
+    ``epochs_run`` and ``fit_seconds``.
+    """
+    data = check_node_data(data)
+    max_epochs = check_int("max_epochs", max_epochs, minimum=1)
+    seed = check_int("seed", seed, minimum=0)
+    if patience is not None:
+        patience = check_int("patience", patience, minimum=1)
+    num_classes = max(int(data.y.max()) + 1, 2)
+    with _quiet_lightning(verbose):
+        L.seed_everything(seed, workers=True, verbose=False)
+        module = NodeClassifier(
+            in_channels=int(data.x.size(1)),
+            out_channels=num_classes,
+            backbone=backbone,
+            num_layers=num_layers,
+            hidden_channels=hidden_channels,
+            dropout=dropout,
+            lr=lr,
+            weight_decay=weight_decay,
+        )
+        datamodule = GraphDataModule(
+            data,
+            batch_size=batch_size,
+            num_neighbors=num_neighbors if num_neighbors is not None else [10] * num_layers,
+            seed=seed,
+        )
+        best = _KeepBestWeights()
+        callbacks: list[Callback] = [best] if keep_best else []
+        if patience is not None:
+            callbacks.append(EarlyStopping(monitor="val_loss", mode="min", patience=patience))
+        trainer = L.Trainer(
+            accelerator="cpu",
+            devices=1,
+            max_epochs=max_epochs,
+            deterministic=True,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=enable_progress_bar,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+            log_every_n_steps=1,
+            callbacks=callbacks,
+        )
+        start = time.perf_counter()
+        trainer.fit(module, datamodule=datamodule)
+        fit_seconds = time.perf_counter() - start
+        module.eval()
+        if checkpoint_path is not None:
+            path = os.fspath(checkpoint_path)
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            trainer.save_checkpoint(path, weights_only=False)
+    metrics: dict[str, Any] = module.evaluate(data)
+    metrics["majority_rate"] = majority_rate(data)
+    metrics["best_epoch"] = best.best_epoch if keep_best else trainer.current_epoch - 1
+    metrics["epochs_run"] = int(trainer.current_epoch)
+    metrics["fit_seconds"] = fit_seconds
+    logger.info("trained %s for %d epochs: %s", backbone, metrics["epochs_run"], metrics)
+    return TrainResult(module, metrics)
+
+
+def load_node_classifier(
+    path: str | os.PathLike[str], map_location: str | torch.device = "cpu"
+) -> NodeClassifier:
+    """Rebuild a :class:`NodeClassifier` from a Lightning checkpoint, safely.
+
+    The file is read with ``torch.load(path, weights_only=True)`` (tensors and plain containers
+    only); the module is rebuilt from ``hyper_parameters`` and ``state_dict`` and returned in
+    eval mode.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise InvalidInputError(f"checkpoint file not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # unpickling errors come in many types
+        raise InvalidInputError(f"cannot read checkpoint {path} safely: {exc}") from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "hyper_parameters" not in ckpt:
+        raise InvalidInputError(
+            f"{path} is not a NodeClassifier checkpoint (needs 'state_dict' and 'hyper_parameters')"
+        )
+    hparams = dict(ckpt["hyper_parameters"])
+    try:
+        module = NodeClassifier(**hparams)
+        module.load_state_dict(ckpt["state_dict"])
+    except (TypeError, RuntimeError) as exc:
+        raise InvalidInputError(f"{path} does not match NodeClassifier: {exc}") from None
+    return module.eval()

@@ -1,0 +1,83 @@
+"""``gnnaudit audit`` end to end on a small synthetic graph."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from gnnaudit.audit import AuditReport
+from gnnaudit.cli.main import main
+
+SMALL = ["--dataset", "synthetic", "--num-nodes", "200", "--epochs", "30", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory):
+    logging.getLogger("lightning").setLevel(logging.ERROR)
+    out = tmp_path_factory.mktemp("audit")
+    args = ["audit", *SMALL, "--finetune-m", "8", "--finetune-epochs", "2", "--out", str(out)]
+    return out, args
+
+
+def test_audit_writes_report_and_prints_summary(audited, capsys):
+    out, args = audited
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "Top 5 discrimination scores" in text
+    assert "Group fairness" in text and "Error verification" in text
+    assert "report.html" in text
+    for name in ("report.json", "report.md", "report.html", "model.ckpt"):
+        assert (out / name).is_file()
+    report = AuditReport.from_json(out / "report.json")
+    assert report.dataset["name"] == "synthetic" and report.dataset["nodes"] == 200
+    assert report.group_fairness is not None
+    assert report.group_fairness.sensitive_name == "gender"
+    assert list(report.finetune["stage"]) == ["before", "after_evidence", "after_control"]
+    assert "sensitive_rank_by_score" in report.summary
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 2
+    # the printed top rows are the report's top rows
+    top = report.discrimination.iloc[0]
+    assert str(top["feature"]) in text
+
+
+def test_audit_from_checkpoint_and_sensitive_feature(audited, tmp_path, capsys):
+    out, _ = audited
+    if not (out / "model.ckpt").is_file():
+        main(audited[1])
+    args = [
+        "audit",
+        *SMALL,
+        "--checkpoint",
+        str(out / "model.ckpt"),
+        "--no-finetune",
+        "--sensitive",
+        "homeowner",
+        "--k",
+        "5",
+        "--out",
+        str(tmp_path),
+    ]
+    assert main(args) == 0
+    payload = json.loads((tmp_path / "report.json").read_text())
+    assert payload["finetune"] is None
+    assert payload["config"]["k"] == 5
+    assert payload["group_fairness"]["sensitive_name"] == "homeowner"
+    assert "checkpoint" in payload["model"]["source"]
+
+
+def test_audit_errors_exit_2(tmp_path, capsys):
+    assert (
+        main(["audit", *SMALL, "--checkpoint", str(tmp_path / "none.ckpt"), "--out", str(tmp_path)])
+        == 2
+    )
+    assert "checkpoint file not found" in capsys.readouterr().err
+    assert (
+        main(["audit", *SMALL, "--sensitive", "shoe_size", "--no-finetune", "--out", str(tmp_path)])
+        == 2
+    )
+    assert "sensitive='shoe_size'" in capsys.readouterr().err
+    assert main(["audit", *SMALL, "--k", "0", "--out", str(tmp_path)]) == 2
+    assert "--k must be >= 1" in capsys.readouterr().err

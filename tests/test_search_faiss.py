@@ -1,0 +1,217 @@
+"""faiss backend (``FaissSearcher``) against a numpy brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnnaudit.audit.search_base import SearchSpace
+from gnnaudit.audit.search_faiss import FaissSearcher
+from gnnaudit.errors import InvalidInputError, NotFittedError
+
+faiss = pytest.importorskip("faiss")
+
+
+def brute_local(x: np.ndarray, pred: np.ndarray, q: np.ndarray, k: int):
+    s = x[q].astype(np.float64) @ x.T.astype(np.float64)
+    s[pred[q][:, None] == pred[None, :]] = -np.inf
+    cols = np.broadcast_to(np.arange(x.shape[0]), s.shape)
+    order = np.lexsort((cols, -s), axis=1)[:, :k]
+    sim = np.take_along_axis(s, order, axis=1)
+    return sim, np.where(np.isfinite(sim), order, -1)
+
+
+def brute_global(x: np.ndarray, pred: np.ndarray, k: int):
+    s = x.astype(np.float64) @ x.T.astype(np.float64)
+    u, v = np.triu_indices(x.shape[0], 1)
+    keep = pred[u] != pred[v]
+    u, v, sv = u[keep], v[keep], s[u[keep], v[keep]]
+    order = np.lexsort((v, u, -sv))[:k]
+    return sv[order], u[order], v[order]
+
+
+def clustered(m: int, d: int, n_centres: int, n_classes: int, seed: int, spread: float = 0.6):
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((n_centres, d))
+    lab = rng.integers(0, n_centres, m)
+    x = centres[lab] + spread * rng.standard_normal((m, d))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    flip = rng.random(m) < 0.3
+    pred = np.where(flip, rng.integers(0, n_classes, m), lab % n_classes)
+    return x.astype(np.float32), pred.astype(np.int64)
+
+
+def space_of(x: np.ndarray, pred: np.ndarray) -> SearchSpace:
+    return SearchSpace(
+        embedding=x.astype(np.float32),
+        predictions=pred.astype(np.int64),
+        node_ids=np.arange(x.shape[0], dtype=np.int64),
+    )
+
+
+def recall(pos: np.ndarray, ref: np.ndarray) -> float:
+    hits = [
+        len(set(a[a >= 0]) & set(b[b >= 0])) / max(1, (b >= 0).sum())
+        for a, b in zip(pos, ref, strict=True)
+    ]
+    return float(np.mean(hits))
+
+
+def assert_valid(x, pred, q, sim, pos, k):
+    assert sim.shape == pos.shape == (q.size, k)
+    for i, qi in enumerate(q):
+        p = pos[i][pos[i] >= 0]
+        assert (pos[i][: p.size] >= 0).all(), "padding must come last"
+        assert np.isneginf(sim[i][p.size :]).all()
+        assert qi not in p
+        assert (pred[p] != pred[qi]).all()
+        assert len(set(p.tolist())) == p.size
+        s = sim[i][: p.size]
+        assert (np.diff(s) <= 0).all()
+        np.testing.assert_allclose(s, x[p].astype(np.float64) @ x[qi].astype(np.float64), atol=1e-6)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    old = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return clustered(m=3000, d=32, n_centres=20, n_classes=3, seed=0)
+
+
+@pytest.mark.parametrize(
+    "params", [{"index_type": "hnsw"}, {"index_type": "ivf"}, {"index_type": "ivf", "nlist": 8}]
+)
+def test_local_valid_and_recall(data, params) -> None:
+    x, pred = data
+    s = FaissSearcher(random_state=0, **params).build(space_of(x, pred))
+    assert all(kind != "flat" for kind in s.index_kinds_)
+    q = np.arange(0, x.shape[0], 2)
+    res = s.local(q, 10)
+    assert_valid(x, pred, q, res.similarity, res.position, 10)
+    _, ref = brute_local(x, pred, q, 10)
+    assert recall(res.position, ref) >= 0.95
+
+
+def test_flat_is_exact_local_and_global(data) -> None:
+    x, pred = data
+    x, pred = x[:600], pred[:600]
+    s = FaissSearcher(index_type="flat").build(space_of(x, pred))
+    q = np.arange(0, 600, 5)
+    res = s.local(q, 7)
+    ref_s, ref_p = brute_local(x, pred, q, 7)
+    np.testing.assert_array_equal(res.position, ref_p)
+    np.testing.assert_allclose(res.similarity, ref_s, atol=1e-9)
+    g = s.global_pairs(30)
+    gs, gu, gv = brute_global(x, pred, 30)
+    np.testing.assert_array_equal(g.u, gu)
+    np.testing.assert_array_equal(g.v, gv)
+    np.testing.assert_allclose(g.similarity, gs, atol=1e-9)
+
+
+def test_global_pairs_hnsw(data) -> None:
+    x, pred = data
+    s = FaissSearcher(random_state=0).build(space_of(x, pred))
+    g = s.global_pairs(50)
+    assert (g.u < g.v).all() and (pred[g.u] != pred[g.v]).all()
+    assert (np.diff(g.similarity) <= 0).all()
+    assert len(set(zip(g.u.tolist(), g.v.tolist(), strict=True))) == 50
+    _, gu, gv = brute_global(x, pred, 50)
+    ref = set(zip(gu.tolist(), gv.tolist(), strict=True))
+    assert len(ref & set(zip(g.u.tolist(), g.v.tolist(), strict=True))) / 50 >= 0.95
+
+
+def test_small_classes_fall_back_to_flat_and_pad() -> None:
+    x, pred = clustered(m=1200, d=16, n_centres=8, n_classes=2, seed=4)
+    pred[:] = 0
+    pred[:12] = 1  # a 12-node class
+    s = FaissSearcher(index_type="ivf", nlist=64, random_state=0).build(space_of(x, pred))
+    assert s.index_kinds_[1] == "flat"
+    assert s.index_kinds_[0] == f"ivf{1188 // 39}"  # nlist capped at n // 39
+    q = np.arange(0, 1200, 7)
+    res = s.local(q, 15)
+    n_valid = (res.position >= 0).sum(axis=1)
+    np.testing.assert_array_equal(n_valid, np.where(pred[q] == 0, 12, 15))
+    assert_valid(x, pred, q, res.similarity, res.position, 15)
+    # an IVF probe of one list may hold fewer than k points: the exact fallback fills up
+    s1 = FaissSearcher(index_type="ivf", nlist=30, nprobe=1, random_state=0).build(
+        space_of(x, pred)
+    )
+    res = s1.local(np.arange(12), 100)
+    assert (res.position >= 0).all()
+    assert_valid(x, pred, np.arange(12), res.similarity, res.position, 100)
+
+
+def test_ties_zero_rows_single_class() -> None:
+    x = np.zeros((300, 4), dtype=np.float32)
+    x[:, 0] = 1.0
+    x[7] = 0.0
+    pred = np.arange(300) % 2
+    s = FaissSearcher(index_type="flat").build(space_of(x, pred))
+    res = s.local(np.array([0, 7]), 3)
+    np.testing.assert_array_equal(res.position[0], [1, 3, 5])
+    np.testing.assert_array_equal(res.position[1], [0, 2, 4])
+    s = FaissSearcher().build(space_of(x[:20], np.zeros(20, dtype=np.int64)))
+    res = s.local(np.array([0, 1]), 4)
+    assert (res.position == -1).all() and np.isneginf(res.similarity).all()
+    assert (s.global_pairs(2).u == -1).all()
+
+
+@pytest.mark.parametrize("params", [{"index_type": "hnsw"}, {"index_type": "ivf"}])
+def test_deterministic(data, params) -> None:
+    x, pred = data
+    sp = space_of(x, pred)
+    q = np.arange(0, 3000, 3)
+    a = FaissSearcher(random_state=3, **params).build(sp).local(q, 10)
+    b = FaissSearcher(random_state=3, **params).build(sp).local(q, 10)
+    np.testing.assert_array_equal(a.position, b.position)
+    np.testing.assert_array_equal(a.similarity, b.similarity)
+
+
+def test_parameters_change_the_search(data) -> None:
+    x, pred = data
+    sp = space_of(x, pred)
+    q = np.arange(0, 3000, 3)
+    _, ref = brute_local(x, pred, q, 10)
+    lo = FaissSearcher(index_type="ivf", nlist=60, nprobe=1, random_state=0).build(sp)
+    hi = FaissSearcher(index_type="ivf", nlist=60, nprobe=60, random_state=0).build(sp)
+    r_lo, r_hi = recall(lo.local(q, 10).position, ref), recall(hi.local(q, 10).position, ref)
+    assert r_hi == pytest.approx(1.0)
+    assert r_lo < r_hi
+
+
+@pytest.mark.parametrize(
+    ("params", "key"),
+    [
+        ({"index_type": "lsh"}, "index_type"),
+        ({"M": 1}, "M"),
+        ({"ef_search": 0}, "ef_search"),
+        ({"ef_construction": "x"}, "ef_construction"),
+        ({"nlist": 0}, "nlist"),
+        ({"nprobe": 0}, "nprobe"),
+    ],
+)
+def test_bad_index_params(data, params, key) -> None:
+    x, pred = data
+    with pytest.raises(InvalidInputError, match=key):
+        FaissSearcher(**params).build(space_of(x[:50], pred[:50]))
+
+
+def test_unknown_key_and_bad_calls(data) -> None:
+    with pytest.raises(InvalidInputError, match="efSearch"):
+        FaissSearcher(efSearch=10)
+    with pytest.raises(NotFittedError):
+        FaissSearcher().global_pairs(3)
+    x, pred = data
+    s = FaissSearcher(index_type="flat").build(space_of(x[:100], pred[:100]))
+    with pytest.raises(InvalidInputError, match="queries"):
+        s.local(np.array([-1]), 2)
+    with pytest.raises(InvalidInputError, match="k"):
+        s.global_pairs(0)
+    with pytest.raises(InvalidInputError, match="random_state"):
+        FaissSearcher(random_state=-2).build(space_of(x[:100], pred[:100]))

@@ -1,0 +1,220 @@
+"""Lightning node classifier, data module, training entry point and safe checkpoint loading."""
+
+from __future__ import annotations
+
+import lightning as L
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from gnnaudit import InvalidInputError
+from gnnaudit.datasets import synthetic_credit_graph
+from gnnaudit.training import (
+    BACKBONES,
+    GraphDataModule,
+    NodeClassifier,
+    load_node_classifier,
+    train_node_classifier,
+)
+from gnnaudit.training.data_module import neighbor_sampling_available
+from gnnaudit.training.train import majority_rate
+
+
+@pytest.fixture(autouse=True)
+def _few_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def graph() -> Data:
+    return synthetic_credit_graph(num_nodes=1000, seed=0)
+
+
+@pytest.fixture(scope="module")
+def small() -> Data:
+    return synthetic_credit_graph(num_nodes=120, seed=1)
+
+
+def _without_time(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if k != "fit_seconds"}
+
+
+def test_training_learns_the_synthetic_graph(graph):
+    module, metrics = train_node_classifier(graph, backbone="gcn", max_epochs=150, seed=0)
+    assert metrics["majority_rate"] == pytest.approx(0.5, abs=0.02)
+    assert metrics["test_acc"] > metrics["majority_rate"] + 0.2
+    assert metrics["train_acc"] > 0.7
+    assert metrics["epochs_run"] == 150 and 0 <= metrics["best_epoch"] < 150
+    assert not module.training
+    logits = module(graph.x, graph.edge_index)
+    acc = (logits.argmax(-1) == graph.y)[graph.test_mask].float().mean()
+    assert float(acc) == pytest.approx(metrics["test_acc"])
+
+
+@pytest.mark.parametrize("backbone", BACKBONES)
+def test_each_backbone_trains_and_is_callable(small, backbone):
+    L.seed_everything(0, verbose=False)
+    initial = NodeClassifier(small.x.size(1), 2, backbone=backbone, num_layers=2)
+    before = [p.detach().clone() for p in initial.parameters()]
+    module, metrics = train_node_classifier(small, backbone=backbone, max_epochs=3, num_layers=2)
+    logits = module(small.x, small.edge_index)
+    assert logits.shape == (120, 2) and torch.isfinite(logits).all()
+    assert all(torch.isfinite(torch.tensor(v)) for k, v in metrics.items() if k.endswith("_loss"))
+    assert len(module.convs) == 2
+    # same seed, same initial weights: the optimiser really moved them
+    trained = torch.cat([p.detach().flatten() for p in module.parameters()])
+    assert not torch.allclose(trained, torch.cat([p.flatten() for p in before]))
+
+
+def test_same_seed_same_metrics(small):
+    assert not torch.are_deterministic_algorithms_enabled()
+    _, a = train_node_classifier(small, backbone="sage", max_epochs=15, seed=3)
+    _, b = train_node_classifier(small, backbone="sage", max_epochs=15, seed=3)
+    _, c = train_node_classifier(small, backbone="sage", max_epochs=15, seed=4)
+    assert _without_time(a) == _without_time(b)
+    assert _without_time(a) != _without_time(c)
+    assert not torch.are_deterministic_algorithms_enabled()  # global state restored
+
+
+def test_keep_best_is_never_worse_than_last_epoch(small):
+    _, best = train_node_classifier(small, max_epochs=30, seed=0, keep_best=True)
+    _, last = train_node_classifier(small, max_epochs=30, seed=0, keep_best=False)
+    assert best["val_acc"] >= last["val_acc"]
+
+
+def test_early_stopping_stops(small):
+    _, metrics = train_node_classifier(small, max_epochs=300, seed=0, lr=0.2, patience=3)
+    assert metrics["epochs_run"] < 300
+
+
+def test_checkpoint_round_trip_is_weights_only(small, tmp_path):
+    path = tmp_path / "sub" / "model.ckpt"
+    module, _ = train_node_classifier(
+        small, backbone="gat", max_epochs=5, hidden_channels=8, checkpoint_path=path
+    )
+    raw = torch.load(path, weights_only=True)
+    hp = raw["hyper_parameters"]
+    assert hp["backbone"] == "gat" and hp["hidden_channels"] == 8 and hp["in_channels"] == 11
+    assert all(isinstance(v, (int, float, str)) for v in hp.values())
+    loaded = load_node_classifier(path)
+    assert not loaded.training
+    assert torch.allclose(loaded(small.x, small.edge_index), module(small.x, small.edge_index))
+
+
+class _Payload:
+    pass
+
+
+def test_load_node_classifier_rejects_bad_files(tmp_path):
+    with pytest.raises(InvalidInputError, match="not found"):
+        load_node_classifier(tmp_path / "missing.ckpt")
+    unsafe = tmp_path / "unsafe.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": {}, "x": _Payload()}, unsafe)
+    with pytest.raises(InvalidInputError, match="safely"):
+        load_node_classifier(unsafe)
+    plain = tmp_path / "plain.ckpt"
+    torch.save({"weights": torch.zeros(2)}, plain)
+    with pytest.raises(InvalidInputError, match="hyper_parameters"):
+        load_node_classifier(plain)
+    wrong = tmp_path / "wrong.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": {"in_channels": 3, "color": "red"}}, wrong)
+    with pytest.raises(InvalidInputError, match="does not match"):
+        load_node_classifier(wrong)
+
+
+@pytest.mark.filterwarnings("ignore:.*LeafSpec")
+def test_lightning_loops_log_metrics_and_predict(small):
+    L.seed_everything(0, verbose=False)
+    module = NodeClassifier(small.x.size(1), 2)
+    dm = GraphDataModule(small)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        max_epochs=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        log_every_n_steps=1,
+    )
+    trainer.fit(module, datamodule=dm)
+    for key in ("train_loss", "train_acc", "val_loss", "val_acc"):
+        assert key in trainer.callback_metrics
+    (tested,) = trainer.test(module, datamodule=dm, verbose=False)
+    expected = module.evaluate(small)
+    assert tested["test_acc"] == pytest.approx(expected["test_acc"])
+    assert tested["test_loss"] == pytest.approx(expected["test_loss"], rel=1e-5)
+    (out,) = trainer.predict(module, datamodule=dm)
+    assert out["pred"].shape == (120,) and out["prob"].shape == (120, 2)
+    assert torch.allclose(out["prob"].sum(-1), torch.ones(120))
+    assert torch.equal(out["pred"], out["prob"].argmax(-1))
+    assert torch.equal(out["node"], torch.arange(120))
+
+
+def test_data_module_full_batch_and_mini_batch(small):
+    dm = GraphDataModule(small)
+    (batch,) = list(dm.train_dataloader())
+    assert batch is small
+    if neighbor_sampling_available():
+        dm = GraphDataModule(small, batch_size=16, num_neighbors=[5, 5])
+        batches = list(dm.train_dataloader())
+        assert sum(b.batch_size for b in batches) == int(small.train_mask.sum())
+    else:
+        with pytest.raises(InvalidInputError, match="pyg-lib"):
+            GraphDataModule(small, batch_size=16)
+        with pytest.raises(InvalidInputError, match="pyg-lib"):
+            train_node_classifier(small, max_epochs=1, batch_size=16)
+
+
+def test_invalid_inputs_are_reported(small):
+    with pytest.raises(InvalidInputError, match="'gcn', 'gat', 'gin', 'sage', 'mpnn'"):
+        NodeClassifier(11, 2, backbone="transformer")
+    with pytest.raises(InvalidInputError, match="dropout"):
+        NodeClassifier(11, 2, dropout=1.0)
+    with pytest.raises(InvalidInputError, match="num_layers"):
+        NodeClassifier(11, 2, num_layers=0)
+    no_masks = Data(x=small.x, y=small.y, edge_index=small.edge_index)
+    with pytest.raises(InvalidInputError, match="train_mask"):
+        train_node_classifier(no_masks, max_epochs=1)
+    float_y = small.clone()
+    float_y.y = small.y.float()
+    with pytest.raises(InvalidInputError, match="integer"):
+        GraphDataModule(float_y)
+    with pytest.raises(InvalidInputError, match="max_epochs"):
+        train_node_classifier(small, max_epochs=0)
+    nan_x = small.clone()
+    nan_x.x = small.x.clone()
+    nan_x.x[0, 0] = float("nan")
+    with pytest.raises(InvalidInputError, match="finite"):
+        train_node_classifier(nan_x, max_epochs=1)
+
+
+def test_majority_rate_oracle():
+    y = torch.tensor([0, 0, 1, 1, 1, 0, 1, 1])
+    data = Data(y=y, train_mask=torch.tensor([1, 1, 1, 0, 0, 0, 0, 0], dtype=torch.bool))
+    data.test_mask = ~data.train_mask
+    assert majority_rate(data) == pytest.approx(1 / 5)  # train majority is 0
+
+
+def test_mini_batch_steps_score_only_seed_nodes(small):
+    """A NeighborLoader batch lists its ``batch_size`` seed nodes first; only they count."""
+    L.seed_everything(0, verbose=False)
+    module = NodeClassifier(small.x.size(1), 2).eval()
+    n_id = torch.tensor([5, 9, 2, 40, 41, 77, 3])
+    sub = small.subgraph(n_id)
+    sub.n_id, sub.batch_size = n_id, 3
+    sub.train_mask = torch.tensor([True, False, True, True, True, True, True])
+    logged = {}
+    module.log = lambda name, value, **kw: logged.__setitem__(name, value)  # no trainer attached
+    loss = module.training_step(sub, 0)
+    logits = module(sub.x, sub.edge_index)
+    seeds = torch.tensor([0, 2])  # seed nodes (first 3) that are in train_mask
+    expected = torch.nn.functional.cross_entropy(logits[seeds], sub.y[seeds])
+    assert torch.allclose(loss, expected)
+    assert float(logged["train_acc"]) == float(
+        (logits[seeds].argmax(-1) == sub.y[seeds]).float().mean()
+    )
+    out = module.predict_step(sub, 0)
+    assert torch.equal(out["node"], n_id[:3]) and out["prob"].shape == (3, 2)

@@ -1,0 +1,350 @@
+"""TreeClustering (MaxSAT, Eq. 7-39) against brute force and independent checkers."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.spatial.distance import pdist, squareform
+from sklearn.datasets import load_iris
+
+from gnnaudit.clustering import TreeClustering, generate_constraints
+from gnnaudit.clustering.tree_clustering import _scale
+from gnnaudit.errors import InfeasibleError, InvalidInputError, NotFittedError
+
+# ----------------------------------------------------------------------------- oracles
+
+
+def scaled(X):
+    lo, hi = X.min(0), X.max(0)
+    return _scale(X, lo, hi - lo)
+
+
+def honours(labels, ml, cl):
+    ml = np.asarray(ml, dtype=int).reshape(-1, 2)
+    cl = np.asarray(cl, dtype=int).reshape(-1, 2)
+    return bool(
+        np.all(labels[ml[:, 0]] == labels[ml[:, 1]]) and np.all(labels[cl[:, 0]] != labels[cl[:, 1]])
+    )
+
+
+def md_ms(D, labels):
+    """Batched MD / MS of labelings ``labels`` (M, n) under the distance matrix ``D``."""
+    same = labels[:, :, None] == labels[:, None, :]
+    iu = np.triu_indices(D.shape[0], 1)
+    s = same[:, iu[0], iu[1]]
+    d = D[iu]
+    md = np.where(s, d, -np.inf).max(1)
+    ms = np.where(~s, d, np.inf).min(1)
+    return np.maximum(md, 0.0), ms
+
+
+def brute_force(X, k, depth, ml=(), cl=(), tree=True):
+    """All depth-``depth`` trees (thresholds between consecutive distinct values, as Eq. 14-15
+    force them non-trivial) with every leaf->cluster map, or every labeling (tree=False).
+    Returns (MD, MS) arrays of the labelings that use all k clusters and honour ML / CL."""
+    n, F = X.shape
+    Xs = scaled(X)
+    D = squareform(pdist(Xs))
+    if tree:
+        options = []
+        for j in range(F):
+            v = np.unique(X[:, j])
+            options += [(j, t) for t in (v[:-1] + v[1:]) / 2]
+        n_nodes, n_leaves = 2**depth - 1, 2**depth
+        maps = np.array(list(itertools.product(range(k), repeat=n_leaves)))
+        labelings = []
+        for nodes in itertools.product(options, repeat=n_nodes):
+            node = np.zeros(n, dtype=int)
+            for _ in range(depth):
+                f = np.array([nodes[t][0] for t in node])
+                thr = np.array([nodes[t][1] for t in node])
+                node = 2 * node + 1 + (X[np.arange(n), f] > thr)
+            leaf = node - n_nodes
+            labelings.append(maps[:, leaf])
+        labels = np.unique(np.concatenate(labelings), axis=0)
+    else:
+        labels = np.array(list(itertools.product(range(k), repeat=n)))
+    used = np.array([len(np.unique(r)) for r in labels]) == k
+    ok = used.copy()
+    for i, j in np.asarray(ml, dtype=int).reshape(-1, 2):
+        ok &= labels[:, i] == labels[:, j]
+    for i, j in np.asarray(cl, dtype=int).reshape(-1, 2):
+        ok &= labels[:, i] != labels[:, j]
+    labels = labels[ok]
+    if not len(labels):
+        return None, None, D
+    md, ms = md_ms(D, labels)
+    return md, ms, D
+
+
+def class_rank(D, values):
+    """0-based epsilon=0 distance class of each value (distinct distance values)."""
+    u = np.unique(D[np.triu_indices(D.shape[0], 1)])
+    return np.searchsorted(u, values)
+
+
+def random_instance(rng, n, F, k, m):
+    X = rng.integers(0, 9, size=(n, F)).astype(float)
+    y = rng.integers(0, k, size=n)
+    i, j = rng.integers(0, n, size=(2, m))
+    keep = i != j
+    i, j = i[keep], j[keep]
+    same = y[i] == y[j]
+    return X, np.stack([i[same], j[same]], 1), np.stack([i[~same], j[~same]], 1)
+
+
+# ----------------------------------------------------------------------------- optimality
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("depth, k", [(1, 2), (2, 2), (2, 3)])
+def test_epsilon_zero_equals_brute_force_over_all_trees(seed, depth, k):
+    rng = np.random.default_rng(100 * seed + 10 * depth + k)
+    n = int(rng.integers(5, 8))
+    X, ml, cl = random_instance(rng, n, 2, k, int(rng.integers(0, 4)))
+    bf_md, bf_ms, D = brute_force(X, k, depth, ml, cl)
+    for objective in ("md", "md-ms"):
+        m = TreeClustering(k, depth=depth, objective=objective, epsilon=0.0).fit(X, ml, cl)
+        if bf_md is None:
+            assert m.status_ == "infeasible" and m.labels_ is None
+            continue
+        assert m.status_ == "optimal"
+        assert honours(m.labels_, ml, cl) and len(np.unique(m.labels_)) == k
+        if objective == "md":
+            assert m.max_diameter_ == pytest.approx(bf_md.min(), abs=1e-9)
+        else:
+            best = (class_rank(D, bf_md) - class_rank(D, bf_ms)).min()
+            got = class_rank(D, m.max_diameter_) - class_rank(D, m.min_split_)
+            assert got == best
+            assert m.cost_ == m.n_distance_classes_ + best + 1  # lambda- + mu - lambda+
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cc_baseline_equals_brute_force_over_all_labelings(seed):
+    rng = np.random.default_rng(seed)
+    X, ml, cl = random_instance(rng, 7, 2, 3, 4)
+    bf_md, _, _ = brute_force(X, 3, 0, ml, cl, tree=False)
+    m = TreeClustering(3, objective="md", epsilon=0.0, tree=False).fit(X, ml, cl)
+    assert m.status_ == "optimal" and m.tree_ is None
+    assert m.max_diameter_ == pytest.approx(bf_md.min(), abs=1e-9)
+    tree_md, _, _ = brute_force(X, 3, 2, ml, cl)
+    if tree_md is not None:  # the CC baseline is at least as good as any tree
+        assert bf_md.min() <= tree_md.min() + 1e-12
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(0, 10_000),
+    st.sampled_from(["md", "md-ms"]),
+    st.sampled_from([0.0, 5.0, 30.0]),
+    st.booleans(),
+)
+def test_smart_pairs_never_change_the_optimum(seed, objective, eps, tree):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(6, 13))
+    X, ml, cl = random_instance(rng, n, 2, 3, int(rng.integers(0, 8)))
+    kw = dict(depth=2, objective=objective, epsilon=eps, tree=tree)
+    a = TreeClustering(3, smart_pairs=True, **kw).fit(X, ml, cl)
+    b = TreeClustering(3, smart_pairs=False, **kw).fit(X, ml, cl)
+    assert a.status_ == b.status_
+    assert a.cost_ == b.cost_
+    assert a.n_clauses_ <= b.n_clauses_
+    if eps == 0.0 and objective == "md" and a.labels_ is not None:
+        assert a.max_diameter_ == b.max_diameter_
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from(["md", "md-ms"]))
+def test_linear_search_and_rc2_agree(seed, objective):
+    rng = np.random.default_rng(seed)
+    X, ml, cl = random_instance(rng, 12, 3, 3, 6)
+    a = TreeClustering(3, depth=2, objective=objective, solver="rc2").fit(X, ml, cl)
+    b = TreeClustering(3, depth=2, objective=objective, solver="lsu").fit(X, ml, cl)
+    assert a.status_ == b.status_ and a.cost_ == b.cost_
+
+
+def test_epsilon_bound_on_the_diameter():
+    X, y = load_iris(return_X_y=True)
+    X = X[::3]
+    exact = TreeClustering(3, depth=2, objective="md", epsilon=0.0).fit(X)
+    for eps in (0.5, 5.0):
+        approx = TreeClustering(3, depth=2, objective="md", epsilon=eps).fit(X)
+        assert approx.max_diameter_ <= exact.max_diameter_ + eps + 1e-9
+        assert approx.n_distance_classes_ < exact.n_distance_classes_
+
+
+# ----------------------------------------------------------------------------- invariants
+
+
+@pytest.fixture(scope="module")
+def iris_fit():
+    X, y = load_iris(return_X_y=True)
+    ml, cl = generate_constraints(y, 0.5, random_state=3)
+    m = TreeClustering(3, depth=3, objective="md-ms", epsilon=0.1).fit(X, ml, cl)
+    return X, y, ml, cl, m
+
+
+def test_iris_constraints_predict_and_objectives(iris_fit):
+    X, y, ml, cl, m = iris_fit
+    assert m.status_ == "optimal"
+    assert honours(m.labels_, ml, cl)
+    assert np.array_equal(m.predict(X), m.labels_)
+    md, ms = md_ms(squareform(pdist(scaled(X))), m.labels_[None])
+    assert m.max_diameter_ == pytest.approx(md[0]) and m.min_split_ == pytest.approx(ms[0])
+    assert sorted(np.unique(m.labels_)) == [0, 1, 2] and m.labels_[0] == 0
+    tree = m.tree_
+    assert tree.feature.shape == (7,) and tree.leaf_cluster.shape == (8,)
+    assert tree.leaf_size.sum() == len(X)
+    # thresholds lie strictly inside the value range of their feature
+    lo, hi = X.min(0)[tree.feature], X.max(0)[tree.feature]
+    assert np.all((tree.threshold > lo) & (tree.threshold < hi))
+    assert np.all((tree.threshold_scaled > 0) & (tree.threshold_scaled < 100))
+    assert m.n_vars_ > 0 and m.n_clauses_ == sum(m.clause_counts_.values())
+    assert m.solve_time_ >= 0 and m.build_time_ >= 0
+    assert m.lambda_plus_ <= m.lambda_minus_
+
+
+def test_export_text(iris_fit):
+    X, _, _, _, m = iris_fit
+    names = ["sepal length", "sepal width", "petal length", "petal width"]
+    text = m.export_text(feature_names=names)
+    lines = text.splitlines()
+    assert len(lines) == 2 * 7 + 8
+    assert sum("cluster" in ln for ln in lines) == 8
+    assert any(names[m.tree_.feature[0]] in ln for ln in lines[:1])
+    assert "x[" in m.export_text()
+    with pytest.raises(InvalidInputError, match="feature_names"):
+        m.export_text(feature_names=["a"])
+
+
+def test_predict_routes_new_points_by_thresholds(iris_fit):
+    X, _, _, _, m = iris_fit
+    t = m.tree_
+    f, thr = t.feature[0], t.threshold[0]
+    x = X[:1].copy()
+    x[0, f] = thr  # on the threshold: goes left
+    left = t.apply(x)[0]
+    x[0, f] = np.nextafter(thr, np.inf)
+    right = t.apply(x)[0]
+    assert left < t.n_leaves // 2 <= right
+    with pytest.raises(InvalidInputError, match="features"):
+        m.predict(X[:, :3])
+    with pytest.raises(InvalidInputError, match="finite"):
+        m.predict(np.full((1, 4), np.nan))
+
+
+def test_min_clusters_allows_fewer_clusters():
+    X = np.array([[0.0], [1.0], [2.0], [50.0], [51.0], [100.0]])
+    m = TreeClustering(4, depth=2, objective="md", epsilon=0.0, min_clusters=2).fit(X)
+    assert 2 <= len(np.unique(m.labels_)) <= 4
+    full = TreeClustering(4, depth=2, objective="md", epsilon=0.0).fit(X)
+    assert len(np.unique(full.labels_)) == 4
+    assert m.max_diameter_ >= full.max_diameter_ - 1e-12
+
+
+# ----------------------------------------------------------------------------- infeasibility
+
+
+def test_depth_too_small_for_constraints_is_infeasible():
+    X = np.arange(8, dtype=float)[:, None]
+    ml, cl = [(0, 2)], [(0, 1)]  # 0 and 2 together, 1 in between apart: needs two splits
+    m = TreeClustering(2, depth=1).fit(X, ml, cl)
+    assert m.status_ == "infeasible" and m.labels_ is None and m.tree_ is None
+    with pytest.raises(InfeasibleError, match="infeasible"):
+        m.predict(X)
+    deeper = TreeClustering(2, depth=2).fit(X, ml, cl)
+    assert deeper.status_ == "optimal" and honours(deeper.labels_, ml, cl)
+    cc = TreeClustering(2, depth=1, tree=False).fit(X, ml, cl)
+    assert cc.status_ == "optimal" and honours(cc.labels_, ml, cl)
+
+
+@pytest.mark.parametrize("smart", [True, False])
+def test_contradictory_constraints_raise_before_solving(smart):
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    with pytest.raises(InfeasibleError, match="both"):
+        TreeClustering(2, smart_pairs=smart).fit(X, [(0, 1)], [(1, 0)])
+    with pytest.raises(InfeasibleError, match="must-link component"):
+        TreeClustering(2, smart_pairs=smart).fit(X, [(0, 1), (1, 2)], [(2, 0)])
+    m = TreeClustering(2)
+    with pytest.raises(InfeasibleError):
+        m.fit(X, [(0, 1)], [(0, 1)])
+    assert getattr(m, "status_", None) is None  # nothing was solved
+
+
+def test_uncolourable_cannot_links_are_infeasible_not_one_cluster():
+    X = np.random.default_rng(0).normal(size=(5, 2))
+    cl = [(0, 1), (1, 2), (0, 2)]  # a triangle cannot be 2-coloured
+    m = TreeClustering(2, depth=2, tree=False).fit(X, cannot_link=cl)
+    assert m.status_ == "infeasible"
+
+
+def test_time_limit_statuses():
+    X, y = load_iris(return_X_y=True)
+    ml, cl = generate_constraints(y, 0.25, random_state=0)
+    for solver in ("rc2", "lsu"):
+        m = TreeClustering(3, depth=3, solver=solver, time_limit=1e-3).fit(X, ml, cl)
+        assert m.status_ in {"optimal", "feasible", "unknown"}
+        if m.status_ == "unknown":
+            assert m.labels_ is None
+        else:
+            assert honours(m.labels_, ml, cl)
+        if solver == "rc2":
+            assert m.status_ != "feasible"
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(n_clusters=1), "n_clusters"),
+        (dict(n_clusters=2.5), "n_clusters"),
+        (dict(n_clusters=2, depth=0), "depth"),
+        (dict(n_clusters=5, depth=2), "leaves"),
+        (dict(n_clusters=3, objective="ms"), "objective"),
+        (dict(n_clusters=3, epsilon=-1.0), "epsilon"),
+        (dict(n_clusters=3, epsilon=float("nan")), "epsilon"),
+        (dict(n_clusters=3, min_clusters=1), "min_clusters"),
+        (dict(n_clusters=3, min_clusters=4), "min_clusters"),
+        (dict(n_clusters=3, solver="loandra"), "solver"),
+        (dict(n_clusters=3, time_limit=0), "time_limit"),
+        (dict(n_clusters=3, smart_pairs="yes"), "smart_pairs"),
+        (dict(n_clusters=9, depth=4), "n_samples"),
+    ],
+)
+def test_parameter_validation(kwargs, match):
+    X = np.random.default_rng(0).normal(size=(8, 2))
+    with pytest.raises(InvalidInputError, match=match):
+        TreeClustering(**kwargs).fit(X)
+
+
+def test_input_validation():
+    m = TreeClustering(2)
+    with pytest.raises(InvalidInputError, match="finite"):
+        m.fit(np.array([[0.0, 1.0], [np.nan, 2.0], [3.0, 4.0]]))
+    with pytest.raises(InvalidInputError, match="dimension"):
+        m.fit(np.zeros(5))
+    with pytest.raises(InvalidInputError, match="must_link"):
+        m.fit(np.zeros((4, 2)), must_link=[(0, 4)])
+    with pytest.raises(InvalidInputError, match="self pair"):
+        m.fit(np.zeros((4, 2)), cannot_link=[(1, 1)])
+    ok = TreeClustering(2, depth=1, epsilon=0.0).fit(
+        np.array([[0.0], [1.0], [5.0], [6.0]]), must_link=[(2, 2)]
+    )  # ML self pairs are harmless
+    assert ok.status_ == "optimal"
+    with pytest.raises(NotFittedError):
+        TreeClustering(2).predict(np.zeros((2, 2)))
+
+
+def test_constant_features_and_duplicates():
+    X = np.array([[1.0, 7.0], [1.0, 7.0], [1.0, 9.0], [1.0, 9.0]])
+    m = TreeClustering(2, depth=1, epsilon=0.0).fit(X)
+    assert m.status_ == "optimal" and m.tree_.feature[0] == 1  # feature 0 is constant
+    assert m.labels_.tolist() == [0, 0, 1, 1]
+    bad = TreeClustering(2, depth=2).fit(X, cannot_link=[(0, 1)])  # duplicates cannot split
+    assert bad.status_ == "infeasible"
