@@ -150,12 +150,14 @@ def index_rows(space: SearchSpace, q, ref, quick: bool, n_single: int) -> list[d
     rows = []
     n_part = 20 if quick else 50
     settings = [
-        ("paper (weight entry)", {}),
-        ("margin entry", {"entry": "margin"}),
-        ("w/o WC", {"weighted": False}),
-        ("w/o SP", {"supplementary": False}),
-        ("paper, n_probe=2", {"n_probe": 2}),
-        ("margin, n_probe=2", {"entry": "margin", "n_probe": 2}),
+        # max_probe=1: the paper's query rule (the entry cluster only)
+        ("paper (weight entry)", {"max_probe": 1}),
+        ("margin entry", {"entry": "margin", "max_probe": 1}),
+        ("w/o WC", {"weighted": False, "max_probe": 1}),
+        ("w/o SP", {"supplementary": False, "max_probe": 1}),
+        ("paper, n_probe=2", {"n_probe": 2, "max_probe": 2}),
+        ("margin, n_probe=2", {"entry": "margin", "n_probe": 2, "max_probe": 2}),
+        ("default (bound multi-probe, max_probe=7)", {}),
     ]
     for label, params in settings:
         t0 = time.perf_counter()

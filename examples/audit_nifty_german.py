@@ -57,6 +57,8 @@ def main() -> None:
             f"{gf.statistical_parity_difference:.3f}, equal opportunity difference: "
             f"{gf.equal_opportunity_difference:.3f}"
         )
+    if "notes" in report.summary:
+        print(f"note: {report.summary['notes']}")
     print(f"\nreport: {paths['html']}")
 
 

@@ -62,6 +62,7 @@ def test_cli_fairden_several_sensitive_columns(moons_csv, capsys):
     assert code == 0
     text = capsys.readouterr().out
     assert "balance (group)" in text and "balance (colour)" in text
+    assert "ARI vs moon" in text
 
 
 def test_cli_fairden_errors(moons_csv, capsys):

@@ -10,7 +10,7 @@ from scipy.spatial.distance import pdist
 
 from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.graph_ops import ConstraintGraph, distance_classes
-from gnnaudit.graph_ops.constraints import _pairs_from_condensed, condensed_index
+from gnnaudit.graph_ops.constraints import condensed_index, pairs_from_condensed
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -155,7 +155,7 @@ def test_empty_constraints_accepted_in_every_form():
 def test_condensed_index_round_trip(n, data):
     P = n * (n - 1) // 2
     idx = np.array(data.draw(st.lists(st.integers(0, P - 1), min_size=1, max_size=20)))
-    i, j = _pairs_from_condensed(n, idx)
+    i, j = pairs_from_condensed(n, idx)
     assert np.all(i < j) and np.all(j < n)
     assert np.array_equal(condensed_index(n, i, j), idx)
     ti, tj = np.triu_indices(n, 1)
@@ -179,7 +179,9 @@ def test_distance_classes_are_greedy_and_within_epsilon(n, eps, seed):
     assert np.array_equal(np.sort(d), dc.distances)
     assert np.array_equal(d[dc.order], dc.distances)
     ti, tj = np.triu_indices(n, 1)
-    assert np.array_equal(dc.pairs[:, 0], ti[dc.order]) and np.array_equal(dc.pairs[:, 1], tj[dc.order])
+    assert np.array_equal(dc.pairs[:, 0], ti[dc.order]) and np.array_equal(
+        dc.pairs[:, 1], tj[dc.order]
+    )
     assert np.all(np.diff(dc.class_of) >= 0) and dc.class_of[0] == 0
     span = dc.bounds[:, 1] - dc.bounds[:, 0]
     assert np.all(span <= eps)
@@ -225,10 +227,12 @@ def test_vectorised_smart_pairs_equal_literal_algorithm_1(n, m, eps, k, seed):
     r_ml, r_cl, r_tog, r_fnp, r_apart, r_fm = ref
     assert set(map(tuple, sp.must_link.tolist())) == r_ml
     assert set(map(tuple, sp.cannot_link.tolist())) == r_cl
-    tog = {(int(i), int(j), int(w)) for (i, j), w in zip(sp.together, sp.together_class)}
+    tog = {
+        (int(i), int(j), int(w)) for (i, j), w in zip(sp.together, sp.together_class, strict=True)
+    }
     assert tog == r_tog
     assert sp.forced_not_plus == r_fnp
-    apart = {(int(i), int(j), int(w)) for (i, j), w in zip(sp.apart, sp.apart_class)}
+    apart = {(int(i), int(j), int(w)) for (i, j), w in zip(sp.apart, sp.apart_class, strict=True)}
     assert apart == r_apart
     assert sp.forced_minus == r_fm
 

@@ -189,3 +189,25 @@ def test_empty_frame_gives_empty_table():
     frame = pd.DataFrame(columns=["query", "evidence", "rank", "query_pred", "evidence_pred"])
     table = discrimination_scores(data, frame, predictions=pred)
     assert table.empty and list(table.columns) == DISCRIMINATION_COLUMNS
+
+
+def test_fitted_estimator_matches_its_local_evidence_frame():
+    from gnnaudit.audit import CounterfactualEvidence
+    from gnnaudit.datasets import synthetic_credit_graph
+
+    data = synthetic_credit_graph(num_nodes=160, seed=4)
+    pred = np.random.default_rng(0).integers(0, 3, 160)
+    ce = CounterfactualEvidence().fit(data, predictions=pred)
+    direct = discrimination_scores(data, ce, k=5)
+    test_nodes = np.flatnonzero(data.test_mask.numpy())
+    frame = ce.local_evidence(test_nodes, k=5)
+    via_frame = discrimination_scores(data, frame, k=5)
+    pd.testing.assert_frame_equal(direct, via_frame)
+    cols = [data.feature_names.index(f) for f in dict.fromkeys(direct["feature"])]
+    oracle = _oracle(
+        data.x.numpy(), data.feature_names, pred, data.test_mask.numpy(), frame, 5, cols
+    )
+    for row in direct.itertuples():
+        assert row.score == pytest.approx(oracle[(row.feature, row.value)][0], abs=1e-12)
+        assert row.baseline == pytest.approx(oracle[(row.feature, row.value)][1], abs=1e-12)
+    assert discrimination_scores(data, ce, k=5, min_support=10)["support"].min() >= 10

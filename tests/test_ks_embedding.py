@@ -110,6 +110,9 @@ def test_dtype_follows_input_and_float32_close_to_float64():
     np.testing.assert_allclose(out32.numpy(), out64.numpy(), rtol=1e-4, atol=1e-5)
     ints = ks_embedding(torch.ones(3, 2, dtype=torch.long), torch.tensor([[0, 1], [1, 2]]))
     assert ints.dtype == torch.get_default_dtype()
+    half = ks_embedding(torch.tensor(x, dtype=torch.bfloat16), ei)
+    assert half.dtype == torch.bfloat16
+    np.testing.assert_allclose(half.float().numpy(), out64.numpy(), rtol=0.05, atol=0.05)
 
 
 def test_zero_hops_is_identity_and_input_untouched():

@@ -1,6 +1,6 @@
 """Planted bias on the synthetic credit graph: does the audit find it?
 
-Measured (GCN, 200 epochs, seeds 0-2; see the helper report / benchmarks/results/audit.md):
+Measured (GCN, 200 epochs, seeds 0-2; see benchmarks/RESULTS.md, audit section):
 the counterfactual discrimination score (Eq. 12) does NOT rank ``gender`` first at bias=1.5
 (rank 5, 5, 4 by score; 4, 4, 2 by lift), nor at bias=3.0, while group fairness shows the
 planted effect plainly (statistical parity difference about 0.2 vs 0.0). Reasons measured: the
@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+import torch
 
 from gnnaudit.audit import CounterfactualEvidence, discrimination_scores, feature_rank
 from gnnaudit.audit.group_fairness import group_fairness
@@ -26,7 +27,7 @@ def _audit(bias: float, seed: int = 0):
     logging.getLogger("lightning").setLevel(logging.ERROR)
     data = synthetic_credit_graph(num_nodes=1000, bias=bias, seed=seed)
     module, _ = train_node_classifier(data, "gcn", max_epochs=200, seed=seed)
-    with __import__("torch").no_grad():
+    with torch.no_grad():
         pred = module(data.x, data.edge_index).argmax(-1)
     ce = CounterfactualEvidence().fit(data, predictions=pred)
     table = discrimination_scores(data, ce, k=10)

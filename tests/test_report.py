@@ -152,3 +152,36 @@ def test_empty_tables_render(tmp_path):
     AuditReport.from_json(tmp_path / "r.json") if False else report.to_json(tmp_path / "r.json")
     back = AuditReport.from_json(tmp_path / "r.json")
     assert back.discrimination.empty and back.finetune is None
+
+
+def test_run_audit_with_plain_callable_and_single_class_model(tmp_path):
+    from gnnaudit.datasets import synthetic_credit_graph
+    from gnnaudit.training import run_audit
+
+    data = synthetic_credit_graph(num_nodes=120, seed=2)
+
+    def constant(x, edge_index):
+        return torch.tensor([[1.0, 0.0]]).repeat(x.size(0), 1)
+
+    report = run_audit(data, constant, progress=False)
+    assert "one class" in report.summary["notes"]
+    assert report.discrimination.empty and report.error_verification.empty
+    assert report.top_pairs.empty and report.finetune is None
+    assert report.group_fairness.statistical_parity_difference == 0.0
+    report.save(tmp_path)
+    assert AuditReport.from_json(tmp_path).summary["notes"] == report.summary["notes"]
+
+    def by_gender(x, edge_index):  # predicts the sensitive attribute: maximal parity gap
+        g = x[:, -1].long()
+        return torch.nn.functional.one_hot(g, 2).float()
+
+    report = run_audit(data, by_gender, progress=False, finetune=True, top_pairs=3)
+    assert report.group_fairness.statistical_parity_difference == pytest.approx(1.0)
+    assert "not a LightningModule" in report.summary["notes"]
+    assert len(report.top_pairs) == 3
+    # gender decides the prediction: every evidence of every node has the other gender, but so
+    # does every candidate, hence score 1 = baseline 1 and lift 0 ("by construction")
+    g = report.discrimination[report.discrimination["feature"] == "gender"]
+    assert np.allclose(g["score"], 1.0) and np.allclose(g["baseline"], 1.0)
+    assert np.allclose(g["lift"], 0.0)
+    assert report.discrimination["score"].iloc[0] == 1.0

@@ -4,71 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from search_oracles import assert_valid, brute_global, brute_local, clustered, recall, space_of
 
-from gnnaudit.audit.search_base import SearchSpace
 from gnnaudit.audit.search_faiss import FaissSearcher
 from gnnaudit.errors import InvalidInputError, NotFittedError
 
 faiss = pytest.importorskip("faiss")
-
-
-def brute_local(x: np.ndarray, pred: np.ndarray, q: np.ndarray, k: int):
-    s = x[q].astype(np.float64) @ x.T.astype(np.float64)
-    s[pred[q][:, None] == pred[None, :]] = -np.inf
-    cols = np.broadcast_to(np.arange(x.shape[0]), s.shape)
-    order = np.lexsort((cols, -s), axis=1)[:, :k]
-    sim = np.take_along_axis(s, order, axis=1)
-    return sim, np.where(np.isfinite(sim), order, -1)
-
-
-def brute_global(x: np.ndarray, pred: np.ndarray, k: int):
-    s = x.astype(np.float64) @ x.T.astype(np.float64)
-    u, v = np.triu_indices(x.shape[0], 1)
-    keep = pred[u] != pred[v]
-    u, v, sv = u[keep], v[keep], s[u[keep], v[keep]]
-    order = np.lexsort((v, u, -sv))[:k]
-    return sv[order], u[order], v[order]
-
-
-def clustered(m: int, d: int, n_centres: int, n_classes: int, seed: int, spread: float = 0.6):
-    rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((n_centres, d))
-    lab = rng.integers(0, n_centres, m)
-    x = centres[lab] + spread * rng.standard_normal((m, d))
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    flip = rng.random(m) < 0.3
-    pred = np.where(flip, rng.integers(0, n_classes, m), lab % n_classes)
-    return x.astype(np.float32), pred.astype(np.int64)
-
-
-def space_of(x: np.ndarray, pred: np.ndarray) -> SearchSpace:
-    return SearchSpace(
-        embedding=x.astype(np.float32),
-        predictions=pred.astype(np.int64),
-        node_ids=np.arange(x.shape[0], dtype=np.int64),
-    )
-
-
-def recall(pos: np.ndarray, ref: np.ndarray) -> float:
-    hits = [
-        len(set(a[a >= 0]) & set(b[b >= 0])) / max(1, (b >= 0).sum())
-        for a, b in zip(pos, ref, strict=True)
-    ]
-    return float(np.mean(hits))
-
-
-def assert_valid(x, pred, q, sim, pos, k):
-    assert sim.shape == pos.shape == (q.size, k)
-    for i, qi in enumerate(q):
-        p = pos[i][pos[i] >= 0]
-        assert (pos[i][: p.size] >= 0).all(), "padding must come last"
-        assert np.isneginf(sim[i][p.size :]).all()
-        assert qi not in p
-        assert (pred[p] != pred[qi]).all()
-        assert len(set(p.tolist())) == p.size
-        s = sim[i][: p.size]
-        assert (np.diff(s) <= 0).all()
-        np.testing.assert_allclose(s, x[p].astype(np.float64) @ x[qi].astype(np.float64), atol=1e-6)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -215,3 +156,33 @@ def test_unknown_key_and_bad_calls(data) -> None:
         s.global_pairs(0)
     with pytest.raises(InvalidInputError, match="random_state"):
         FaissSearcher(random_state=-2).build(space_of(x[:100], pred[:100]))
+
+
+@pytest.mark.parametrize("k", [1, 16, 17, 100, 3000])
+def test_flat_global_exact_for_any_k(k) -> None:
+    # duplicated rows make many equal similarities: the tie rule decides the order
+    x, pred = clustered(m=150, d=6, n_centres=4, n_classes=3, seed=9)
+    x[50:80] = x[20:50]
+    s = FaissSearcher(index_type="flat").build(space_of(x, pred))
+    g = s.global_pairs(k)
+    gs, gu, gv = brute_global(x, pred, k)
+    n = gs.size
+    np.testing.assert_allclose(g.similarity[:n], gs, atol=1e-9)
+    np.testing.assert_array_equal(g.u[:n], gu)
+    np.testing.assert_array_equal(g.v[:n], gv)
+    assert (g.u[n:] == -1).all() and np.isneginf(g.similarity[n:]).all()
+
+
+@pytest.mark.parametrize("index_type", ["hnsw", "ivf", "flat"])
+def test_single_query_path_matches_batched(data, index_type) -> None:
+    x, pred = data
+    s = FaissSearcher(index_type=index_type, random_state=0).build(space_of(x, pred))
+    q = np.arange(0, x.shape[0], 17)
+    batch = s.local(q, 10)
+    for i, v in enumerate(q):
+        one = s.local(np.array([v]), 10)
+        np.testing.assert_array_equal(one.position[0], batch.position[i])
+        np.testing.assert_allclose(one.similarity[0], batch.similarity[i], atol=1e-12)
+    # fewer candidates than k: padded identically
+    one = s.local(np.array([3]), 5000)
+    np.testing.assert_array_equal(one.position, s.local(np.array([3, 4]), 5000).position[:1])

@@ -6,70 +6,15 @@ import math
 
 import numpy as np
 import pytest
+from search_oracles import assert_valid, brute_global, brute_local, clustered, recall, space_of
 
 from gnnaudit.audit.search_base import SearchSpace
 from gnnaudit.audit.search_index import IndexSearcher
 from gnnaudit.errors import InvalidInputError, NotFittedError
 
 
-def brute_local(x: np.ndarray, pred: np.ndarray, q: np.ndarray, k: int):
-    s = x[q].astype(np.float64) @ x.T.astype(np.float64)
-    s[pred[q][:, None] == pred[None, :]] = -np.inf
-    cols = np.broadcast_to(np.arange(x.shape[0]), s.shape)
-    order = np.lexsort((cols, -s), axis=1)[:, :k]
-    sim = np.take_along_axis(s, order, axis=1)
-    pos = np.where(np.isfinite(sim), order, -1)
-    return sim, pos
-
-
-def brute_global(x: np.ndarray, pred: np.ndarray, k: int):
-    s = x.astype(np.float64) @ x.T.astype(np.float64)
-    u, v = np.triu_indices(x.shape[0], 1)
-    keep = pred[u] != pred[v]
-    u, v, sv = u[keep], v[keep], s[u[keep], v[keep]]
-    order = np.lexsort((v, u, -sv))[:k]
-    return sv[order], u[order], v[order]
-
-
-def clustered(m: int, d: int, n_centres: int, n_classes: int, seed: int, spread: float = 0.6):
-    rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((n_centres, d))
-    lab = rng.integers(0, n_centres, m)
-    x = centres[lab] + spread * rng.standard_normal((m, d))
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    flip = rng.random(m) < 0.3
-    pred = np.where(flip, rng.integers(0, n_classes, m), lab % n_classes)
-    return x.astype(np.float32), pred.astype(np.int64)
-
-
-def space_of(x: np.ndarray, pred: np.ndarray) -> SearchSpace:
-    return SearchSpace(
-        embedding=x.astype(np.float32),
-        predictions=pred.astype(np.int64),
-        node_ids=np.arange(x.shape[0], dtype=np.int64) * 3 + 1,
-    )
-
-
-def recall(pos: np.ndarray, ref: np.ndarray) -> float:
-    hits = [
-        len(set(a[a >= 0]) & set(b[b >= 0])) / max(1, (b >= 0).sum())
-        for a, b in zip(pos, ref, strict=True)
-    ]
-    return float(np.mean(hits))
-
-
-def assert_valid(x, pred, q, sim, pos, k):
-    assert sim.shape == pos.shape == (q.size, k)
-    for i, qi in enumerate(q):
-        p = pos[i][pos[i] >= 0]
-        assert (pos[i][: p.size] >= 0).all(), "padding must come last"
-        assert np.isneginf(sim[i][p.size :]).all()
-        assert qi not in p
-        assert (pred[p] != pred[qi]).all()
-        assert len(set(p.tolist())) == p.size
-        s = sim[i][: p.size]
-        assert (np.diff(s) <= 0).all()
-        np.testing.assert_allclose(s, x[p].astype(np.float64) @ x[qi].astype(np.float64), atol=1e-6)
+def space_of_ids(x, pred):
+    return space_of(x, pred, id_stride=3)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +25,7 @@ def data():
 @pytest.fixture(scope="module")
 def built(data):
     x, pred = data
-    return IndexSearcher(random_state=0, n_partitions=20).build(space_of(x, pred))
+    return IndexSearcher(random_state=0, n_partitions=20).build(space_of_ids(x, pred))
 
 
 def test_local_valid_and_high_recall(data, built) -> None:
@@ -97,8 +42,11 @@ def test_supplementary_partitions_beat_a_single_partition() -> None:
     x, pred = clustered(m=2000, d=32, n_centres=40, n_classes=3, seed=1, spread=1.0)
     q = np.arange(x.shape[0])
     _, ref = brute_local(x, pred, q, 10)
-    full = IndexSearcher(random_state=1, n_partitions=20).build(space_of(x, pred))
-    one = IndexSearcher(random_state=1, supplementary=False).build(space_of(x, pred))
+    # the paper's query rule (one cluster per query): the ablation is about the partitions
+    full = IndexSearcher(random_state=1, n_partitions=20, max_probe=1).build(space_of_ids(x, pred))
+    one = IndexSearcher(random_state=1, supplementary=False, max_probe=1).build(
+        space_of_ids(x, pred)
+    )
     r_full = recall(full.local(q, 10).position, ref)
     r_one = recall(one.local(q, 10).position, ref)
     assert r_full > r_one + 0.03
@@ -110,8 +58,9 @@ def test_margin_entry_rule(data) -> None:
     x, pred = data
     q = np.arange(x.shape[0])
     _, ref = brute_local(x, pred, q, 10)
-    paper = IndexSearcher(random_state=1, n_partitions=30).build(space_of(x, pred))
-    margin = IndexSearcher(random_state=1, n_partitions=30, entry="margin").build(space_of(x, pred))
+    kw = {"random_state": 1, "n_partitions": 30, "max_probe": 1}
+    paper = IndexSearcher(**kw).build(space_of_ids(x, pred))
+    margin = IndexSearcher(entry="margin", **kw).build(space_of_ids(x, pred))
     np.testing.assert_array_equal(paper.labels_, margin.labels_)  # same partitions
     r_margin = recall(margin.local(q, 10).position, ref)
     assert r_margin >= 0.99
@@ -120,7 +69,7 @@ def test_margin_entry_rule(data) -> None:
 
 def test_full_probe_is_exact(data) -> None:
     x, pred = data
-    s = IndexSearcher(random_state=0, n_partitions=3, n_probe=10).build(space_of(x, pred))
+    s = IndexSearcher(random_state=0, n_partitions=3, n_probe=10).build(space_of_ids(x, pred))
     q = np.arange(0, x.shape[0], 7)
     res = s.local(q, 5)
     ref_s, ref_p = brute_local(x, pred, q, 5)
@@ -150,7 +99,7 @@ def test_k_results_with_tiny_clusters_and_padding() -> None:
     x, pred = clustered(m=120, d=8, n_centres=6, n_classes=2, seed=3)
     pred[:] = 0
     pred[::10] = 1  # 12 nodes of class 1
-    s = IndexSearcher(random_state=0, n_clusters=40, n_partitions=5).build(space_of(x, pred))
+    s = IndexSearcher(random_state=0, n_clusters=40, n_partitions=5).build(space_of_ids(x, pred))
     q = np.arange(120)
     res = s.local(q, 10)
     assert (res.position >= 0).all()  # every query has >= 10 candidates
@@ -169,7 +118,7 @@ def test_ties_prefer_smaller_position_and_zero_rows() -> None:
     x[:, 0] = 1.0  # all identical
     x[7] = 0.0  # a zero row
     pred = np.array([0, 1, 0, 1, 0, 1, 0, 1, 0, 1])
-    s = IndexSearcher(random_state=0, n_clusters=3, n_partitions=4).build(space_of(x, pred))
+    s = IndexSearcher(random_state=0, n_clusters=3, n_partitions=4).build(space_of_ids(x, pred))
     res = s.local(np.array([0, 1, 7]), 3)
     np.testing.assert_array_equal(res.position[0], [1, 3, 5])
     np.testing.assert_array_equal(res.position[1], [0, 2, 4])
@@ -179,7 +128,7 @@ def test_ties_prefer_smaller_position_and_zero_rows() -> None:
 
 def test_single_class_returns_padding() -> None:
     x, _ = clustered(m=50, d=5, n_centres=3, n_classes=1, seed=0)
-    s = IndexSearcher(random_state=0).build(space_of(x, np.zeros(50, dtype=np.int64)))
+    s = IndexSearcher(random_state=0).build(space_of_ids(x, np.zeros(50, dtype=np.int64)))
     res = s.local(np.array([0, 1]), 4)
     assert (res.position == -1).all() and np.isneginf(res.similarity).all()
     assert (s.global_pairs(3).u == -1).all()
@@ -187,7 +136,7 @@ def test_single_class_returns_padding() -> None:
 
 def test_ablation_switches_change_the_build() -> None:
     x, pred = clustered(m=400, d=3, n_centres=8, n_classes=2, seed=5, spread=0.8)
-    sp = space_of(x, pred)
+    sp = space_of_ids(x, pred)
     w = IndexSearcher(random_state=0, n_partitions=6).build(sp)
     u = IndexSearcher(random_state=0, n_partitions=6, weighted=False).build(sp)
     one = IndexSearcher(random_state=0, n_partitions=6, supplementary=False).build(sp)
@@ -202,7 +151,7 @@ def test_ablation_switches_change_the_build() -> None:
 
 def test_deterministic_given_random_state(data) -> None:
     x, pred = data
-    sp = space_of(x, pred)
+    sp = space_of_ids(x, pred)
     a = IndexSearcher(random_state=7, n_partitions=5).build(sp)
     b = IndexSearcher(random_state=7, n_partitions=5).build(sp)
     c = IndexSearcher(random_state=8, n_partitions=5).build(sp)
@@ -224,13 +173,14 @@ def test_deterministic_given_random_state(data) -> None:
         ({"supplementary": 1}, "supplementary"),
         ({"n_iter": 0}, "n_iter"),
         ({"n_probe": -1}, "n_probe"),
+        ({"max_probe": 0}, "max_probe"),
         ({"entry": "closest"}, "entry"),
     ],
 )
 def test_bad_index_params(data, params, key) -> None:
     x, pred = data
     with pytest.raises(InvalidInputError, match=key):
-        IndexSearcher(random_state=0, **params).build(space_of(x[:50], pred[:50]))
+        IndexSearcher(random_state=0, **params).build(space_of_ids(x[:50], pred[:50]))
 
 
 def test_unknown_key_and_bad_calls(built) -> None:
@@ -252,8 +202,82 @@ def test_unknown_key_and_bad_calls(built) -> None:
 def test_theta_above_half_pi_and_high_dimension() -> None:
     x, pred = clustered(m=300, d=600, n_centres=5, n_classes=2, seed=2)
     s = IndexSearcher(random_state=0, theta=2 * math.pi / 3, n_partitions=4).build(
-        space_of(x, pred)
+        space_of_ids(x, pred)
     )
     assert np.isfinite(s.node_weights_).all()
     res = s.local(np.arange(300), 3)
     assert_valid(x, pred, np.arange(300), res.similarity, res.position, 3)
+
+
+# ------------------------------------------------------------- bound-based multi-probe
+def test_certified_answers_equal_brute_force(data, built) -> None:
+    # well separated blobs: the cap bound stops most queries before max_probe; every query
+    # it certifies must have exactly the brute-force answer
+    x, pred = data
+    q = np.arange(x.shape[0])
+    res = built.local(q, 10)
+    ref_s, ref_p = brute_local(x, pred, q, 10)
+    cert = res.certified
+    assert cert.mean() >= 0.3
+    np.testing.assert_array_equal(res.position[cert], ref_p[cert])
+    np.testing.assert_allclose(res.similarity[cert], ref_s[cert], atol=1e-9)
+    assert (res.n_probed >= 1).all() and (res.n_probed <= built.max_probe).all()
+
+
+def test_unbounded_probe_is_exact_and_certified() -> None:
+    # max_probe = n_clusters: the search only stops by the bound (or after every cluster)
+    x, pred = clustered(m=800, d=16, n_centres=10, n_classes=3, seed=6, spread=1.2)
+    s = IndexSearcher(random_state=0, n_partitions=8, max_probe=10).build(space_of_ids(x, pred))
+    q = np.arange(800)
+    res = s.local(q, 7)
+    ref_s, ref_p = brute_local(x, pred, q, 7)
+    assert res.certified.all()
+    np.testing.assert_array_equal(res.position, ref_p)
+    np.testing.assert_allclose(res.similarity, ref_s, atol=1e-9)
+    assert res.n_probed.mean() < 10  # the bound did prune clusters
+
+
+def test_single_query_path_matches_batched(data, built) -> None:
+    x, _ = data
+    q = np.arange(0, x.shape[0], 13)
+    batch = built.local(q, 10)
+    for i, v in enumerate(q):
+        one = built.local(np.array([v]), 10)
+        np.testing.assert_array_equal(one.position[0], batch.position[i])
+        np.testing.assert_allclose(one.similarity[0], batch.similarity[i], atol=1e-12)
+        assert one.n_probed[0] == batch.n_probed[i]
+        assert one.certified[0] == batch.certified[i]
+
+
+def test_recall_floor_on_weakly_clustered_data() -> None:
+    # Cora-like: 7 overlapping classes; the paper's one-cluster rule has low recall, the
+    # default multi-probe (max_probe=7) keeps recall@10 >= 0.9
+    x, pred = clustered(m=700, d=64, n_centres=7, n_classes=7, seed=4, spread=2.0)
+    q = np.arange(700)
+    _, ref = brute_local(x, pred, q, 10)
+    default = IndexSearcher(random_state=0).build(space_of_ids(x, pred)).local(q, 10)
+    ps = IndexSearcher(random_state=0, max_probe=1).build(space_of_ids(x, pred))
+    paper = ps.local(q, 10)
+    assert recall(default.position, ref) >= 0.9
+    assert recall(paper.position, ref) < 0.8
+    # the paper's rule leaves the entry cluster only when it holds fewer than k candidates
+    n_entry = ps.n_candidates_[ps.entry_partition_, ps.entry_cluster_, ps.class_index_]
+    np.testing.assert_array_equal(paper.n_probed > 1, n_entry < 10)
+
+
+@pytest.mark.parametrize(("d", "seed", "k"), [(2, 0, 5), (3, 1, 10), (8, 2, 3), (64, 3, 10)])
+def test_bound_and_annulus_never_drop_an_answer(d, seed, k) -> None:
+    # no probe cap: the cap bound and the annulus are the only pruning, so the answer must
+    # be the brute force's in every dimension (low d: wide spread of member angles)
+    x, pred = clustered(m=600, d=d, n_centres=9, n_classes=4, seed=seed, spread=0.8)
+    s = IndexSearcher(random_state=seed, n_partitions=4, max_probe=10).build(space_of_ids(x, pred))
+    q = np.arange(600)
+    res = s.local(q, k)
+    ref_s, ref_p = brute_local(x, pred, q, k)
+    np.testing.assert_allclose(res.similarity, ref_s, atol=1e-9)
+    np.testing.assert_array_equal(res.position, ref_p)
+    assert res.certified.all()
+    one = s.local(q[::50], k)  # a smaller batch (12 queries) ...
+    np.testing.assert_array_equal(one.position, ref_p[::50])
+    for v in q[::97]:  # ... and the single-query path
+        np.testing.assert_array_equal(s.local(np.array([v]), k).position[0], ref_p[v])

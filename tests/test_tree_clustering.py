@@ -27,7 +27,8 @@ def honours(labels, ml, cl):
     ml = np.asarray(ml, dtype=int).reshape(-1, 2)
     cl = np.asarray(cl, dtype=int).reshape(-1, 2)
     return bool(
-        np.all(labels[ml[:, 0]] == labels[ml[:, 1]]) and np.all(labels[cl[:, 0]] != labels[cl[:, 1]])
+        np.all(labels[ml[:, 0]] == labels[ml[:, 1]])
+        and np.all(labels[cl[:, 0]] != labels[cl[:, 1]])
     )
 
 
@@ -159,12 +160,13 @@ def test_smart_pairs_never_change_the_optimum(seed, objective, eps, tree):
 
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 10_000), st.sampled_from(["md", "md-ms"]))
-def test_linear_search_and_rc2_agree(seed, objective):
+def test_all_solvers_agree(seed, objective):
     rng = np.random.default_rng(seed)
     X, ml, cl = random_instance(rng, 12, 3, 3, 6)
     a = TreeClustering(3, depth=2, objective=objective, solver="rc2").fit(X, ml, cl)
     b = TreeClustering(3, depth=2, objective=objective, solver="lsu").fit(X, ml, cl)
-    assert a.status_ == b.status_ and a.cost_ == b.cost_
+    c = TreeClustering(3, depth=2, objective=objective, solver="binary").fit(X, ml, cl)
+    assert a.status_ == b.status_ == c.status_ and a.cost_ == b.cost_ == c.cost_
 
 
 def test_epsilon_bound_on_the_diameter():
@@ -285,7 +287,7 @@ def test_uncolourable_cannot_links_are_infeasible_not_one_cluster():
 def test_time_limit_statuses():
     X, y = load_iris(return_X_y=True)
     ml, cl = generate_constraints(y, 0.25, random_state=0)
-    for solver in ("rc2", "lsu"):
+    for solver in ("rc2", "lsu", "binary"):
         m = TreeClustering(3, depth=3, solver=solver, time_limit=1e-3).fit(X, ml, cl)
         assert m.status_ in {"optimal", "feasible", "unknown"}
         if m.status_ == "unknown":
@@ -315,6 +317,8 @@ def test_time_limit_statuses():
         (dict(n_clusters=3, time_limit=0), "time_limit"),
         (dict(n_clusters=3, smart_pairs="yes"), "smart_pairs"),
         (dict(n_clusters=9, depth=4), "n_samples"),
+        (dict(n_clusters=3, sat_solver="nope"), "sat_solver"),
+        (dict(n_clusters=3, sat_solver="cd19", time_limit=5.0), "interrupted"),
     ],
 )
 def test_parameter_validation(kwargs, match):
@@ -348,3 +352,58 @@ def test_constant_features_and_duplicates():
     assert m.labels_.tolist() == [0, 0, 1, 1]
     bad = TreeClustering(2, depth=2).fit(X, cannot_link=[(0, 1)])  # duplicates cannot split
     assert bad.status_ == "infeasible"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_depth_three_recovers_a_planted_tree(seed):
+    """Labels made by a random depth-3 tree: constraints drawn from them are always feasible."""
+    rng = np.random.default_rng(seed)
+    y = np.zeros(1)
+    while len(np.unique(y)) < 3:  # draw until the planted tree uses all three clusters
+        X = rng.uniform(0, 10, size=(28, 2))
+        feature = rng.integers(0, 2, size=7)
+        threshold = rng.uniform(2, 8, size=7)
+        leaf_cluster = rng.permutation(np.r_[0, 1, 2, rng.integers(0, 3, size=5)])
+        node = np.zeros(len(X), dtype=int)
+        for _ in range(3):
+            node = 2 * node + 1 + (X[np.arange(len(X)), feature[node]] > threshold[node])
+        y = leaf_cluster[node - 7]
+    ml, cl = generate_constraints(y, 3.0, random_state=seed)
+    m = TreeClustering(3, depth=3, objective="md-ms", epsilon=1.0).fit(X, ml, cl)
+    assert m.status_ == "optimal"
+    assert honours(m.labels_, ml, cl) and np.array_equal(m.predict(X), m.labels_)
+
+
+# ----------------------------------------------------------------------------- constraints
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 60), st.floats(0.0, 3.0), st.integers(0, 1000))
+def test_generate_constraints_protocol(n, kappa, seed):
+    y = np.random.default_rng(seed).integers(0, 3, size=n)
+    kappa = min(kappa, (n - 1) / 2)
+    ml, cl = generate_constraints(y, kappa, random_state=seed)
+    pairs = np.concatenate([ml, cl])
+    assert ml.dtype == cl.dtype == np.int64 and ml.shape[1] == cl.shape[1] == 2
+    assert len(pairs) == min(round(kappa * n), n * (n - 1) // 2)
+    assert np.all(pairs[:, 0] < pairs[:, 1]) and np.all(pairs[:, 1] < n)
+    assert len(np.unique(pairs, axis=0)) == len(pairs)  # distinct pairs
+    assert np.all(y[ml[:, 0]] == y[ml[:, 1]]) and np.all(y[cl[:, 0]] != y[cl[:, 1]])
+    again = generate_constraints(y, kappa, random_state=seed)
+    assert np.array_equal(again.must_link, ml) and np.array_equal(again.cannot_link, cl)
+
+
+def test_generate_constraints_validation():
+    y = np.array([0, 1, 1, 0])
+    assert generate_constraints(y, 1.5, random_state=0).must_link.shape[1] == 2  # all 6 pairs
+    with pytest.raises(InvalidInputError, match="kappa"):
+        generate_constraints(y, 1.6)
+    with pytest.raises(InvalidInputError, match="kappa"):
+        generate_constraints(y, -0.1)
+    with pytest.raises(InvalidInputError, match="NaN"):
+        generate_constraints(np.array([0.0, np.nan, 1.0]), 0.5)
+    with pytest.raises(InvalidInputError, match="random_state"):
+        generate_constraints(y, 0.5, random_state="seed")
+    labels = np.array(["a", "b", "a", "b", "c"])
+    ml, cl = generate_constraints(labels, 2.0, random_state=1)
+    assert len(ml) + len(cl) == 10 and len(ml) == 2

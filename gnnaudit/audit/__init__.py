@@ -10,21 +10,20 @@ from gnnaudit.audit.error_verification import error_verification
 from gnnaudit.audit.evidence import CounterfactualEvidence
 from gnnaudit.audit.group_fairness import GroupFairness, group_fairness
 from gnnaudit.audit.report import AuditReport, pair_comparison
-
-__all__: list[str] = []
-__all__ += ["CounterfactualEvidence"]
-
-__all__ += [
-    "AuditReport",
-    "GroupFairness",
-    "discrimination_scores",
-    "error_verification",
-    "feature_rank",
-    "group_fairness",
-    "pair_comparison",
-]
-
+from gnnaudit.audit.search_exact import ExactSearcher
 from gnnaudit.audit.search_faiss import FaissSearcher
 from gnnaudit.audit.search_index import IndexSearcher
 
-__all__ += ["FaissSearcher", "IndexSearcher"]
+__all__ = [
+    "CounterfactualEvidence",
+    "ExactSearcher",
+    "IndexSearcher",
+    "FaissSearcher",
+    "discrimination_scores",
+    "feature_rank",
+    "group_fairness",
+    "GroupFairness",
+    "error_verification",
+    "AuditReport",
+    "pair_comparison",
+]

@@ -124,10 +124,11 @@ def error_verification(
     cum_correct = np.concatenate([[0], np.cumsum(correct[nodes[order]])])
 
     rows = []
+    if u.size == 0:
+        logger.warning("no global evidence pair exists; the error verification table is empty")
     for k in ks_list:
         used = min(k, u.size)
         if used == 0:
-            logger.warning("no global evidence pair exists; error verification row k=%d dropped", k)
             continue
         if used < k:
             logger.info("only %d global pairs exist (k=%d requested)", used, k)

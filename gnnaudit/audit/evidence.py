@@ -211,13 +211,9 @@ class CounterfactualEvidence:
             pred_test = self._check_predictions(predictions, n, node_ids)
 
         ks = ks_embedding(x, edge_index, num_hops, alpha, progress=self.progress)
-        # unit rows (zero rows stay 0); norms in float64, one (m, d) copy in ks's dtype
-        emb = ks[torch.from_numpy(node_ids)]
-        norm = torch.linalg.vector_norm(emb, dim=1, dtype=torch.float64)
-        inv = torch.where(norm > 0, 1.0 / norm.clamp_min(1e-300), 0.0)
-        emb = emb.mul_(inv.to(emb.dtype).unsqueeze(1)).to(torch.float32)
+        emb = _unit_rows(ks, node_ids)
         space = SearchSpace(
-            embedding=np.ascontiguousarray(emb.to(torch.float32).numpy()),
+            embedding=emb,
             predictions=pred_test,
             node_ids=node_ids,
         )
@@ -467,6 +463,21 @@ class CounterfactualEvidence:
         if "node_u" in result:
             return float(result["similarity"].mean())
         raise InvalidInputError("result must have a 'query' (local) or 'node_u' (global) column")
+
+
+def _unit_rows(ks: torch.Tensor, node_ids: np.ndarray, chunk: int = 65536) -> np.ndarray:
+    """Rows ``node_ids`` of ``ks`` divided by their norm (zero rows stay 0), as float32.
+
+    Computed in float64 by blocks of ``chunk`` rows: memory is the float32 output plus one
+    float64 block.
+    """
+    out = np.empty((node_ids.size, ks.size(1)), dtype=np.float32)
+    for start in range(0, node_ids.size, chunk):
+        block = ks[torch.from_numpy(node_ids[start : start + chunk])].to(torch.float64)
+        norm = torch.linalg.vector_norm(block, dim=1, keepdim=True)
+        block = torch.where(norm > 0, block / norm.clamp_min(1e-300), 0.0)
+        out[start : start + chunk] = block.numpy()
+    return out
 
 
 def _dtype(column: str) -> str:

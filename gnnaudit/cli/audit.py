@@ -50,6 +50,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     audit.add_argument("--finetune-m", type=int, default=50, help="fine-tuning budget m (50)")
     audit.add_argument("--finetune-epochs", type=int, default=30, help="fine-tuning epochs (30)")
     audit.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    audit.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch intra-op threads (default: torch's choice; 1 is fastest for small graphs "
+        "on a busy machine)",
+    )
     p.add_argument("--out", required=True, help="output folder for the report")
     p.set_defaults(func=run)
 
@@ -68,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     check_int("--k", args.k, minimum=1)
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(check_int("--threads", args.threads, minimum=1))
     check_int("--top", args.top, minimum=0)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise InvalidInputError(f"--out must be a folder, got the file {args.out}")

@@ -41,10 +41,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="exclude sensitive groups smaller than this (default: error if a group < k)",
     )
-    p.add_argument("--label", default=None, help="ground-truth column (not a feature)")
+    p.add_argument(
+        "--label", default=None, help="ground-truth column (not a feature; ARI is printed)"
+    )
     p.add_argument("--ignore", nargs="*", default=(), metavar="COL", help="columns to drop")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--out", default=None, help="write the labels to this csv")
+    p.add_argument("--progress", action="store_true", help="show progress bars")
     p.set_defaults(func=run)
 
 
@@ -54,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from gnnaudit.clustering import FairDen
-    from gnnaudit.clustering.metrics import balance, group_mix, noise_fraction
+    from gnnaudit.clustering.metrics import adjusted_rand_noise, balance, group_mix, noise_fraction
     from gnnaudit.datasets.tabular import load_tabular
     from gnnaudit.errors import InvalidInputError
 
@@ -80,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         solver=args.solver,
         random_state=args.seed,
         min_group_size=args.min_group_size,
+        progress=args.progress,
     ).fit(data.X, data.sensitive, data.categorical)
     sens = frame[list(args.sensitive)].to_numpy(dtype=object)
     print(
@@ -91,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
         for j, col in enumerate(args.sensitive):
             print(f"balance ({col}): {balance(model.labels_, sens[:, j]):.4f}")
     print(f"noise fraction: {noise_fraction(model.labels_):.4f}")
+    if data.labels is not None:
+        ari = adjusted_rand_noise(data.labels, model.labels_)
+        print(f"ARI vs {args.label} (noise-adjusted): {ari:.4f}")
     print(group_mix(model.labels_, sens).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if args.out:
         pd.DataFrame({"label": model.labels_}).to_csv(args.out, index=False)

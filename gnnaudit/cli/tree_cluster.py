@@ -8,6 +8,8 @@ Example::
 Every numeric column except ``--label`` (and ``--ignore`` columns) is a feature. A constraint
 file holds one pair of 0-based row indices per line (two integer columns, optional header).
 Prints the tree, the solver status and the objective values; with ``--label`` also the ARI.
+Exit code 0 with a clustering, 1 when the solver found none (status ``infeasible`` or
+``unknown``), 2 for bad input or contradictory constraints.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--epsilon", type=float, default=0.1, help="distance-class width on the [0,100] scale"
     )
     p.add_argument("--min-clusters", type=int, default=None, help="non-empty clusters (default k)")
-    p.add_argument("--solver", default="rc2", choices=("rc2", "lsu"))
+    p.add_argument("--solver", default="lsu", choices=("lsu", "rc2", "binary"))
     p.add_argument("--time-limit", type=float, default=None, help="solver time limit (seconds)")
     p.add_argument("--no-smart-pairs", action="store_true", help="disable smart pairs")
     p.add_argument("--no-tree", action="store_true", help="CC baseline: no tree")

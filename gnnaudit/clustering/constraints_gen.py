@@ -13,7 +13,7 @@ import numpy as np
 
 from gnnaudit._validation import check_array, check_float
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.graph_ops.constraints import _pairs_from_condensed
+from gnnaudit.graph_ops.constraints import pairs_from_condensed
 
 __all__ = ["Constraints", "generate_constraints"]
 
@@ -60,7 +60,7 @@ def generate_constraints(y: Any, kappa: float, random_state: Any = None) -> Cons
             f"random_state must be None, an int or a numpy Generator, got {random_state!r}"
         )
     idx = rng.choice(n_pairs, size=m, replace=False) if m else np.zeros(0, dtype=np.int64)
-    i, j = _pairs_from_condensed(n, idx)
+    i, j = pairs_from_condensed(n, idx)
     pairs = np.stack([i, j], axis=1).astype(np.int64)
     same = y[i] == y[j]
     return Constraints(

@@ -185,7 +185,7 @@ class FairDen:
         timings = {"dc_tree": 0.0, "affinity": 0.0, "eigensolver": 0.0, "kmeans": 0.0}
         bar = tqdm(total=3, desc="FairDen", disable=not self.progress, leave=False)
         t0 = time.perf_counter()
-        tree = DCTree(min_pts=min(min_pts, m)).fit(Xu)
+        tree = DCTree(min_pts=min(min_pts, m), progress=self.progress).fit(Xu)
         timings["dc_tree"] = time.perf_counter() - t0
         bar.set_postfix_str("dc-tree done")
         bar.update()

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 from gnnaudit.errors import InvalidInputError
@@ -38,7 +39,7 @@ def encode_columns(name: str, values: Any) -> np.ndarray:
     for c in range(arr.shape[1]):  # loop over columns (few), not rows
         col = arr[:, c]
         if col.dtype == object:
-            if any(v is None or (isinstance(v, float) and np.isnan(v)) for v in col[:1000]):
+            if pd.isna(col).any():
                 raise InvalidInputError(f"{name} column {c} holds missing values (None / NaN)")
             col = col.astype(str)
         elif col.dtype.kind == "f" and not np.isfinite(col).all():

@@ -173,7 +173,7 @@ def _solve_lsu(enc: TreeEncoding, time_limit: float | None, sat_solver: str) -> 
     t0 = time.perf_counter()
     best: np.ndarray | None = None
     best_cost: int | None = None
-    lower = 0 if not len(enc.b_plus) else len(enc.b_plus)
+    lower = enc.lower_bound
     status = "unknown"
     with Solver(name=sat_solver, bootstrap_with=enc.hard) as oracle:
         timer = _with_timer(time_limit, oracle.interrupt)
@@ -216,7 +216,7 @@ def _solve_binary(enc: TreeEncoding, time_limit: float | None, sat_solver: str) 
     t0 = time.perf_counter()
     best: np.ndarray | None = None
     status = "unknown"
-    lower = len(enc.b_plus)  # cost >= 0 (MD) or >= mu (lambda- >= lambda+, [MD, MS])
+    lower = enc.lower_bound
     top = enc.n_vars
     expect = time_limit is not None
     with Solver(name=sat_solver, bootstrap_with=enc.hard) as oracle:
@@ -292,9 +292,13 @@ class TreeClustering:
             default ``n_clusters`` (all clusters non-empty). ``2 <= k' <= k``.
         smart_pairs: drop redundant pair clauses and fix implied literals (App. C, Alg. 1);
             never changes the feasible or optimal solutions.
-        solver: ``"rc2"`` (core-guided, proves optimality; stopped by the time limit it has no
-            solution: ``unknown``) or ``"lsu"`` (anytime SAT-UNSAT linear search; stopped with a
-            solution: ``feasible``).
+        solver: ``"lsu"`` (default: anytime SAT-UNSAT linear search on one incremental SAT
+            oracle; each bound is a few binary clauses thanks to the class chains; stopped by
+            the time limit with a solution: ``feasible``), ``"binary"`` (anytime binary search
+            on the cost with retractable bounds) or ``"rc2"`` (pysat's core-guided RC2; it
+            proves optimality one core per unit of cost, which is slow when the optimal
+            :math:`\\lambda^-` is large, and stopped by the time limit it has no solution:
+            ``unknown``). All three return the same optimal cost.
         time_limit: seconds for the solver (``None``: no limit).
         tree: ``False`` for the CC baseline (no tree, Eq. 39); ``predict`` and ``export_text``
             then need the tree and raise.
@@ -329,7 +333,7 @@ class TreeClustering:
         epsilon: float = 0.1,
         min_clusters: int | None = None,
         smart_pairs: bool = True,
-        solver: str = "rc2",
+        solver: str = "lsu",
         time_limit: float | None = None,
         random_state: int | None = 0,
         tree: bool = True,
@@ -363,14 +367,25 @@ class TreeClustering:
         k_min = check_int("min_clusters", k_min, minimum=2, maximum=k)
         check_choice("smart_pairs", self.smart_pairs, (True, False))
         check_choice("tree", self.tree, (True, False))
-        check_choice("solver", self.solver, ("rc2", "lsu"))
-        if not isinstance(self.sat_solver, str):
+        check_choice("solver", self.solver, ("lsu", "rc2", "binary"))
+        from pysat.solvers import SolverNames
+
+        names = {a for k, v in vars(SolverNames).items() if not k.startswith("_") for a in v}
+        if self.sat_solver not in names:
             raise InvalidInputError(
-                f"sat_solver must be a pysat solver name, got {self.sat_solver!r}"
+                f"sat_solver must be a pysat solver name such as 'g4', 'g3', 'mgh', 'm22'; "
+                f"got {self.sat_solver!r}"
             )
         limit = self.time_limit
         if limit is not None:
             limit = check_float("time_limit", limit, minimum=0.0, inclusive=(False, True))
+            no_interrupt = {a for k, v in vars(SolverNames).items() if k.startswith("cadical")
+                            for a in v}  # fmt: skip
+            if self.sat_solver in no_interrupt:
+                raise InvalidInputError(
+                    f"sat_solver={self.sat_solver!r} (CaDiCaL) cannot be interrupted, so it "
+                    "cannot honour time_limit; use 'g4' or another solver, or time_limit=None"
+                )
         if self.random_state is not None:
             check_int("random_state", self.random_state)
         if self.tree and 2**depth < k_min:
@@ -434,7 +449,7 @@ class TreeClustering:
             enc.n_vars, enc.n_clauses, classes.n_classes, self.build_time_,
         )  # fmt: skip
 
-        solve = _solve_rc2 if self.solver == "rc2" else _solve_lsu
+        solve = {"lsu": _solve_lsu, "rc2": _solve_rc2, "binary": _solve_binary}[self.solver]
         res = solve(enc, limit, self.sat_solver)
         self.status_ = res.status
         self.solve_time_ = res.time

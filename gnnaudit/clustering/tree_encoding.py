@@ -51,7 +51,7 @@ __all__ = ["TreeEncoding", "build_encoding"]
 
 @dataclass
 class TreeEncoding:
-    """A partial MaxSAT model with its variable layout.
+    r"""A partial MaxSAT model with its variable layout.
 
     Attributes:
         hard: hard clauses (lists of DIMACS literals).
@@ -61,6 +61,10 @@ class TreeEncoding:
             ``(n, k-1)`` (the tree blocks are empty for the CC baseline).
         b_minus, b_plus: ``(mu,)`` class variables (``b_plus`` empty for the MD objective).
         counts: number of hard clauses per equation family.
+        lower_bound: a lower bound on :meth:`cost` implied by the forced literals
+            (:math:`\lambda^- \ge` forced :math:`b^-`, :math:`\lambda^+ \le` forced
+            :math:`\lnot b^+`, :math:`\lambda^+ \le \lambda^-`); the soft clauses these
+            literals falsify are not in ``soft`` (a constant part of the cost).
     """
 
     hard: list[list[int]]
@@ -74,6 +78,7 @@ class TreeEncoding:
     b_minus: np.ndarray
     b_plus: np.ndarray
     counts: dict[str, int] = field(default_factory=dict)
+    lower_bound: int = 0
 
     @property
     def n_clauses(self) -> int:
@@ -276,9 +281,15 @@ def build_encoding(
             hard.extend(lst)
             c += len(lst)
         counts[name] = c
-    soft = (-bm)[:, None].tolist()
+    # Soft clauses falsified by a forced literal are constant cost: they are left out of the
+    # soft list (RC2 would spend one trivial core on each) and counted in ``lower_bound``.
+    fm = -1 if pairs.forced_minus is None else pairs.forced_minus
+    fnp = mu if (pairs.forced_not_plus is None or not pareto) else pairs.forced_not_plus
+    soft = (-bm[fm + 1 :])[:, None].tolist()
+    lower = fm + 1
     if pareto:
-        soft += bp[:, None].tolist()
+        soft += bp[:fnp][:, None].tolist()
+        lower = max(mu, lower + mu - fnp)
     counts["soft 37-38"] = len(soft)
     return TreeEncoding(
         hard=hard,
@@ -292,4 +303,5 @@ def build_encoding(
         b_minus=bm,
         b_plus=bp,
         counts=counts,
+        lower_bound=lower,
     )

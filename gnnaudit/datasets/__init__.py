@@ -16,8 +16,10 @@ from gnnaudit.datasets.splits import (
 from gnnaudit.datasets.synthetic import SYNTHETIC_FEATURES, synthetic_credit_graph
 from gnnaudit.datasets.tabular import TabularData, load_tabular, three_moons
 
-__all__ = ["TabularData", "load_tabular", "three_moons"]
-__all__ += [
+__all__ = [
+    "TabularData",
+    "load_tabular",
+    "three_moons",
     "NIFTY_DATASETS",
     "PLANETOID_DATASETS",
     "PYG_DATASETS",

@@ -9,19 +9,19 @@ Layer rule: this package imports nothing else from gnnaudit except the leaf modu
 :mod:`gnnaudit.errors` and :mod:`gnnaudit._validation`.
 """
 
+from gnnaudit.graph_ops.constraints import ConstraintGraph, DistanceClasses, distance_classes
+from gnnaudit.graph_ops.core_graph import CoreGraph, CoreGraphTransform
+from gnnaudit.graph_ops.dc_tree import DCTree, DCTreeTransform
 from gnnaudit.graph_ops.neighbourhood import KSEmbedding, ks_embedding
 
-__all__: list[str] = []
-__all__ += ["ks_embedding", "KSEmbedding"]
-
-from gnnaudit.graph_ops.core_graph import CoreGraph, CoreGraphTransform  # noqa: E402
-
-__all__ += ["CoreGraph", "CoreGraphTransform"]
-
-from gnnaudit.graph_ops.constraints import ConstraintGraph, DistanceClasses, distance_classes  # noqa: E402
-
-__all__ += ["ConstraintGraph", "DistanceClasses", "distance_classes"]
-
-from gnnaudit.graph_ops.dc_tree import DCTree, DCTreeTransform  # noqa: E402
-
-__all__ += ["DCTree", "DCTreeTransform"]
+__all__ = [
+    "ks_embedding",
+    "KSEmbedding",
+    "CoreGraph",
+    "CoreGraphTransform",
+    "DCTree",
+    "DCTreeTransform",
+    "ConstraintGraph",
+    "DistanceClasses",
+    "distance_classes",
+]

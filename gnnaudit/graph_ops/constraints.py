@@ -58,6 +58,7 @@ __all__ = [
     "as_pairs",
     "condensed_index",
     "distance_classes",
+    "pairs_from_condensed",
 ]
 
 
@@ -70,7 +71,7 @@ def condensed_index(n: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     return n * lo - lo * (lo + 1) // 2 + (hi - lo - 1)
 
 
-def _pairs_from_condensed(n: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def pairs_from_condensed(n: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Inverse of :func:`condensed_index` (vectorised, exact for every n < 2**26)."""
     idx = np.asarray(idx, dtype=np.int64)
     # row i starts at s(i) = i*n - i*(i+1)/2; invert the quadratic, then fix rounding.
@@ -202,7 +203,7 @@ def distance_classes(X: Any, epsilon: float) -> DistanceClasses:
     d = pdist(X)
     order = np.argsort(d, kind="stable")
     ds = d[order]
-    i, j = _pairs_from_condensed(n, order)
+    i, j = pairs_from_condensed(n, order)
     idx_dtype = np.int32 if n < 2**31 else np.int64
     pairs = np.stack([i, j], axis=1).astype(idx_dtype)
     starts = _greedy_class_starts(ds, epsilon)
@@ -312,7 +313,7 @@ class ConstraintGraph:
                 condensed_index(self.n, cl[:, 0], cl[:, 1]),
             )
             if len(both):
-                i, j = _pairs_from_condensed(self.n, both[:1])
+                i, j = pairs_from_condensed(self.n, both[:1])
                 return f"pair ({int(i[0])}, {int(j[0])}) is both a must-link and a cannot-link"
         inner = self.components[cl[:, 0]] == self.components[cl[:, 1]]
         if inner.any():
@@ -445,7 +446,7 @@ class ConstraintGraph:
         w = rank.astype(np.float64) + 1.0
         if len(ml):
             w[condensed_index(n, ml[:, 0], ml[:, 1])] = 0.5
-        i, j = _pairs_from_condensed(n, np.arange(P, dtype=np.int64))
+        i, j = pairs_from_condensed(n, np.arange(P, dtype=np.int64))
         mst = minimum_spanning_tree(sp.csr_matrix((w, (i, j)), shape=(n, n))).tocoo()
         del w, i, j
         regular = mst.data >= 1.0

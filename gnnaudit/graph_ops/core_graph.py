@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
+from torch_geometric.transforms import BaseTransform
 
 from gnnaudit._validation import check_array, check_choice, check_float, check_int
 from gnnaudit.errors import InvalidInputError
@@ -130,6 +131,34 @@ class _NeighbourIndex:
         return self._nn.kneighbors(pts, n_neighbors=n_neighbors)
 
 
+def _radius_pairs(
+    points: np.ndarray, eps: float, metric: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All ordered pairs ``(i, j)``, ``i != j``, with ``d(p_i, p_j) <= eps``.
+
+    Candidates come from a tree (brute force for cosine) with a slightly larger radius; the
+    exact direct distance then decides, so the pairs agree with :func:`metric_distances` and
+    :meth:`CoreGraph.assign` even at exact ties. Memory: the pairs plus chunks of
+    ``2**22`` float64 temporaries.
+    """
+    from sklearn.neighbors import NearestNeighbors
+
+    algorithm = "brute" if metric == "cosine" else "ball_tree"
+    nn = NearestNeighbors(radius=eps * (1 + 1e-9), metric=metric, algorithm=algorithm)
+    graph = nn.fit(points).radius_neighbors_graph(mode="connectivity").tocoo()
+    row, col = graph.row.astype(np.int64), graph.col.astype(np.int64)
+    keep = row != col
+    row, col = row[keep], col[keep]
+    dist = np.empty(row.size)
+    step = max(1, _CHUNK_ELEMS // max(1, points.shape[1]))
+    for i in range(0, row.size, step):
+        dist[i : i + step] = rowwise_distances(
+            points[row[i : i + step]], points[col[i : i + step]], metric
+        )
+    inside = dist <= eps
+    return row[inside], col[inside], dist[inside]
+
+
 class CoreGraph:
     """Core points of a DBSCAN clustering with their per-cluster eps-graph.
 
@@ -163,6 +192,7 @@ class CoreGraph:
         eps: float,
         min_samples: int,
         metric: str = "euclidean",
+        pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> None:
         self.X = check_array("X", X)
         n = self.X.shape[0]
@@ -190,7 +220,7 @@ class CoreGraph:
             int(c): (int(bounds[i]), int(bounds[i + 1])) for i, c in enumerate(self.clusters)
         }
         self.min_weight = self.eps * MIN_WEIGHT_REL
-        self.adjacency = self._build_adjacency()
+        self.adjacency = self._build_adjacency(pairs)
         self._core_points = self.X[self.core_indices]
         self._index = _NeighbourIndex(self._core_points, self.metric) if core.size else None
         self._block_cache: dict[int, sp.csr_matrix] = {}
@@ -200,16 +230,29 @@ class CoreGraph:
     def from_dbscan(
         cls, X: Any, eps: float, min_samples: int, metric: str = "euclidean"
     ) -> CoreGraph:
-        """Run sklearn's DBSCAN on ``X`` and build the core graph."""
+        """Run DBSCAN on ``X`` and build the core graph.
+
+        One radius search (exact distances, see :func:`_radius_pairs`) serves both: sklearn's
+        ``DBSCAN(metric="precomputed")`` clusters the sparse eps-neighbourhood graph and the
+        core graph is its restriction to core points. Memory: O(n + number of eps-pairs).
+        """
         from sklearn.cluster import DBSCAN
 
         X = check_array("X", X)
         eps = check_float("eps", eps, minimum=0.0, inclusive=(False, True))
         min_samples = check_int("min_samples", min_samples, minimum=1)
         metric = canonical_metric(metric)
-        algorithm = "brute" if metric == "cosine" else "ball_tree"
-        db = DBSCAN(eps=eps, min_samples=min_samples, metric=metric, algorithm=algorithm).fit(X)
-        return cls(X, db.labels_, db.core_sample_indices_, eps, min_samples, metric)
+        n = X.shape[0]
+        row, col, dist = _radius_pairs(X, eps, metric)
+        diag = np.arange(n)
+        # explicit zeros (self and duplicates) are neighbours for sklearn's precomputed mode
+        graph = sp.csr_matrix(
+            (np.r_[dist, np.zeros(n)], (np.r_[row, diag], np.r_[col, diag])), shape=(n, n)
+        )
+        db = DBSCAN(eps=eps, min_samples=min_samples, metric="precomputed").fit(graph)
+        return cls(
+            X, db.labels_, db.core_sample_indices_, eps, min_samples, metric, (row, col, dist)
+        )
 
     @classmethod
     def from_fitted(cls, X: Any, dbscan: Any) -> CoreGraph:
@@ -246,30 +289,24 @@ class CoreGraph:
         """Coordinates of the core points, ``(m, d)``, in :attr:`core_indices` order."""
         return self._core_points
 
-    def _build_adjacency(self) -> sp.csr_matrix:
+    def _build_adjacency(
+        self, pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    ) -> sp.csr_matrix:
+        """Core-graph adjacency from the eps-pairs of all points (``pairs``, data indices,
+        as computed by :meth:`from_dbscan`) or from a radius search over the core points."""
         m = self.core_indices.size
         if m == 0:
             return sp.csr_matrix((0, 0))
-        from sklearn.neighbors import NearestNeighbors
-
-        algorithm = "brute" if self.metric == "cosine" else "ball_tree"
-        # candidates from a slightly larger radius, then the exact direct distance decides,
-        # so edges agree with ``assign`` and ``metric_distances`` even at exact ties
-        nn = NearestNeighbors(radius=self.eps * (1 + 1e-9), metric=self.metric, algorithm=algorithm)
-        points = self.X[self.core_indices]
-        graph = nn.fit(points).radius_neighbors_graph(mode="connectivity").tocoo()
-        keep = (graph.row != graph.col) & (
-            self.core_labels[graph.row] == self.core_labels[graph.col]
-        )
-        row, col = graph.row[keep], graph.col[keep]
-        dist = np.empty(row.size)
-        step = max(1, _CHUNK_ELEMS // max(1, points.shape[1]))
-        for i in range(0, row.size, step):
-            dist[i : i + step] = rowwise_distances(
-                points[row[i : i + step]], points[col[i : i + step]], self.metric
-            )
-        inside = dist <= self.eps
-        row, col, dist = row[inside], col[inside], dist[inside]
+        pos_of = np.full(self.X.shape[0], -1, dtype=np.int64)
+        pos_of[self.core_indices] = np.arange(m)
+        if pairs is None:
+            row, col, dist = _radius_pairs(self.X[self.core_indices], self.eps, self.metric)
+        else:
+            r, c, dist = pairs
+            keep = self.core_mask[r] & self.core_mask[c]
+            row, col, dist = pos_of[r[keep]], pos_of[c[keep]], dist[keep]
+        same = self.core_labels[row] == self.core_labels[col]
+        row, col, dist = row[same], col[same], dist[same]
         weight = np.maximum(dist, self.min_weight)
         adj = sp.coo_matrix((weight, (row, col)), shape=(m, m)).tocsr()
         adj = adj.maximum(adj.T).tocsr()  # exact symmetry
@@ -394,19 +431,21 @@ class CoreGraph:
         k = min(check_int("k", k, minimum=1), self.n_cores)
         _, pos = self._index.kneighbors(pts, n_neighbors=k)
         dist = rowwise_distances(pts[:, None, :], self.core_points[pos], self.metric)
-        order = np.argsort(dist, axis=1, kind="stable")
+        # exact ties: the core first in core order (lower cluster id, then lower index) wins
+        order = np.lexsort((pos, dist), axis=1)
         dist = np.take_along_axis(dist, order, axis=1)
         pos = np.take_along_axis(pos, order, axis=1)
         return dist, self.core_indices[pos]
 
     def assign(self, points: Any) -> np.ndarray:
         """Cluster of new points: the cluster of the nearest core point if it lies within
-        ``eps``, else ``-1``.
+        ``eps``, else ``-1``. Exact distance ties go to the lower cluster id.
 
         Note: for border points of the fitted data sklearn keeps the first cluster that
         reached them, which may differ from the nearest core's cluster.
         """
-        dist, idx = self.nearest_cores(points, k=1)
+        # a few neighbours so that exact distance ties are broken deterministically
+        dist, idx = self.nearest_cores(points, k=4)
         out = self.labels[idx[:, 0]].copy()
         out[dist[:, 0] > self.eps] = -1
         return out
@@ -423,13 +462,7 @@ class CoreGraph:
         )
 
 
-def _base_transform() -> type:
-    from torch_geometric.transforms import BaseTransform
-
-    return BaseTransform
-
-
-class CoreGraphTransform(_base_transform()):  # type: ignore[misc]
+class CoreGraphTransform(BaseTransform):  # type: ignore[misc]
     """PyG transform running DBSCAN on node features (or embeddings) ``data[attr]``.
 
     Writes (on a shallow copy; the input is not mutated):

@@ -37,6 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.cluster.hierarchy import fcluster, leaves_list
 from sklearn.neighbors import KDTree
+from tqdm.auto import tqdm
 
 from gnnaudit._validation import check_array, check_choice, check_fitted, check_float, check_int
 from gnnaudit.errors import InvalidInputError
@@ -91,6 +92,8 @@ class DCTree:
         ``dense_max_n`` points).
     dense_max_n:
         Size limit of ``"auto"`` for the dense method.
+    progress:
+        Show a tqdm progress bar over the three stages.
 
     Attributes (after :meth:`fit`)
     ------------------------------
@@ -107,10 +110,12 @@ class DCTree:
         min_pts: int = 5,
         mst_method: Literal["auto", "dense", "boruvka"] = "auto",
         dense_max_n: int = 2000,
+        progress: bool = False,
     ) -> None:
         self.min_pts = min_pts
         self.mst_method = mst_method
         self.dense_max_n = dense_max_n
+        self.progress = progress
 
     # ------------------------------------------------------------------ fit
     def fit(self, X: Any) -> DCTree:
@@ -130,22 +135,28 @@ class DCTree:
         self.mst_method_ = method
         logger.info("dc-tree: n=%d, minPts=%d, MST method %s", n, min_pts, method)
         timings: dict[str, float] = {}
+        bar = tqdm(total=3, desc="dc-tree", disable=not self.progress, leave=False)
         t0 = time.perf_counter()
         if method == "dense":
             self.core_distances_ = core_distances(X, min_pts)
             timings["core_distances"] = time.perf_counter() - t0
+            bar.update()
             self.mst_ = mst_dense(X, self.core_distances_)
         else:
             tree = KDTree(X)
             nd, ni = knn_query(X, max(min_pts, 16), tree=tree)
             self.core_distances_ = nd[:, min(min_pts, n) - 1].copy() if min_pts > 1 else np.zeros(n)
             timings["core_distances"] = time.perf_counter() - t0
+            bar.update()
             self.mst_ = mst_boruvka(X, self.core_distances_, tree=tree, knn=(nd, ni))
             del nd, ni
+        bar.update()
         t1 = time.perf_counter()
         timings["mst"] = t1 - t0 - timings["core_distances"]
         self._build_tree()
         timings["tree"] = time.perf_counter() - t1
+        bar.update()
+        bar.close()
         self.timings_ = timings
         return self
 

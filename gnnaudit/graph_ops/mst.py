@@ -184,9 +184,10 @@ def mst_boruvka(
     ``log2 n`` rounds of vectorised work plus KD-tree queries). Points still unresolved when
     ``k`` would exceed ``k_max``, or when at most ``max_complement_trees`` components have
     unresolved points, are searched in a KD-tree of their component's complement
-    (``O(n log n)`` per such component). See the module docstring for the correctness argument. ``tree`` (a KD-tree of
-    ``X``) and ``knn`` (distances and indices of every point's ``k`` nearest neighbours, itself
-    included, ascending) may be passed to reuse the core-distance query.
+    (``O(n log n)`` per such component). See the module docstring for the correctness
+    argument. ``tree`` (a KD-tree of ``X``) and ``knn`` (distances and indices of every point's
+    ``k`` nearest neighbours, itself included, ascending) may be passed to reuse the
+    core-distance query.
     """
     n = X.shape[0]
     if n == 1:

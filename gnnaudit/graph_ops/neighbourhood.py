@@ -138,22 +138,26 @@ class KSPropagation(MessagePassing):
         super().__init__(aggr="add", flow="source_to_target")
         self.alpha = check_float("alpha", alpha, minimum=0.0, maximum=1.0)
 
-    def edge_cosine(self, x: Tensor, graph: KSGraph) -> Tensor:
-        """``cos(x_v, x_u)`` for every stored edge ``u -> v`` (0 when a vector is zero)."""
+    def edge_cosine(self, x: Tensor, graph: KSGraph, row_scale: Tensor | None = None) -> Tensor:
+        """``cos(x_v, x_u)`` for every stored edge ``u -> v`` (0 when a vector is zero).
+
+        ``row_scale`` (one value per target node ``v``) multiplies the cosines of ``v``'s
+        in-edges; it is folded into the same gather.
+        """
         if graph.num_edges == 0:
             return x.new_zeros(0)
         norm = torch.linalg.vector_norm(x, dim=1)
         inv = torch.where(norm > 0, 1.0 / norm.clamp_min(torch.finfo(x.dtype).tiny), 0.0)
         pattern = graph.csr(x.new_zeros(graph.num_edges))
         dots = torch.sparse.sampled_addmm(pattern, x, x.t(), beta=0.0, alpha=1.0).values()
-        return dots * inv[graph.row] * inv[graph.col]
+        scale_v = inv if row_scale is None else inv * row_scale
+        return dots.mul_(scale_v[graph.row]).mul_(inv[graph.col])
 
     def forward(self, x: Tensor, graph: KSGraph) -> Tensor:
         if graph.num_edges == 0 or self.alpha == 1.0:
             return x * self.alpha
-        weight = self.edge_cosine(x, graph)
         deg = graph.in_degree.to(x.dtype)
-        weight.mul_(((1.0 - self.alpha) / deg.clamp_min(1.0))[graph.row])
+        weight = self.edge_cosine(x, graph, row_scale=(1.0 - self.alpha) / deg.clamp_min(1.0))
         adj_t = graph.csr(weight)
         out = self.propagate(adj_t, x=x, edge_weight=None)
         return out.add_(x, alpha=self.alpha)
@@ -210,7 +214,8 @@ def ks_embedding(
     Parameters
     ----------
     x : (num_nodes, d) float tensor, finite. Integer/bool features are cast to the default
-        float dtype; otherwise the output dtype follows ``x``.
+        float dtype; otherwise the output dtype follows ``x`` (float16 / bfloat16 inputs are
+        propagated in float32 and the result cast back).
     edge_index : (2, E) integer tensor of ``source -> target`` edges.
     num_hops : L >= 0 (``0`` returns a copy of ``x``).
     alpha : trade-off in ``[0, 1]`` between a node's own vector and its neighbourhood.
@@ -231,6 +236,9 @@ def ks_embedding(
     num_hops = check_int("num_hops", num_hops, minimum=0)
     alpha = check_float("alpha", alpha, minimum=0.0, maximum=1.0)
 
+    out_dtype = x.dtype
+    if x.dtype in (torch.float16, torch.bfloat16):  # no half-precision sparse kernels on CPU
+        x = x.to(torch.float32)
     with torch.no_grad():
         graph = KSGraph.from_edge_index(edge_index, num_nodes)
         layer = KSPropagation(alpha)
@@ -246,6 +254,7 @@ def ks_embedding(
             out = x + cur if hop == 0 else out.add_(cur)
         if num_hops == 0:
             out = x.clone()
+    out = out.to(out_dtype)
     logger.debug(
         "ks_embedding: %d nodes, %d distinct edges, %d hops", num_nodes, graph.num_edges, num_hops
     )

@@ -12,17 +12,13 @@ from gnnaudit.training.finetune import FinetuneResult, finetune_on_evidences
 from gnnaudit.training.node_classifier import BACKBONES, NodeClassifier
 from gnnaudit.training.train import TrainResult, load_node_classifier, train_node_classifier
 
-__all__: list[str] = []
-__all__ += [
+__all__ = [
     "BACKBONES",
-    "GraphDataModule",
     "NodeClassifier",
+    "GraphDataModule",
     "TrainResult",
-    "load_node_classifier",
     "train_node_classifier",
-]
-
-__all__ += [
+    "load_node_classifier",
     "CounterfactualAuditCallback",
     "FinetuneResult",
     "finetune_on_evidences",

@@ -8,8 +8,10 @@ on evidences (Sec. 7.3, optional). The result is an :class:`~gnnaudit.audit.Audi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +31,14 @@ __all__ = ["run_audit", "resolve_sensitive"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_KS: tuple[int, ...] = (10, 20, 50, 100, 200, 500)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Silence the per-call "one predicted class" UserWarning (reported once in the notes)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*share one predicted class.*")
+        yield
 
 
 def resolve_sensitive(data: Any, sensitive: Any = None) -> tuple[np.ndarray | None, str | None]:
@@ -66,7 +76,7 @@ def _dataset_summary(data: Any, name: str | None, sensitive_name: str | None) ->
     return {
         "name": name or "graph",
         "nodes": int(data.num_nodes),
-        "edges": int(ei.size(1)),
+        "directed_edges": int(ei.size(1)),
         "features": int(data.x.size(1)),
         "classes": int(data.y.max()) + 1 if data.y.numel() else 0,
         "train_nodes": int(data.train_mask.sum()),
@@ -163,9 +173,18 @@ def run_audit(
     ).fit(data, predictions=pred)
     timings["evidence_search"] = time.perf_counter() - t
     bar.update(1)
+    notes: list[str] = []
+    single_class = np.unique(pred[data.test_mask.cpu().numpy()]).size < 2
+    if single_class:
+        notes.append(
+            "the model predicts one class on every test node: there is no counterfactual "
+            "evidence, so the evidence-based audits are empty and fine-tuning is skipped"
+        )
+        logger.warning(notes[-1])
 
     t = stage("discrimination scores")
-    disc = discrimination_scores(data, ce, k=k, min_support=min_support)
+    with _quiet():
+        disc = discrimination_scores(data, ce, k=k, min_support=min_support)
     timings["discrimination"] = time.perf_counter() - t
     bar.update(1)
 
@@ -179,12 +198,14 @@ def run_audit(
     bar.update(1)
 
     t = stage("error verification")
-    ev = error_verification(ce, pred, y, ks=ks)
+    with _quiet():
+        ev = error_verification(ce, pred, y, ks=ks)
     timings["error_verification"] = time.perf_counter() - t
     bar.update(1)
 
     t = stage("evidence pairs")
-    global_pairs = ce.global_evidence(k=max(top_pairs, 1))
+    with _quiet():
+        global_pairs = ce.global_evidence(k=max(top_pairs, 1))
     pairs, pair_feats = pair_comparison(data, global_pairs, pred, y, top=top_pairs)
     timings["evidence_pairs"] = time.perf_counter() - t
     bar.update(1)
@@ -195,21 +216,29 @@ def run_audit(
         t = stage("fine-tuning")
         import lightning as L
 
-        if isinstance(module, L.LightningModule):
+        if single_class:
+            pass
+        elif isinstance(module, L.LightningModule):
+            from gnnaudit.errors import InfeasibleError
             from gnnaudit.training.finetune import finetune_on_evidences
 
-            kwargs = dict(finetune_kwargs or {})
-            res = finetune_on_evidences(module, data, ce, **kwargs)
-            ft_frame = res.to_frame()
-            ft_info = {
-                "m": res.m,
-                "epochs": res.epochs,
-                "lr": res.lr,
-                "keep_train": res.keep_train,
-                "seeds": res.runs["seed"].tolist(),
-            }
+            try:
+                res = finetune_on_evidences(module, data, ce, **dict(finetune_kwargs or {}))
+            except InfeasibleError as exc:
+                notes.append(f"fine-tuning skipped: {exc}")
+                logger.warning(notes[-1])
+            else:
+                ft_frame = res.to_frame()
+                ft_info = {
+                    "m": res.m,
+                    "epochs": res.epochs,
+                    "lr": res.lr,
+                    "keep_train": res.keep_train,
+                    "seeds": res.runs["seed"].tolist(),
+                }
         else:
-            logger.warning("fine-tuning skipped: module is not a LightningModule")
+            notes.append("fine-tuning skipped: module is not a LightningModule")
+            logger.warning(notes[-1])
         timings["finetune"] = time.perf_counter() - t
         bar.update(1)
     bar.close()
@@ -231,6 +260,8 @@ def run_audit(
         summary[f"accuracy_in_top_{int(first['k'])}_evidences"] = float(
             first["accuracy_in_evidence"]
         )
+    if notes:
+        summary["notes"] = " | ".join(notes)
     summary["seconds"] = {key: round(v, 3) for key, v in timings.items()}
 
     hp = dict(getattr(module, "hparams", {}) or {})

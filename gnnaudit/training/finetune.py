@@ -37,6 +37,7 @@ from gnnaudit._validation import check_float, check_int
 from gnnaudit.audit.discrimination import GLOBAL_COLUMNS, _check_frame, _is_estimator
 from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.training.data_module import GraphDataModule, check_node_data
+from gnnaudit.training.train import cpu_trainer, quiet_lightning
 
 __all__ = ["FinetuneResult", "finetune_on_evidences", "evidence_node_budget"]
 
@@ -145,7 +146,6 @@ def _finetune_copy(
     seed: int,
     keep_train: bool,
 ) -> L.LightningModule:
-    from gnnaudit.training.train import _quiet_lightning
 
     model = copy.deepcopy(module)
     if hasattr(model, "hparams") and "lr" in model.hparams:
@@ -163,20 +163,9 @@ def _finetune_copy(
         val_mask=torch.zeros(n, dtype=torch.bool),
         test_mask=torch.zeros(n, dtype=torch.bool),
     )
-    with _quiet_lightning(False):
+    with quiet_lightning(False):
         L.seed_everything(seed, workers=True, verbose=False)
-        trainer = L.Trainer(
-            accelerator="cpu",
-            devices=1,
-            max_epochs=epochs,
-            deterministic=True,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            limit_val_batches=0,
-            num_sanity_val_steps=0,
-        )
+        trainer = cpu_trainer(epochs, limit_val_batches=0)
         model.train()
         trainer.fit(model, datamodule=GraphDataModule(ft, seed=seed))
     return model.eval()

@@ -74,7 +74,7 @@ class _KeepBestWeights(Callback):
 
 
 @contextlib.contextmanager
-def _quiet_lightning(verbose: bool) -> Iterator[None]:
+def quiet_lightning(verbose: bool) -> Iterator[None]:
     """Silence Lightning's "GPU available ..." banners and dataloader hints unless verbose, and
     undo the process-wide ``torch.use_deterministic_algorithms(True)`` that
     ``Trainer(deterministic=True)`` leaves behind."""
@@ -95,6 +95,25 @@ def _quiet_lightning(verbose: bool) -> Iterator[None]:
             for lg, level in zip(loggers, levels, strict=True):
                 lg.setLevel(level)
             torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+
+
+def cpu_trainer(max_epochs: int, **overrides: Any) -> L.Trainer:
+    """The reproducible full-batch CPU ``Trainer`` every training step of gnnaudit uses:
+    ``deterministic=True``, no logger, no checkpoint files, no progress bar or model summary and
+    no sanity validation; ``overrides`` replace any of these settings."""
+    settings: dict[str, Any] = {
+        "accelerator": "cpu",
+        "devices": 1,
+        "max_epochs": max_epochs,
+        "deterministic": True,
+        "logger": False,
+        "enable_checkpointing": False,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        "num_sanity_val_steps": 0,
+    }
+    settings.update(overrides)
+    return L.Trainer(**settings)
 
 
 def majority_rate(data: Data, mask: str = "test_mask") -> float:
@@ -153,7 +172,7 @@ def train_node_classifier(
     if patience is not None:
         patience = check_int("patience", patience, minimum=1)
     num_classes = max(int(data.y.max()) + 1, 2)
-    with _quiet_lightning(verbose):
+    with quiet_lightning(verbose):
         L.seed_everything(seed, workers=True, verbose=False)
         module = NodeClassifier(
             in_channels=int(data.x.size(1)),
@@ -175,16 +194,9 @@ def train_node_classifier(
         callbacks: list[Callback] = [best] if keep_best else []
         if patience is not None:
             callbacks.append(EarlyStopping(monitor="val_loss", mode="min", patience=patience))
-        trainer = L.Trainer(
-            accelerator="cpu",
-            devices=1,
-            max_epochs=max_epochs,
-            deterministic=True,
-            logger=False,
-            enable_checkpointing=False,
+        trainer = cpu_trainer(
+            max_epochs,
             enable_progress_bar=enable_progress_bar,
-            enable_model_summary=False,
-            num_sanity_val_steps=0,
             log_every_n_steps=1,
             callbacks=callbacks,
         )

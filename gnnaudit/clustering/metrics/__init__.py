@@ -1,18 +1,8 @@
 """Clustering metrics: counterfactual quality (validity, proximity, DPP diversity, sparsity)
 and fair density-based clustering quality (balance, DCSI, noise-adjusted ARI / NMI)."""
 
-__all__: list[str] = []
-
-from gnnaudit.clustering.metrics.counterfactual import (  # noqa: E402
-    dpp_diversity,
-    proximity,
-    sparsity,
-    validity,
-)
-
-__all__ += ["validity", "proximity", "dpp_diversity", "sparsity"]
-
-from gnnaudit.clustering.metrics.fairness import (  # noqa: E402
+from gnnaudit.clustering.metrics.counterfactual import dpp_diversity, proximity, sparsity, validity
+from gnnaudit.clustering.metrics.fairness import (
     adjusted_rand_noise,
     balance,
     dcsi,
@@ -21,7 +11,11 @@ from gnnaudit.clustering.metrics.fairness import (  # noqa: E402
     normalized_mutual_info_noise,
 )
 
-__all__ += [
+__all__ = [
+    "validity",
+    "proximity",
+    "dpp_diversity",
+    "sparsity",
     "balance",
     "group_mix",
     "dcsi",
