@@ -43,7 +43,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     audit.add_argument("--k", type=int, default=10, help="local evidences per test node (10)")
     audit.add_argument("--backend", default="exact", choices=BACKENDS, help="evidence search")
     audit.add_argument(
-        "--min-support", type=int, default=1, help="drop feature values held by fewer test nodes"
+        "--min-support",
+        type=int,
+        default=5,
+        help="score only feature values held by at least this many test nodes (default 5: a "
+        "value held by one or two nodes scores 1.0 by chance; 1 = every value, as in the paper)",
     )
     audit.add_argument("--top", type=int, default=5, help="discrimination scores printed (5)")
     audit.add_argument("--no-finetune", action="store_true", help="skip fine-tuning on evidences")
@@ -134,7 +138,19 @@ def run(args: argparse.Namespace) -> int:
     steps.close()
 
     with pd.option_context("display.width", 120, "display.max_columns", 20):
-        print(f"Top {args.top} discrimination scores (Eq. 12; lift = score - baseline):")
+        accuracies = [
+            f"{split} {report.model[f'{split}_accuracy']:.3f}"
+            for split in ("test", "val", "train")
+            if isinstance(report.model.get(f"{split}_accuracy"), float)
+        ]
+        print(
+            f"Model: {report.model.get('backbone', args.model)} ({info['source']}); "
+            f"accuracy {', '.join(accuracies) or 'n/a'}\n"
+        )
+        print(
+            f"Top {args.top} discrimination scores (Eq. 12; lift = score - baseline; "
+            f"values held by >= {args.min_support} test nodes):"
+        )
         print(report.summary_table(args.top).to_string(index=False, float_format="%.3f"))
         if report.group_fairness is not None:
             gf = report.group_fairness
