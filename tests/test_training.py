@@ -17,6 +17,7 @@ from gnnaudit.training import (
     train_node_classifier,
 )
 from gnnaudit.training.data_module import neighbor_sampling_available
+from gnnaudit.training.khop_loader import khop_batch
 from gnnaudit.training.train import majority_rate
 
 
@@ -157,15 +158,56 @@ def test_data_module_full_batch_and_mini_batch(small):
     dm = GraphDataModule(small)
     (batch,) = list(dm.train_dataloader())
     assert batch is small
+    dm = GraphDataModule(small, batch_size=16, num_hops=2)
+    batches = list(dm.train_dataloader())
+    seeds = torch.cat([b.n_id[: b.batch_size] for b in batches])
+    assert sorted(seeds.tolist()) == torch.nonzero(small.train_mask).view(-1).tolist()
+    assert all(bool(b.train_mask[: b.batch_size].all()) for b in batches)
     if neighbor_sampling_available():
         dm = GraphDataModule(small, batch_size=16, num_neighbors=[5, 5])
         batches = list(dm.train_dataloader())
         assert sum(b.batch_size for b in batches) == int(small.train_mask.sum())
     else:
         with pytest.raises(InvalidInputError, match="pyg-lib"):
-            GraphDataModule(small, batch_size=16)
+            GraphDataModule(small, batch_size=16, num_neighbors=[5, 5])
         with pytest.raises(InvalidInputError, match="pyg-lib"):
-            train_node_classifier(small, max_epochs=1, batch_size=16)
+            train_node_classifier(small, max_epochs=1, batch_size=16, num_neighbors=[5, 5])
+
+
+@pytest.mark.parametrize("backbone", BACKBONES)
+def test_exact_mini_batches_reproduce_full_graph_logits(small, backbone):
+    """Each batch is the complete computation subgraph of its seeds: in eval mode their logits
+    equal the full-graph logits, degree normalisations included."""
+    L.seed_everything(0, verbose=False)
+    module = NodeClassifier(small.x.size(1), 2, backbone=backbone, num_layers=3).eval()
+    with torch.no_grad():
+        full = module(small.x, small.edge_index)
+        dm = GraphDataModule(small, batch_size=7, num_hops=3)
+        for batch in dm.predict_dataloader():
+            out = module(batch.x, batch.edge_index)[: batch.batch_size]
+            seeds = batch.n_id[: batch.batch_size]
+            assert torch.allclose(out, full[seeds], atol=1e-5)
+            assert torch.equal(batch.y[: batch.batch_size], small.y[seeds])
+
+
+def test_khop_batch_is_the_induced_subgraph():
+    # path 0-1-2-3-4-5 (both directions) plus an isolated node 6
+    src = torch.tensor([0, 1, 1, 2, 2, 3, 3, 4, 4, 5])
+    dst = torch.tensor([1, 0, 2, 1, 3, 2, 4, 3, 5, 4])
+    data = Data(x=torch.eye(7), y=torch.arange(7), edge_index=torch.stack([src, dst]))
+    batch = khop_batch(data, torch.tensor([2]), num_hops=1)  # 1 layer -> 2 hops kept
+    assert batch.batch_size == 1 and batch.n_id.tolist() == [2, 0, 1, 3, 4]
+    edges = {(int(batch.n_id[a]), int(batch.n_id[b])) for a, b in batch.edge_index.t()}
+    expected = {(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=True) if 5 not in (a, b)}
+    assert edges == expected
+    assert torch.equal(batch.x, data.x[batch.n_id])
+
+
+def test_training_with_exact_mini_batches_learns(small):
+    _, metrics = train_node_classifier(small, "sage", max_epochs=30, seed=0, batch_size=32)
+    _, again = train_node_classifier(small, "sage", max_epochs=30, seed=0, batch_size=32)
+    assert metrics["train_acc"] > majority_rate(small, "train_mask") + 0.15
+    assert metrics["test_acc"] == again["test_acc"]
 
 
 def test_invalid_inputs_are_reported(small):

@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--batch-size",
         type=int,
         default=None,
-        help="NeighborLoader mini-batch size (needs pyg-lib or torch-sparse; default full batch)",
+        help="seed nodes per mini-batch (exact L-hop subgraphs; default: full batch)",
     )
     model.add_argument(
         "--patience", type=int, default=None, help="early stopping patience on val loss"

@@ -3,10 +3,15 @@
 Full batch (``batch_size=None``, the default): every loader yields the whole ``Data`` once per
 epoch; the model scores the mask of the stage (``train_mask``, ``val_mask``, ``test_mask``).
 
-Mini-batches (``batch_size`` given): PyG's ``NeighborLoader`` samples ``num_neighbors[l]``
-neighbours per node and hop around ``batch_size`` seed nodes of the stage's mask. It needs the
-optional package ``pyg-lib`` or ``torch-sparse``; without either, the constructor raises
-:class:`~gnnaudit.errors.InvalidInputError` instead of failing inside the first epoch.
+Mini-batches (``batch_size`` given), ``batch_size`` seed nodes of the stage's mask at a time:
+
+* ``num_neighbors=None`` (default): exact computation subgraphs, the full ``num_hops``-hop
+  in-neighbourhood of the seeds (:mod:`gnnaudit.training.khop_loader`); no optional package
+  needed, and the seeds' logits equal their full-graph logits.
+* ``num_neighbors=[k_1, ..., k_L]``: PyG's ``NeighborLoader`` samples ``k_l`` neighbours per node
+  and hop. It needs the optional package ``pyg-lib`` or ``torch-sparse``; without either, the
+  constructor raises :class:`~gnnaudit.errors.InvalidInputError` instead of failing inside the
+  first epoch.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from torch_geometric.data import Data
 
 from gnnaudit._validation import check_edge_index, check_finite_tensor, check_int
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.training.khop_loader import khop_loader
 
 __all__ = ["GraphDataModule", "check_node_data", "neighbor_sampling_available"]
 
@@ -72,9 +78,10 @@ class GraphDataModule(L.LightningDataModule):
     Parameters
     ----------
     data : graph with ``x``, ``y``, ``edge_index`` and the three masks.
-    batch_size : ``None`` for full-batch training, else the number of seed nodes per
-        ``NeighborLoader`` mini-batch.
-    num_neighbors : neighbours sampled per hop (mini-batches only); default ``[10, 10, 10]``.
+    batch_size : ``None`` for full-batch training, else the number of seed nodes per mini-batch.
+    num_neighbors : neighbours sampled per hop with ``NeighborLoader``; ``None`` (default) serves
+        exact full-neighbourhood subgraphs instead.
+    num_hops : message-passing layers of the model (exact subgraphs only; default 3).
     num_workers : data-loader worker processes (mini-batches only).
     seed : seed of the mini-batch shuffling.
     """
@@ -86,34 +93,49 @@ class GraphDataModule(L.LightningDataModule):
         num_neighbors: Sequence[int] | None = None,
         num_workers: int = 0,
         seed: int = 0,
+        num_hops: int = 3,
     ) -> None:
         super().__init__()
         self.data = check_node_data(data)
         self.batch_size = (
             None if batch_size is None else check_int("batch_size", batch_size, minimum=1)
         )
-        neighbors = [10, 10, 10] if num_neighbors is None else list(num_neighbors)
-        self.num_neighbors = [
-            check_int(f"num_neighbors[{i}]", k, minimum=-1) for i, k in enumerate(neighbors)
-        ]
-        if not self.num_neighbors:
-            raise InvalidInputError("num_neighbors must list at least one hop")
+        self.num_neighbors = None
+        if num_neighbors is not None:
+            self.num_neighbors = [
+                check_int(f"num_neighbors[{i}]", k, minimum=-1) for i, k in enumerate(num_neighbors)
+            ]
+            if not self.num_neighbors:
+                raise InvalidInputError("num_neighbors must list at least one hop")
+        self.num_hops = check_int("num_hops", num_hops, minimum=1)
         self.num_workers = check_int("num_workers", num_workers, minimum=0)
         self.seed = check_int("seed", seed, minimum=0)
-        if self.batch_size is not None and not neighbor_sampling_available():
+        sampled = self.batch_size is not None and self.num_neighbors is not None
+        if sampled and not neighbor_sampling_available():
             raise InvalidInputError(
                 f"batch_size={self.batch_size} asks for NeighborLoader mini-batches, which need "
                 "the optional package 'pyg-lib' or 'torch-sparse'; neither is installed. "
-                "Install one of them or use batch_size=None (full-batch training)."
+                "Install one of them, or use num_neighbors=None (exact full-neighbourhood "
+                "mini-batches) or batch_size=None (full-batch training)."
             )
 
     def _loader(self, stage: str | None, shuffle: bool) -> DataLoader:
         if self.batch_size is None:
             return DataLoader([self.data], batch_size=1, collate_fn=_single)
-        from torch_geometric.loader import NeighborLoader
-
         mask = None if stage is None else self.data[f"{stage}_mask"]
         generator = torch.Generator().manual_seed(self.seed) if shuffle else None
+        if self.num_neighbors is None:
+            return khop_loader(
+                self.data,
+                mask,
+                self.num_hops,
+                self.batch_size,
+                shuffle,
+                generator=generator,
+                num_workers=self.num_workers,
+            )
+        from torch_geometric.loader import NeighborLoader
+
         return NeighborLoader(
             self.data,
             num_neighbors=self.num_neighbors,

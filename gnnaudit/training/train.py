@@ -152,7 +152,9 @@ def train_node_classifier(
     max_epochs : training epochs (one optimiser step per epoch in full-batch mode).
     seed : seeds weights, dropout and sampling; same seed, same metrics.
     num_layers, hidden_channels, dropout, lr, weight_decay : model hyper-parameters.
-    batch_size, num_neighbors : ``NeighborLoader`` mini-batches (see :class:`GraphDataModule`).
+    batch_size, num_neighbors : mini-batches of ``batch_size`` seeds: exact ``num_layers``-hop
+        subgraphs, or ``NeighborLoader`` sampling when ``num_neighbors`` is given (see
+        :class:`GraphDataModule`).
     patience : stop after this many epochs without a lower ``val_loss`` (``None``: never).
     keep_best : restore the weights of the best validation epoch at the end.
     checkpoint_path : where to write the Lightning checkpoint of the returned module.
@@ -187,7 +189,8 @@ def train_node_classifier(
         datamodule = GraphDataModule(
             data,
             batch_size=batch_size,
-            num_neighbors=num_neighbors if num_neighbors is not None else [10] * num_layers,
+            num_neighbors=num_neighbors,
+            num_hops=num_layers,
             seed=seed,
         )
         best = _KeepBestWeights()
