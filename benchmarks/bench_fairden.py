@@ -238,8 +238,8 @@ def _notes(scale: pd.DataFrame) -> list[str]:
     out += [
         "- Peak RSS includes about 470 MB of imported libraries (torch, PyG, sklearn); the "
         "pipeline's own allocations are the tracemalloc columns.",
-        "- The machine is shared with other jobs (load average about 4-8 on 2 cores while "
-        "measuring): timings are pessimistic and vary from run to run.",
+        "- Timings depend on the machine's load (load average at the start of the run: see the "
+        "header); a busy machine inflates them.",
         "- Sensitive attribute of the scaling data: random 50/50 as in the paper's runtime "
         "experiments (App. A.3), so `balance` there is a sanity check only.",
         "- Quality data: the mixed-type blobs mimic the moons' pattern (blob A half/half, B 90% "
@@ -301,8 +301,8 @@ def main() -> int:
         "",
         f"- date: {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
         f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"{mem:.0f} GB RAM, {platform.system()} {platform.release()}; shared with other jobs "
-        "(timings are under contention)",
+        f"{mem:.0f} GB RAM, {platform.system()} {platform.release()}; "
+        f"load average at the start {os.getloadavg()[0]:.1f}",
         f"- threads: OMP/BLAS/torch/faiss = {THREADS}",
         f"- command: `{cmd.strip()}`",
         "",
