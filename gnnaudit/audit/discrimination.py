@@ -34,6 +34,17 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_array, check_choice, check_int
+from gnnaudit.audit.evidence_inputs import (
+    REQUIRED_LOCAL_COLUMNS,
+    check_frame,
+    check_frame_ids,
+    fitted_predictions,
+    fitted_test_nodes,
+    is_estimator,
+    mask_nodes,
+    node_features,
+    predictions_from_frame,
+)
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["discrimination_scores", "feature_rank", "score_table", "DISCRIMINATION_COLUMNS"]
@@ -42,130 +53,9 @@ logger = logging.getLogger(__name__)
 
 #: Columns of the table :func:`discrimination_scores` returns.
 DISCRIMINATION_COLUMNS = ["feature", "value", "score", "baseline", "lift", "support"]
-LOCAL_COLUMNS = ("query", "evidence", "rank")
-GLOBAL_COLUMNS = ("node_u", "node_v", "similarity")
 
 #: memory bound (number of array cells) of one feature chunk of the (q, k, F) comparison
 _CHUNK_CELLS = 8_000_000
-
-
-# ----------------------------------------------------------------------------------------------
-# inputs shared by the audits: a fitted CounterfactualEvidence or a DataFrame
-# ----------------------------------------------------------------------------------------------
-def _is_estimator(evidence: Any) -> bool:
-    return hasattr(evidence, "local_evidence") and hasattr(evidence, "global_evidence")
-
-
-def _to_numpy(value: Any) -> np.ndarray:
-    if hasattr(value, "detach") and hasattr(value, "cpu"):
-        value = value.detach().cpu().numpy()
-    return np.asarray(value)
-
-
-def _fitted_test_nodes(estimator: Any) -> np.ndarray:
-    """Global ids of the test nodes a fitted CounterfactualEvidence searches over."""
-    for name in ("test_nodes_", "node_ids_"):
-        value = getattr(estimator, name, None)
-        if value is not None:
-            return np.asarray(_to_numpy(value), dtype=np.int64)
-    space = getattr(estimator, "space_", None)
-    if space is not None and getattr(space, "node_ids", None) is not None:
-        return np.asarray(space.node_ids, dtype=np.int64)
-    mask = getattr(estimator, "mask_", None)
-    if mask is not None:
-        return np.flatnonzero(_to_numpy(mask)).astype(np.int64)
-    from gnnaudit.errors import NotFittedError
-
-    raise NotFittedError(
-        f"{type(estimator).__name__} is not fitted yet (no test nodes found); call fit first"
-    )
-
-
-def _fitted_predictions(estimator: Any, num_nodes: int) -> np.ndarray:
-    """Predicted class of every node (``-1`` where unknown) from a fitted estimator."""
-    pred = getattr(estimator, "predictions_", None)
-    if pred is None:
-        from gnnaudit.errors import NotFittedError
-
-        raise NotFittedError(
-            f"{type(estimator).__name__} is not fitted yet (no predictions_); call fit first"
-        )
-    pred = _to_numpy(pred).astype(np.int64).ravel()
-    if pred.shape[0] == num_nodes:
-        return pred
-    nodes = _fitted_test_nodes(estimator)
-    if pred.shape[0] == nodes.shape[0]:
-        full = np.full(num_nodes, -1, dtype=np.int64)
-        full[nodes] = pred
-        return full
-    raise InvalidInputError(
-        f"evidence.predictions_ has {pred.shape[0]} entries; expected {num_nodes} (one per node) "
-        f"or {nodes.shape[0]} (one per test node)"
-    )
-
-
-def _mask_nodes(name: str, mask: Any, num_nodes: int) -> np.ndarray:
-    arr = _to_numpy(mask)
-    if arr.dtype == bool:
-        if arr.shape != (num_nodes,):
-            raise InvalidInputError(
-                f"{name} must be a boolean mask of shape ({num_nodes},), got shape {arr.shape}"
-            )
-        return np.flatnonzero(arr).astype(np.int64)
-    ids = check_array(name, arr, ndim=1, dtype=np.int64, min_rows=0)
-    if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
-        raise InvalidInputError(
-            f"{name} holds node ids in [{ids.min()}, {ids.max()}], allowed [0, {num_nodes - 1}]"
-        )
-    return np.unique(ids)
-
-
-def _check_frame(name: str, frame: Any, columns: Sequence[str]) -> pd.DataFrame:
-    if not isinstance(frame, pd.DataFrame):
-        raise InvalidInputError(
-            f"{name} must be a fitted CounterfactualEvidence or a pandas DataFrame, "
-            f"got {type(frame).__name__}"
-        )
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise InvalidInputError(
-            f"{name} DataFrame lacks column(s) {missing}; it needs {list(columns)} "
-            f"(got {list(frame.columns)})"
-        )
-    return frame
-
-
-def _check_frame_ids(frame: pd.DataFrame, columns: Sequence[str], num_nodes: int) -> None:
-    for col in columns:
-        ids = frame[col].to_numpy(dtype=np.int64)
-        if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
-            raise InvalidInputError(
-                f"evidence column {col!r} holds node ids in [{ids.min()}, {ids.max()}], "
-                f"outside [0, {num_nodes - 1}]"
-            )
-
-
-def _predictions_from_frame(
-    frame: pd.DataFrame, pairs: Sequence[tuple[str, str]], num_nodes: int
-) -> np.ndarray:
-    pred = np.full(num_nodes, -1, dtype=np.int64)
-    for node_col, pred_col in pairs:
-        if node_col in frame.columns and pred_col in frame.columns:
-            pred[frame[node_col].to_numpy(dtype=np.int64)] = frame[pred_col].to_numpy(
-                dtype=np.int64
-            )
-    return pred
-
-
-def _node_features(data: Any) -> tuple[np.ndarray, list[str]]:
-    x = getattr(data, "x", None)
-    if x is None:
-        raise InvalidInputError("data must carry node features data.x, got None")
-    x = check_array("data.x", x, ndim=2, dtype=np.float64)
-    names = getattr(data, "feature_names", None)
-    if names is None or len(names) != x.shape[1]:
-        names = [f"x{i}" for i in range(x.shape[1])]
-    return x, [str(n) for n in names]
 
 
 def resolve_features(
@@ -284,26 +174,26 @@ def discrimination_scores(
     k = check_int("k", k, minimum=1)
     max_values = check_int("max_values", max_values, minimum=1)
     min_support = check_int("min_support", min_support, minimum=1)
-    x, names = _node_features(data)
+    x, names = node_features(data)
     n = x.shape[0]
     cols = resolve_features(features, names, x, max_values)
 
-    if _is_estimator(evidence):
-        test_nodes = _fitted_test_nodes(evidence)
-        pred = _fitted_predictions(evidence, n)
+    if is_estimator(evidence):
+        test_nodes = fitted_test_nodes(evidence)
+        pred = fitted_predictions(evidence, n)
         local = evidence.local_evidence(test_nodes, k=k)
-        frame = _check_frame("evidence.local_evidence()", local, LOCAL_COLUMNS)
-        _check_frame_ids(frame, ("query", "evidence"), n)
+        frame = check_frame("evidence.local_evidence()", local, REQUIRED_LOCAL_COLUMNS)
+        check_frame_ids(frame, ("query", "evidence"), n)
     else:
-        frame = _check_frame("evidence", evidence, LOCAL_COLUMNS)
-        _check_frame_ids(frame, ("query", "evidence"), n)
+        frame = check_frame("evidence", evidence, REQUIRED_LOCAL_COLUMNS)
+        check_frame_ids(frame, ("query", "evidence"), n)
         if mask is None:
             mask = getattr(data, "test_mask", None)
             if mask is None:
                 raise InvalidInputError(
                     "mask is required with a DataFrame when data has no test_mask"
                 )
-        test_nodes = _mask_nodes("mask", mask, n)
+        test_nodes = mask_nodes("mask", mask, n)
         if predictions is not None:
             pred = check_array("predictions", predictions, ndim=1, dtype=np.int64)
             if pred.shape[0] != n:
@@ -311,7 +201,7 @@ def discrimination_scores(
                     f"predictions must have one entry per node ({n}), got {pred.shape[0]}"
                 )
         else:
-            pred = _predictions_from_frame(
+            pred = predictions_from_frame(
                 frame, [("query", "query_pred"), ("evidence", "evidence_pred")], n
             )
             unknown = test_nodes[pred[test_nodes] < 0]
@@ -476,7 +366,7 @@ def feature_rank(table: pd.DataFrame, feature: str, by: str = "score") -> int:
     absent.
     """
     check_choice("by", by, ("score", "lift", "baseline"))
-    _check_frame("table", table, DISCRIMINATION_COLUMNS)
+    check_frame("table", table, DISCRIMINATION_COLUMNS)
     other = "lift" if by != "lift" else "score"
     ordered = table.sort_values(
         [by, other, "feature", "value"], ascending=[False, False, True, True], kind="stable"

@@ -23,12 +23,12 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_array, check_int
-from gnnaudit.audit.discrimination import (
-    GLOBAL_COLUMNS,
-    _check_frame,
-    _fitted_test_nodes,
-    _is_estimator,
-    _mask_nodes,
+from gnnaudit.audit.evidence_inputs import (
+    REQUIRED_GLOBAL_COLUMNS,
+    check_frame,
+    fitted_test_nodes,
+    is_estimator,
+    mask_nodes,
 )
 from gnnaudit.errors import InvalidInputError
 
@@ -41,7 +41,7 @@ ERROR_COLUMNS = ["k", "pairs", "nodes", "accuracy_in_evidence", "accuracy_overal
 
 def evidence_nodes(pairs: pd.DataFrame, k: int | None = None) -> np.ndarray:
     """Distinct node ids of the first ``k`` global pairs, in order of first appearance."""
-    _check_frame("pairs", pairs, GLOBAL_COLUMNS)
+    check_frame("pairs", pairs, REQUIRED_GLOBAL_COLUMNS)
     top = pairs if k is None else pairs.iloc[:k]
     flat = np.stack(
         [top["node_u"].to_numpy(dtype=np.int64), top["node_v"].to_numpy(dtype=np.int64)], axis=1
@@ -90,18 +90,20 @@ def error_verification(
     if not ks_list:
         raise InvalidInputError("ks must hold at least one positive integer, got an empty list")
 
-    if _is_estimator(evidence):
-        test_nodes = _fitted_test_nodes(evidence)
-        pairs = _check_frame(
-            "evidence.global_evidence()", evidence.global_evidence(k=ks_list[-1]), GLOBAL_COLUMNS
+    if is_estimator(evidence):
+        test_nodes = fitted_test_nodes(evidence)
+        pairs = check_frame(
+            "evidence.global_evidence()",
+            evidence.global_evidence(k=ks_list[-1]),
+            REQUIRED_GLOBAL_COLUMNS,
         )
     else:
-        pairs = _check_frame("evidence", evidence, GLOBAL_COLUMNS)
+        pairs = check_frame("evidence", evidence, REQUIRED_GLOBAL_COLUMNS)
         if mask is None:
             raise InvalidInputError(
                 "mask (the test nodes) is required when evidence is a DataFrame"
             )
-        test_nodes = _mask_nodes("mask", mask, n)
+        test_nodes = mask_nodes("mask", mask, n)
     if test_nodes.size == 0:
         raise InvalidInputError("the test set is empty; error verification needs test nodes")
     if test_nodes.max() >= n:

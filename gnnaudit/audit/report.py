@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_int
-from gnnaudit.audit.discrimination import GLOBAL_COLUMNS, _check_frame, _node_features
+from gnnaudit.audit.evidence_inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, node_features
 from gnnaudit.audit.group_fairness import GroupFairness
 from gnnaudit.errors import InvalidInputError
 
@@ -62,8 +62,8 @@ def pair_comparison(
     """
     top = check_int("top", top, minimum=0)
     max_features = check_int("max_features", max_features, minimum=1)
-    _check_frame("pairs", pairs, GLOBAL_COLUMNS)
-    x, names = _node_features(data)
+    check_frame("pairs", pairs, REQUIRED_GLOBAL_COLUMNS)
+    x, names = node_features(data)
     n = x.shape[0]
     pred = np.asarray(getattr(predictions, "cpu", lambda: predictions)(), dtype=np.int64).ravel()
     y = (

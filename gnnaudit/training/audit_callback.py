@@ -35,12 +35,12 @@ from lightning.pytorch.callbacks import Callback
 
 from gnnaudit._validation import check_choice, check_float, check_int
 from gnnaudit.audit.discrimination import (
-    _node_features,
     arrays_to_table,
     encode_columns,
     resolve_features,
     score_arrays,
 )
+from gnnaudit.audit.evidence_inputs import node_features
 from gnnaudit.audit.search_base import SearchSpace
 from gnnaudit.errors import InvalidInputError
 
@@ -247,7 +247,7 @@ class CounterfactualAuditCallback(Callback):
         emb = ks[torch.from_numpy(nodes)].to(torch.float64)
         norm = torch.linalg.vector_norm(emb, dim=1, keepdim=True)
         emb = torch.where(norm > 0, emb / norm.clamp_min(1e-300), torch.zeros_like(emb))
-        x_np, names = _node_features(data)
+        x_np, names = node_features(data)
         try:
             cols = resolve_features(self.features, names, x_np, 10)
         except InvalidInputError:

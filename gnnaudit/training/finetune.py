@@ -34,7 +34,7 @@ import torch
 from torch_geometric.data import Data
 
 from gnnaudit._validation import check_float, check_int
-from gnnaudit.audit.discrimination import GLOBAL_COLUMNS, _check_frame, _is_estimator
+from gnnaudit.audit.evidence_inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
 from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.training.data_module import GraphDataModule, check_node_data
 from gnnaudit.training.train import cpu_trainer, quiet_lightning
@@ -103,18 +103,18 @@ def evidence_node_budget(evidence: Any, m: int) -> np.ndarray:
     global-evidence DataFrame (used as given).
     """
     m = check_int("m", m, minimum=1)
-    if _is_estimator(evidence):
+    if is_estimator(evidence):
         k = m
         while True:
-            pairs = _check_frame(
-                "evidence.global_evidence()", evidence.global_evidence(k=k), GLOBAL_COLUMNS
+            pairs = check_frame(
+                "evidence.global_evidence()", evidence.global_evidence(k=k), REQUIRED_GLOBAL_COLUMNS
             )
             nodes = _distinct(pairs)
             if nodes.size >= m or len(pairs) < k:
                 break
             k *= 2
     else:
-        pairs = _check_frame("evidence", evidence, GLOBAL_COLUMNS)
+        pairs = check_frame("evidence", evidence, REQUIRED_GLOBAL_COLUMNS)
         nodes = _distinct(pairs)
     return nodes[:m]
 
