@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 from sklearn.datasets import make_blobs
@@ -21,25 +20,14 @@ def csv_path(tmp_path):
     return path
 
 
+def explain(csv_path, *args: str, label: bool = True) -> int:
+    """Run the command with eps 0.6 / min-samples 5 (and the label column set aside)."""
+    base = ["explain-dbscan", str(csv_path), "--eps", "0.6", "--min-samples", "5"]
+    return main(base + list(args) + (["--label", "label"] if label else []))
+
+
 def test_explain_dbscan_prints_changes(csv_path, capsys):
-    code = main(
-        [
-            "explain-dbscan",
-            str(csv_path),
-            "--eps",
-            "0.6",
-            "--min-samples",
-            "5",
-            "--index",
-            "300",
-            "--target",
-            "1",
-            "--k",
-            "3",
-            "--label",
-            "label",
-        ]
-    )
+    code = explain(csv_path, "--index", "300", "--target", "1", "--k", "3")
     out = capsys.readouterr().out
     assert code == 0
     assert "row 300 is in cluster -1" in out
@@ -50,22 +38,7 @@ def test_explain_dbscan_prints_changes(csv_path, capsys):
 
 
 def test_explain_dbscan_immutable_and_any_target(csv_path, capsys):
-    code = main(
-        [
-            "explain-dbscan",
-            str(csv_path),
-            "--eps",
-            "0.6",
-            "--min-samples",
-            "5",
-            "--index",
-            "0",
-            "--immutable",
-            "debt",
-            "--label",
-            "label",
-        ]
-    )
+    code = explain(csv_path, "--index", "0", "--immutable", "debt")
     out = capsys.readouterr().out
     assert code == 0
     assert "row 0 is in cluster -1" in out
@@ -75,53 +48,9 @@ def test_explain_dbscan_immutable_and_any_target(csv_path, capsys):
 
 
 def test_explain_dbscan_clean_errors(csv_path, capsys):
-    code = main(
-        [
-            "explain-dbscan",
-            str(csv_path),
-            "--eps",
-            "0.6",
-            "--min-samples",
-            "5",
-            "--index",
-            "300",
-            "--target",
-            "-1",
-            "--label",
-            "label",
-        ]
-    )
-    assert code == 2
+    assert explain(csv_path, "--index", "300", "--target", "-1") == 2
     assert "noise" in capsys.readouterr().err
-    code = main(
-        [
-            "explain-dbscan",
-            str(csv_path),
-            "--eps",
-            "0.6",
-            "--min-samples",
-            "5",
-            "--index",
-            "0",
-            "--immutable",
-            "height",
-            "--label",
-            "label",
-        ]
-    )
-    assert code == 2
+    assert explain(csv_path, "--index", "0", "--immutable", "height") == 2
     assert "unknown feature 'height'" in capsys.readouterr().err
-    code = main(
-        [
-            "explain-dbscan",
-            str(csv_path) + ".missing",
-            "--eps",
-            "0.6",
-            "--min-samples",
-            "5",
-            "--index",
-            "0",
-        ]
-    )
-    assert code == 2
-    assert np.isfinite(code)
+    assert explain(f"{csv_path}.missing", "--index", "0", label=False) == 2
+    assert "does not exist" in capsys.readouterr().err
