@@ -176,7 +176,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ablation-kappa", type=float, default=0.25)
     ap.add_argument("--datasets", nargs="+", default=["iris", "wine"], choices=list(LOADERS))
     ap.add_argument("--time-limit", type=float, default=600.0, help="per solve (s)")
-    ap.add_argument("--solver", default="lsu", choices=("lsu", "rc2", "binary"))
+    ap.add_argument("--solver", default="rc2", choices=("lsu", "rc2", "binary"))
     ap.add_argument("--skip-table2", action="store_true")
     ap.add_argument("--skip-ablation", action="store_true")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "tree_clustering.md"))

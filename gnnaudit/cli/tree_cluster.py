@@ -37,7 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--epsilon", type=float, default=0.1, help="distance-class width on the [0,100] scale"
     )
     p.add_argument("--min-clusters", type=int, default=None, help="non-empty clusters (default k)")
-    p.add_argument("--solver", default="lsu", choices=("lsu", "rc2", "binary"))
+    p.add_argument(
+        "--solver",
+        default="rc2",
+        choices=("lsu", "rc2", "binary"),
+        help="MaxSAT solver (default rc2; lsu keeps the best tree found when --time-limit stops it)",
+    )
     p.add_argument("--time-limit", type=float, default=None, help="solver time limit (seconds)")
     p.add_argument("--no-smart-pairs", action="store_true", help="disable smart pairs")
     p.add_argument("--no-tree", action="store_true", help="CC baseline: no tree")

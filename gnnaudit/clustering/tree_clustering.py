@@ -292,13 +292,14 @@ class TreeClustering:
             default ``n_clusters`` (all clusters non-empty). ``2 <= k' <= k``.
         smart_pairs: drop redundant pair clauses and fix implied literals (App. C, Alg. 1);
             never changes the feasible or optimal solutions.
-        solver: ``"lsu"`` (default: anytime SAT-UNSAT linear search on one incremental SAT
-            oracle; each bound is a few binary clauses thanks to the class chains; stopped by
-            the time limit with a solution: ``feasible``), ``"binary"`` (anytime binary search
-            on the cost with retractable bounds) or ``"rc2"`` (pysat's core-guided RC2; it
-            proves optimality one core per unit of cost, which is slow when the optimal
-            :math:`\\lambda^-` is large, and stopped by the time limit it has no solution:
-            ``unknown``). All three return the same optimal cost.
+        solver: ``"rc2"`` (default: pysat's core-guided RC2 MaxSAT solver; stopped by the time
+            limit it holds no solution: ``unknown``), ``"lsu"`` (anytime SAT-UNSAT linear search
+            on one incremental SAT oracle; each bound is a few binary clauses thanks to the
+            class chains; stopped by the time limit with a solution: ``feasible``; choose it
+            with a tight ``time_limit``) or ``"binary"`` (anytime binary search on the cost with
+            retractable bounds). All three return the same optimal cost; on the paper's Iris
+            and Wine grid RC2 and LSU take similar mean times, LSU has the shorter tail
+            (``benchmarks/RESULTS.md``).
         time_limit: seconds for the solver (``None``: no limit).
         tree: ``False`` for the CC baseline (no tree, Eq. 39); ``predict`` and ``export_text``
             then need the tree and raise.
@@ -333,7 +334,7 @@ class TreeClustering:
         epsilon: float = 0.1,
         min_clusters: int | None = None,
         smart_pairs: bool = True,
-        solver: str = "lsu",
+        solver: str = "rc2",
         time_limit: float | None = None,
         random_state: int | None = 0,
         tree: bool = True,
