@@ -23,6 +23,7 @@ __all__ = [
     "check_finite_tensor",
     "check_edge_index",
     "check_fitted",
+    "validate_estimator_data",
 ]
 
 
@@ -157,3 +158,42 @@ def check_fitted(estimator: Any, attributes: str | Iterable[str]) -> None:
             f"{type(estimator).__name__} is not fitted yet (missing {', '.join(missing)}); "
             "call fit first"
         )
+
+
+def validate_estimator_data(
+    estimator: Any,
+    X: Any,
+    *,
+    reset: bool = True,
+    name: str = "X",
+    min_samples: int = 1,
+    dtype: Any = np.float64,
+) -> np.ndarray:
+    """Validate ``X`` for a scikit-learn style ``estimator`` through scikit-learn's own checks.
+
+    Runs :func:`sklearn.utils.validation.validate_data` (dense only, finite, 2-D, at least
+    ``min_samples`` rows), so sparse, complex, object and ragged input get scikit-learn's
+    standard messages, re-raised as :class:`~gnnaudit.errors.InvalidInputError` (a
+    ``ValueError``) prefixed with ``name``. ``reset=True`` (in ``fit``) records
+    ``n_features_in_`` and, for a DataFrame, ``feature_names_in_``; ``reset=False`` (in
+    ``predict`` / ``explain``) checks ``X`` against them. scikit-learn is imported lazily.
+    """
+    from sklearn.utils.validation import validate_data
+
+    try:
+        return validate_data(
+            estimator,
+            X,
+            reset=reset,
+            accept_sparse=False,
+            dtype=dtype,
+            ensure_all_finite=True,
+            ensure_min_samples=min_samples,
+        )
+    except TypeError as exc:
+        # scikit-learn raises TypeError for sparse input; keep its wording, our error class
+        raise InvalidInputError(f"{name}: {exc}") from exc
+    except ValueError as exc:
+        if isinstance(exc, InvalidInputError):
+            raise
+        raise InvalidInputError(f"{name}: {exc}") from exc
