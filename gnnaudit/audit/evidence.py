@@ -36,6 +36,7 @@ from gnnaudit._validation import (
     check_float,
     check_int,
 )
+from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
 from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace
 from gnnaudit.errors import GnnAuditError, InvalidInputError
 from gnnaudit.graph_ops.neighbourhood import ks_embedding
@@ -414,6 +415,27 @@ class CounterfactualEvidence:
                 "rank": np.arange(1, lo.size + 1, dtype=np.int64),
             }
         )
+
+    def search_local(self, nodes: Any, k: int = 10) -> LocalEvidence:
+        """Typed form of :meth:`local_evidence`: padded arrays (see
+        :class:`~gnnaudit.audit.evidence_result.LocalEvidence`), queries in the given order."""
+        frame = self.local_evidence(nodes, k=k)
+        ids = _node_array("nodes", nodes)
+        if frame.empty:
+            pred = self.predictions_[self._positions(ids)] if ids.size else ids
+            return LocalEvidence(
+                ids,
+                np.full((ids.size, 0), -1, dtype=np.int64),
+                np.full((ids.size, 0), -np.inf),
+                pred,
+                np.full((ids.size, 0), -1, dtype=np.int64),
+            )
+        return LocalEvidence.from_frame(frame).select(ids)
+
+    def search_global(self, k: int = 100) -> GlobalEvidence:
+        """Typed form of :meth:`global_evidence` (see
+        :class:`~gnnaudit.audit.evidence_result.GlobalEvidence`)."""
+        return GlobalEvidence.from_frame(self.global_evidence(k=k))
 
     # ------------------------------------------------------------- similarity
     def similarity(self, u: Any, v: Any) -> float | np.ndarray:

@@ -1,0 +1,380 @@
+"""The shared input of every audit unit: the model, the graph, the audited nodes, the options,
+and what is computed once from them (predictions, counterfactual evidences).
+
+:class:`AuditContext` is built once per audit. Expensive pieces are computed lazily on first use
+and cached: the model's logits (one forward pass through :class:`ModelAdapter`), the fitted
+:class:`~gnnaudit.audit.CounterfactualEvidence`, and the local / global evidences (fetched once
+at the largest ``k`` any unit needs, see :func:`~gnnaudit.audit.unit.run_units`; smaller
+requests are slices of that result).
+
+Labels are optional: an auditor may have a model and a graph without ground truth; units that
+need labels declare it and are skipped with a note.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import torch
+
+from gnnaudit._validation import check_choice, check_edge_index, check_float, check_int
+from gnnaudit.audit.evidence import BACKENDS
+from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
+from gnnaudit.audit.model_adapter import ModelAdapter
+from gnnaudit.errors import InvalidInputError
+
+__all__ = ["AuditOptions", "AuditContext", "resolve_sensitive", "resolve_nodes"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """Options every audit unit shares (unit-specific options go to the unit's constructor).
+
+    Attributes
+    ----------
+    k : local counterfactual evidences per audited node (the CE paper uses 10).
+    backend, num_hops, alpha, index_params : the evidence search
+        (:class:`~gnnaudit.audit.CounterfactualEvidence`).
+    random_state : seed of every random choice (bootstrap, permutations, approximate search).
+    n_boot : bootstrap resamples for confidence intervals.
+    confidence : confidence level of the intervals (0.95 = 95%).
+    progress : tqdm progress bars.
+    device : where the model runs (``"auto"``: where it already is).
+    """
+
+    k: int = 10
+    backend: str = "exact"
+    num_hops: int = 3
+    alpha: float = 0.5
+    index_params: Mapping[str, Any] | None = None
+    random_state: int = 0
+    n_boot: int = 1000
+    confidence: float = 0.95
+    progress: bool = True
+    device: Any = "auto"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_int("k", self.k, minimum=1)
+        check_choice("backend", self.backend, BACKENDS)
+        check_int("num_hops", self.num_hops, minimum=0)
+        check_float("alpha", self.alpha, minimum=0.0, maximum=1.0)
+        check_int("random_state", self.random_state, minimum=0)
+        check_int("n_boot", self.n_boot, minimum=1)
+        check_float(
+            "confidence", self.confidence, minimum=0.5, maximum=1.0, inclusive=(True, False)
+        )
+        if not isinstance(self.progress, bool):
+            raise InvalidInputError(f"progress must be True or False, got {self.progress!r}")
+
+    def rng(self, offset: int = 0) -> np.random.Generator:
+        """A fresh generator seeded by ``random_state`` (+ ``offset`` for independent streams)."""
+        return np.random.default_rng([self.random_state, offset])
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def resolve_nodes(data: Any, mask: Any = None, *, name: str = "mask") -> np.ndarray:
+    """Ascending ids of the audited nodes.
+
+    ``mask``: a boolean mask of length n or integer node ids; default ``data.test_mask``, else
+    ``data.mask``, else every node. An empty selection raises :class:`InvalidInputError`.
+    """
+    n = int(data.num_nodes)
+    if mask is None:
+        for attr in ("test_mask", "mask"):
+            value = getattr(data, attr, None)
+            if value is not None:
+                mask, name = value, f"data.{attr}"
+                break
+        else:
+            return np.arange(n, dtype=np.int64)
+    arr = _to_numpy(mask)
+    if arr.dtype == bool:
+        if arr.shape != (n,):
+            raise InvalidInputError(
+                f"{name} as a boolean mask must have shape ({n},), got {arr.shape}"
+            )
+        ids = np.flatnonzero(arr).astype(np.int64)
+    else:
+        if arr.size and (arr.dtype.kind not in "iu" or arr.ndim != 1):
+            raise InvalidInputError(
+                f"{name} must be a boolean mask of length {n} or 1-D integer node ids, got "
+                f"dtype {arr.dtype} shape {arr.shape}"
+            )
+        ids = np.unique(arr.astype(np.int64))
+        if ids.size and (ids[0] < 0 or ids[-1] >= n):
+            raise InvalidInputError(
+                f"{name} holds node ids in [{ids[0]}, {ids[-1]}] but must lie in [0, {n - 1}]"
+            )
+    if ids.size == 0:
+        raise InvalidInputError(f"{name} selects no node; the audit needs at least one")
+    return ids
+
+
+def resolve_sensitive(
+    data: Any, sensitive: Any = None
+) -> tuple[np.ndarray | None, str | None, int | None]:
+    """The sensitive attribute of every node, its name, and its column in ``data.x``.
+
+    ``sensitive``: None (use ``data.sensitive`` / ``data.sensitive_name`` when present), a
+    feature name of ``data.feature_names``, or an (n,) array. Returns ``(values, name,
+    column)``; ``column`` is None when the attribute is not a model input (the model can then
+    only use it through proxies). ``(None, None, None)`` when nothing is available.
+    """
+    n = int(data.num_nodes)
+    names = [str(f) for f in (getattr(data, "feature_names", None) or [])]
+    if sensitive is None:
+        values = getattr(data, "sensitive", None)
+        if values is None:
+            return None, None, None
+        name = getattr(data, "sensitive_name", None)
+        name = None if name is None else str(name)
+        arr = _to_numpy(values).ravel()
+        column = names.index(name) if name in names else None
+    elif isinstance(sensitive, str):
+        if sensitive in names:
+            column = names.index(sensitive)
+            arr, name = _to_numpy(data.x[:, column]), sensitive
+        elif (
+            sensitive == getattr(data, "sensitive_name", None)
+            and getattr(data, "sensitive", None) is not None
+        ):
+            arr, name, column = _to_numpy(data.sensitive).ravel(), sensitive, None
+        else:
+            raise InvalidInputError(
+                f"sensitive={sensitive!r} is not a feature name of the data; known: "
+                f"{', '.join(names[:20])}{' ...' if len(names) > 20 else ''}"
+            )
+    else:
+        arr, name, column = _to_numpy(sensitive).ravel(), "sensitive", None
+    if arr.shape[0] != n:
+        raise InvalidInputError(f"sensitive must have one value per node ({n}), got {arr.shape[0]}")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise InvalidInputError(f"sensitive attribute {name!r} holds NaN or inf values")
+    return arr, name, column
+
+
+class AuditContext:
+    """Model, graph, audited nodes and options, with the shared computations cached.
+
+    Parameters
+    ----------
+    model : the model (any ``nn.Module`` / callable ``(x, edge_index) -> logits``) or a
+        :class:`ModelAdapter`.
+    data : a PyG ``Data`` with ``x`` and ``edge_index``; ``y``, masks, ``feature_names``,
+        ``sensitive`` / ``sensitive_name`` optional.
+    mask : audited nodes (see :func:`resolve_nodes`).
+    sensitive : the sensitive attribute (see :func:`resolve_sensitive`).
+    options : :class:`AuditOptions`.
+    forward_kwargs, predict_fn : passed to :class:`ModelAdapter`.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        data: Any,
+        *,
+        mask: Any = None,
+        sensitive: Any = None,
+        options: AuditOptions | None = None,
+        forward_kwargs: Mapping[str, Any] | None = None,
+        predict_fn: Callable[[torch.Tensor, torch.Tensor], Any] | None = None,
+    ) -> None:
+        self.options = options if options is not None else AuditOptions()
+        if not isinstance(self.options, AuditOptions):
+            raise InvalidInputError(
+                f"options must be an AuditOptions, got {type(options).__name__}"
+            )
+        self.data = self._check_data(data)
+        self.adapter = ModelAdapter.wrap(
+            model, forward_kwargs=forward_kwargs, predict_fn=predict_fn, device=self.options.device
+        )
+        self.nodes = resolve_nodes(self.data, mask)
+        self.sensitive, self.sensitive_name, self.sensitive_column = resolve_sensitive(
+            self.data, sensitive
+        )
+        if self.sensitive is not None and np.unique(self.sensitive[self.nodes]).size < 2:
+            raise InvalidInputError(
+                f"sensitive attribute {self.sensitive_name!r} takes a single value on the "
+                f"{self.nodes.size} audited nodes; a fairness audit needs at least two groups"
+            )
+        self.notes: list[str] = []
+        self._local: LocalEvidence | None = None
+        self._global: GlobalEvidence | None = None
+
+    # ------------------------------------------------------------------ inputs
+    @staticmethod
+    def _check_data(data: Any) -> Any:
+        x = getattr(data, "x", None)
+        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.size(0) == 0:
+            raise InvalidInputError(
+                "data.x must be a 2-D tensor [num_nodes, num_features] with at least one node, "
+                f"got {type(x).__name__ if not isinstance(x, torch.Tensor) else tuple(x.shape)}"
+            )
+        if not x.is_floating_point():
+            raise InvalidInputError(f"data.x must be a floating-point tensor, got {x.dtype}")
+        if not bool(torch.isfinite(x).all()):
+            raise InvalidInputError("data.x holds NaN or inf values")
+        if getattr(data, "edge_index", None) is None:
+            raise InvalidInputError("data.edge_index is missing")
+        check_edge_index("data.edge_index", data.edge_index, int(x.size(0)))
+        y = getattr(data, "y", None)
+        if y is not None:
+            n = int(x.size(0))
+            if not isinstance(y, torch.Tensor) or y.dim() != 1 or y.size(0) != n:
+                raise InvalidInputError(f"data.y must be a 1-D tensor of length {n} (or absent)")
+            if y.is_floating_point() and not bool(torch.equal(y, y.round())):
+                raise InvalidInputError("data.y must hold integer class ids, got fractional values")
+            if n and int(y.min()) < 0:
+                raise InvalidInputError(f"data.y must hold class ids >= 0, got {int(y.min())}")
+        return data
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.data.x.size(0))
+
+    @cached_property
+    def features(self) -> tuple[np.ndarray, list[str]]:
+        """``(x, names)``: node features as float64 numpy and their names (``x0, x1 ...`` when
+        the data has no ``feature_names``)."""
+        x = self.data.x.detach().cpu().numpy().astype(np.float64)
+        names = getattr(self.data, "feature_names", None)
+        if names is None or len(names) != x.shape[1]:
+            names = [f"x{i}" for i in range(x.shape[1])]
+        return x, [str(nm) for nm in names]
+
+    @cached_property
+    def labels(self) -> np.ndarray | None:
+        """True class of every node (int64), or None when the data has no ``y``."""
+        y = getattr(self.data, "y", None)
+        return None if y is None else y.detach().cpu().numpy().astype(np.int64)
+
+    # ------------------------------------------------------------------ model
+    @cached_property
+    def logits(self) -> torch.Tensor:
+        """``(n, C)`` logits of the model on the graph (one forward pass, CPU)."""
+        return self.adapter.logits(self.data.x, self.data.edge_index)
+
+    @cached_property
+    def predictions(self) -> np.ndarray:
+        """Predicted class of every node, ``(n,)`` int64."""
+        return self.logits.argmax(dim=1).numpy().astype(np.int64)
+
+    @cached_property
+    def accuracies(self) -> dict[str, float]:
+        """Accuracy on each non-empty train / val / test mask and on the audited nodes (empty
+        without labels)."""
+        if self.labels is None:
+            return {}
+        correct = self.predictions == self.labels
+        out = {}
+        for split in ("train", "val", "test"):
+            mask = getattr(self.data, f"{split}_mask", None)
+            if mask is not None and bool(mask.any()):
+                out[f"{split}_accuracy"] = float(correct[_to_numpy(mask).astype(bool)].mean())
+        out["audited_accuracy"] = float(correct[self.nodes].mean())
+        return out
+
+    # ------------------------------------------------------------------ requirements
+    def missing(self, requires: Sequence[str]) -> str | None:
+        """Why a unit with these requirements cannot run, in plain words (None: it can)."""
+        for req in requires:
+            if req == "labels" and self.labels is None:
+                return (
+                    "the graph has no labels (data.y), so accuracy-based statistics are undefined"
+                )
+            if req == "sensitive" and self.sensitive is None:
+                return "no sensitive attribute was given (sensitive=...) or attached to the data"
+            if req == "sensitive_feature" and self.sensitive_column is None:
+                if self.sensitive is None:
+                    return (
+                        "no sensitive attribute was given (sensitive=...) or attached to the data"
+                    )
+                return (
+                    f"the sensitive attribute {self.sensitive_name!r} is not one of the model's "
+                    "input features, so it cannot be flipped"
+                )
+            if req == "evidence" and np.unique(self.predictions[self.nodes]).size < 2:
+                return (
+                    "the model predicts one class on every audited node, so no node has a "
+                    "counterfactual evidence"
+                )
+            if req == "train_mask" and getattr(self.data, "train_mask", None) is None:
+                return "the graph has no train_mask"
+            if req not in ("labels", "sensitive", "sensitive_feature", "evidence", "train_mask"):
+                raise InvalidInputError(f"unknown audit requirement {req!r}")
+        return None
+
+    # ------------------------------------------------------------------ evidences
+    @cached_property
+    def evidence(self) -> Any:
+        """:class:`~gnnaudit.audit.CounterfactualEvidence` fitted on the audited nodes with the
+        model's predictions (reuses ``data.ks`` when the ``KSEmbedding`` transform wrote it with
+        the same parameters)."""
+        from gnnaudit.audit.evidence import CounterfactualEvidence
+
+        opts = self.options
+        return CounterfactualEvidence(
+            num_hops=opts.num_hops,
+            alpha=opts.alpha,
+            backend=opts.backend,
+            index_params=opts.index_params,
+            random_state=opts.random_state,
+            progress=opts.progress,
+        ).fit(self.data, predictions=self.predictions, mask=self.nodes)
+
+    def prefetch(self, *, local_k: int = 0, global_k: int = 0) -> None:
+        """Search the local top-``local_k`` evidences of every audited node and the global
+        top-``global_k`` pairs once; later :meth:`local_evidence` / :meth:`global_evidence`
+        calls with smaller ``k`` are slices of these."""
+        if local_k > 0 and (self._local is None or self._local.k < local_k):
+            self._local = self.evidence.search_local(self.nodes, k=local_k)
+        if global_k > 0 and (self._global is None or len(self._global) < global_k):
+            self._global = self.evidence.search_global(k=global_k)
+
+    def local_evidence(self, k: int | None = None) -> LocalEvidence:
+        """Top-``k`` (default ``options.k``) local evidences of every audited node."""
+        k = self.options.k if k is None else check_int("k", k, minimum=1)
+        self.prefetch(local_k=k)
+        assert self._local is not None
+        return self._local.head(k)
+
+    def global_evidence(self, k: int) -> GlobalEvidence:
+        """Top-``k`` global evidence pairs among the audited nodes."""
+        k = check_int("k", k, minimum=1)
+        self.prefetch(global_k=k)
+        assert self._global is not None
+        return self._global.head(k)
+
+    # ------------------------------------------------------------------ report pieces
+    def dataset_summary(self, name: str | None = None) -> dict[str, Any]:
+        """Size of the graph and of its splits, for the report."""
+        data = self.data
+        summary: dict[str, Any] = {
+            "name": name or "graph",
+            "nodes": self.num_nodes,
+            "directed_edges": int(data.edge_index.size(1)),
+            "features": int(data.x.size(1)),
+            "classes": int(self.labels.max()) + 1
+            if self.labels is not None and self.labels.size
+            else None,
+            "audited_nodes": int(self.nodes.size),
+            "sensitive_name": self.sensitive_name,
+        }
+        for split in ("train", "val", "test"):
+            mask = getattr(data, f"{split}_mask", None)
+            if mask is not None:
+                summary[f"{split}_nodes"] = int(_to_numpy(mask).astype(bool).sum())
+        return summary

@@ -1,0 +1,187 @@
+"""The model boundary of the audit: one place that calls the user's model.
+
+An auditor brings any node classifier: a :class:`torch.nn.Module` or plain callable
+``model(x, edge_index) -> logits``, a gnnaudit ``NodeClassifier``, a model that needs extra
+arguments (``forward_kwargs``, e.g. ``edge_weight``), or a fully custom ``predict_fn(x,
+edge_index) -> logits`` that closes over whatever else it needs. Every audit statistic calls the
+model through :class:`ModelAdapter`, which
+
+* runs it in eval mode under ``torch.no_grad()`` and restores the previous training mode;
+* runs it on its device (``device="auto"``: the device of the model's first parameter, CPU for
+  parameter-free callables), moving ``x`` and ``edge_index`` there;
+* checks the answer: a floating tensor of shape ``(num_nodes, num_classes)`` with
+  ``num_classes >= 2`` and no NaN or inf, else :class:`~gnnaudit.errors.InvalidInputError`;
+* turns any exception raised inside the model into an ``InvalidInputError`` that names the
+  input shapes, so a broken model never surfaces as a traceback from deep inside the audit.
+
+Interventions (counterfactual flips) call :meth:`ModelAdapter.logits` with a modified ``x``:
+the adapter never caches by input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from gnnaudit.errors import GnnAuditError, InvalidInputError
+
+__all__ = ["ModelAdapter", "resolve_device"]
+
+
+def resolve_device(device: Any, model: Any = None) -> torch.device:
+    """``device`` as a :class:`torch.device`.
+
+    ``"auto"`` / None: the device of ``model``'s first parameter or buffer (CPU when it has
+    none). ``"cuda"`` without a CUDA device raises :class:`InvalidInputError`.
+    """
+    if device is None or (isinstance(device, str) and device == "auto"):
+        if isinstance(model, torch.nn.Module):
+            for tensor in model.parameters():
+                return tensor.device
+            for tensor in model.buffers():
+                return tensor.device
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise InvalidInputError(
+            f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device, got {device!r}: {exc}"
+        ) from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidInputError(f"device={device!r} was requested but CUDA is not available")
+    return dev
+
+
+class ModelAdapter:
+    """Call a user's node classifier safely and uniformly (see the module docstring).
+
+    Parameters
+    ----------
+    model : ``nn.Module`` or callable ``model(x, edge_index, **forward_kwargs) -> logits``.
+        May be None when ``predict_fn`` is given.
+    forward_kwargs : extra keyword arguments passed to every ``model`` call (tensors are moved
+        to the model's device).
+    predict_fn : callable ``predict_fn(x, edge_index) -> logits`` used instead of calling
+        ``model`` (``model`` then only serves for the device and the eval-mode switch).
+    device : ``"auto"`` (default), ``"cpu"``, ``"cuda"`` ... (see :func:`resolve_device`).
+        With an explicit device an ``nn.Module`` is **not** moved: the caller's model stays
+        untouched; pass ``"auto"`` or move the model yourself.
+    """
+
+    def __init__(
+        self,
+        model: Any = None,
+        *,
+        forward_kwargs: Mapping[str, Any] | None = None,
+        predict_fn: Callable[[torch.Tensor, torch.Tensor], Any] | None = None,
+        device: Any = "auto",
+    ) -> None:
+        if model is None and predict_fn is None:
+            raise InvalidInputError("model must be given (or predict_fn), got None")
+        if predict_fn is None and not callable(model):
+            raise InvalidInputError(
+                f"model must be a torch.nn.Module or a callable (x, edge_index) -> logits, got "
+                f"{type(model).__name__}"
+            )
+        if predict_fn is not None and not callable(predict_fn):
+            raise InvalidInputError(f"predict_fn must be callable, got {type(predict_fn).__name__}")
+        if forward_kwargs is not None and not isinstance(forward_kwargs, Mapping):
+            raise InvalidInputError(
+                f"forward_kwargs must be a mapping of keyword arguments, got "
+                f"{type(forward_kwargs).__name__}"
+            )
+        if forward_kwargs and predict_fn is not None:
+            raise InvalidInputError("give forward_kwargs or predict_fn, not both")
+        self.model = model
+        self.predict_fn = predict_fn
+        self.device = resolve_device(device, model)
+        self.forward_kwargs = {
+            key: value.to(self.device) if isinstance(value, torch.Tensor) else value
+            for key, value in dict(forward_kwargs or {}).items()
+        }
+
+    @classmethod
+    def wrap(cls, model: Any, **kwargs: Any) -> ModelAdapter:
+        """``model`` itself when it already is an adapter, else ``ModelAdapter(model, **kwargs)``."""
+        if isinstance(model, ModelAdapter):
+            return model
+        return cls(model, **kwargs)
+
+    @property
+    def name(self) -> str:
+        """Class name of the wrapped model (for reports)."""
+        target = self.model if self.model is not None else self.predict_fn
+        if isinstance(target, torch.nn.Module):
+            return type(target).__name__
+        return str(getattr(target, "__name__", type(target).__name__))
+
+    @contextlib.contextmanager
+    def eval_mode(self) -> Iterator[None]:
+        """Put an ``nn.Module`` (or anything with ``eval``/``train``) in eval mode, restore after."""
+        target = self.model
+        was_training = bool(getattr(target, "training", False))
+        if hasattr(target, "eval"):
+            target.eval()
+        try:
+            yield
+        finally:
+            if was_training and hasattr(target, "train"):
+                target.train(True)
+
+    def _call(self, x: torch.Tensor, edge_index: torch.Tensor) -> Any:
+        if self.predict_fn is not None:
+            return self.predict_fn(x, edge_index)
+        return self.model(x, edge_index, **self.forward_kwargs)
+
+    def logits(
+        self, x: torch.Tensor, edge_index: torch.Tensor, *, to_cpu: bool = True
+    ) -> torch.Tensor:
+        """Validated ``(n, C)`` float logits of the model on ``(x, edge_index)``.
+
+        Runs in eval mode without gradients on :attr:`device`; the result is detached and, with
+        ``to_cpu`` (default), on the CPU.
+        """
+        n = int(x.shape[0])
+        x_dev = x.to(self.device)
+        ei_dev = edge_index.to(self.device)
+        with self.eval_mode(), torch.no_grad():
+            try:
+                out = self._call(x_dev, ei_dev)
+            except GnnAuditError:
+                raise
+            except Exception as exc:  # the user's model: any failure becomes a clear error
+                raise InvalidInputError(
+                    f"model failed on data (x {tuple(x.shape)}, edge_index "
+                    f"{tuple(edge_index.shape)}): {type(exc).__name__}: {exc}"
+                ) from exc
+        if not isinstance(out, torch.Tensor):
+            raise InvalidInputError(
+                f"model must return a tensor of logits of shape [{n}, num_classes], got "
+                f"{type(out).__name__} (wrap it with predict_fn=... to pick the logits)"
+            )
+        if out.dim() != 2 or out.size(0) != n or out.size(1) < 2:
+            raise InvalidInputError(
+                f"model must return logits of shape [{n}, num_classes >= 2], got {tuple(out.shape)}"
+            )
+        if not out.is_floating_point():
+            raise InvalidInputError(f"model must return floating-point logits, got {out.dtype}")
+        if not bool(torch.isfinite(out).all()):
+            bad = int((~torch.isfinite(out)).any(dim=1).sum())
+            raise InvalidInputError(
+                f"model returned NaN or inf logits for {bad} of {n} nodes; check the model's "
+                "weights and the input features"
+            )
+        out = out.detach()
+        return out.cpu() if to_cpu else out
+
+    def predict(self, x: torch.Tensor, edge_index: torch.Tensor) -> np.ndarray:
+        """Predicted class of every node, ``(n,)`` int64 (argmax of :meth:`logits`)."""
+        out = self.logits(x, edge_index, to_cpu=False)
+        return out.argmax(dim=1).cpu().numpy().astype(np.int64)
+
+    def __repr__(self) -> str:
+        return f"ModelAdapter({self.name}, device={self.device})"
