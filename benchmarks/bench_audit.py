@@ -224,7 +224,9 @@ def planted_bias(sizes, seeds, epochs: int) -> dict[str, Any]:
         run = audit_graph(data, epochs, seed)
         table = discrimination_scores(data, run["ce"], k=K)
         table5 = discrimination_scores(data, run["ce"], k=K, min_support=5)
-        fair = group_fairness(run["pred"], data.y, data.sensitive, data.test_mask)
+        fair = group_fairness(
+            data.y, run["pred"], sensitive_features=data.sensitive, mask=data.test_mask
+        )
         g = table[table["feature"] == "gender"]
         rows.append(
             {
@@ -297,7 +299,9 @@ def error_table(runs: dict[str, dict[str, Any]], ks) -> pd.DataFrame:
 
     cols = {}
     for name, run in runs.items():
-        ev = error_verification(run["ce"], run["pred"].numpy(), run["data"].y.numpy(), ks=ks)
+        ev = error_verification(
+            run["ce"], y_true=run["data"].y.numpy(), y_pred=run["pred"].numpy(), ks=ks
+        )
         test = int(run["data"].test_mask.sum())
         nodes = ev["nodes"].tolist() + [test]
         acc = ev["accuracy_in_evidence"].tolist() + [float(ev["accuracy_overall"].iloc[0])]
@@ -566,7 +570,7 @@ def write_report(out: Path, r: dict[str, Any]) -> None:
     lines += [
         "## Error verification (Sec. 7.2)",
         "",
-        f"`error_verification(ce, pred, y, ks={EV_KS})`: accuracy on the distinct nodes of the "
+        f"`error_verification(ce, y_true=y, y_pred=pred, ks={EV_KS})`: accuracy on the distinct nodes of the "
         f"top-k global evidences vs all test nodes; GCN {r['epochs']} epochs, seed 0; synthetic "
         f"= `synthetic_credit_graph({a.sizes[0]}, bias=1.5, seed={r['seeds'][0]})`"
         + (

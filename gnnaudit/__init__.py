@@ -15,9 +15,18 @@ from gnnaudit.errors import GnnAuditError, InfeasibleError, InvalidInputError, N
 __version__ = "0.1.0"
 
 __all__ = [
+    "audit_model",
     "GnnAuditError",
     "InvalidInputError",
     "InfeasibleError",
     "NotFittedError",
     "__version__",
 ]
+
+
+def __getattr__(name: str):  # lazy: ``import gnnaudit`` must not import torch
+    if name == "audit_model":
+        from gnnaudit.training.audit_pipeline import audit_model
+
+        return audit_model
+    raise AttributeError(f"module 'gnnaudit' has no attribute {name!r}")

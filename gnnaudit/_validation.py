@@ -20,6 +20,7 @@ __all__ = [
     "check_float",
     "check_choice",
     "check_array",
+    "check_class_array",
     "check_finite_tensor",
     "check_edge_index",
     "check_fitted",
@@ -116,6 +117,31 @@ def check_array(
             f"{name} must be finite (no NaN or inf); found {arr[tuple(bad)]} at index {tuple(bad.tolist())}"
         )
     return arr
+
+
+def check_class_array(name: str, value: Any, *, ndim: int = 1, min_rows: int = 0) -> np.ndarray:
+    """``value`` as an int64 array of class ids (or group codes).
+
+    Integer and boolean input is accepted as is; floating input must hold whole numbers (a
+    probability or a fractional label is refused instead of being truncated).
+    """
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        value = value.detach().cpu().numpy()
+    arr = check_array(name, value, ndim=ndim, dtype=None, min_rows=min_rows)
+    if arr.dtype == bool:
+        return arr.astype(np.int64)
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.int64, copy=False)
+    if arr.dtype.kind != "f":
+        raise InvalidInputError(f"{name} must hold integer class ids, got dtype {arr.dtype}")
+    frac = arr != np.round(arr)
+    if frac.any():
+        bad = np.argwhere(frac)[0]
+        raise InvalidInputError(
+            f"{name} must hold whole-number class ids, got {arr[tuple(bad)]!r} at index "
+            f"{tuple(bad.tolist())} (pass predicted classes, not probabilities)"
+        )
+    return arr.astype(np.int64)
 
 
 def check_finite_tensor(name: str, tensor: Any) -> None:

@@ -76,7 +76,9 @@ def test_logs_metrics_and_matches_offline_audit(tmp_path, monkeypatch):
         == expected[["node_u", "node_v"]].to_numpy().tolist()
     )
     assert np.allclose(got["similarity"], expected["similarity"], atol=1e-6)
-    ev = error_verification(expected, pred, data.y.numpy(), ks=(8,), mask=data.val_mask)
+    ev = error_verification(
+        expected, y_true=data.y.numpy(), y_pred=pred, ks=(8,), mask=data.val_mask
+    )
     assert float(metrics["audit/accuracy_in_top_k"]) == pytest.approx(
         ev["accuracy_in_evidence"].iloc[0], abs=1e-6
     )

@@ -104,7 +104,7 @@ def test_check_fitted():
 LAYERS = {
     # package -> gnnaudit modules it may import (besides itself)
     "graph_ops": {"errors", "_validation"},
-    "audit": {"errors", "_validation", "graph_ops"},
+    "audit": {"errors", "_validation", "graph_ops", "clustering"},
     "clustering": {"errors", "_validation", "graph_ops"},
     "datasets": {"errors", "_validation"},
     "training": {"errors", "_validation", "graph_ops", "audit", "clustering", "datasets"},

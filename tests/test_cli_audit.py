@@ -26,20 +26,23 @@ def test_audit_writes_report_and_prints_summary(audited, capsys):
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "Top 5 discrimination scores" in text
-    assert "Group fairness" in text and "Error verification" in text
     assert "report.html" in text
     for name in ("report.json", "report.md", "report.html", "model.ckpt"):
         assert (out / name).is_file()
     report = AuditReport.from_json(out / "report.json")
     assert report.dataset["name"] == "synthetic" and report.dataset["nodes"] == 200
-    assert report.group_fairness is not None
-    assert report.group_fairness.sensitive_name == "gender"
-    assert list(report.finetune["stage"]) == ["before", "after_evidence", "after_control"]
-    assert "sensitive_rank_by_score" in report.summary
+    assert report.section("group_fairness").data["sensitive_name"] == "gender"
+    finetune = report.table("finetune", "accuracy")
+    assert list(finetune["stage"]) == ["before", "after_evidence", "after_control"]
+    assert "rank_by_score" in report.section("discrimination").data
+    # the verdict and every finding are printed
+    assert report.verdict in text
+    for explanation in report.findings["explanation"]:
+        assert explanation in text
     page = (out / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 2
+    assert page.count("data:image/png;base64,") >= 3
     # the printed top rows are the report's top rows
-    top = report.discrimination.iloc[0]
+    top = report.table("discrimination", "scores").iloc[0]
     assert str(top["feature"]) in text
 
 
@@ -61,11 +64,12 @@ def test_audit_from_checkpoint_and_sensitive_feature(audited, tmp_path, capsys):
         str(tmp_path),
     ]
     assert main(args) == 0
-    payload = json.loads((tmp_path / "report.json").read_text())
-    assert payload["finetune"] is None
-    assert payload["config"]["k"] == 5
-    assert payload["group_fairness"]["sensitive_name"] == "homeowner"
-    assert "checkpoint" in payload["model"]["source"]
+    report = AuditReport.from_json(tmp_path)
+    assert not report.has_section("finetune")
+    assert report.config["k"] == 5
+    assert report.section("group_fairness").data["sensitive_name"] == "homeowner"
+    assert "checkpoint" in report.model["source"]
+    assert json.loads((tmp_path / "report.json").read_text())["findings"]
 
 
 def test_audit_errors_exit_2(tmp_path, capsys):

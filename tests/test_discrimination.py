@@ -12,6 +12,7 @@ from torch_geometric.data import Data
 
 from gnnaudit.audit.discrimination import (
     DISCRIMINATION_COLUMNS,
+    code_features,
     discrimination_scores,
     feature_rank,
 )
@@ -24,7 +25,7 @@ def _graph(seed: int, n: int = 40, n_classes: int = 3):
         [
             rng.integers(0, 2, n),  # binary
             rng.integers(0, 4, n),  # categorical
-            rng.normal(size=n),  # continuous: never detected
+            rng.normal(size=n),  # continuous: quantile bins
             rng.integers(0, 2, n) * 2.5,  # binary coded as 0 / 2.5
         ]
     ).astype(np.float32)
@@ -54,20 +55,35 @@ def _random_local(pred, test_mask, rng, k, short_every=0):
     return frame.sample(frac=1.0, random_state=0)  # row order must not matter
 
 
+def _bin_of(column, bins=4, max_values=10):
+    """Plain-loop value coding: whole-number columns with few values (and binary columns) by
+    value, others by quantile bin (number of inner quantile edges <= value)."""
+    values = sorted(set(column.tolist()))
+    if len(values) <= 2 or (
+        all(float(v).is_integer() for v in values) and len(values) <= max_values
+    ):
+        return [values.index(v) for v in column.tolist()]
+    edges = sorted(set(np.quantile(column, np.linspace(0, 1, bins + 1)).tolist()))
+    inner = edges[1:-1]
+    return [sum(1 for e in inner if e <= v) for v in column.tolist()]
+
+
 def _oracle(x, names, pred, test_mask, frame, k, cols):
+    """{(feature, code): (score, baseline, support)} by plain loops (code = value or bin)."""
     test = np.flatnonzero(test_mask)
     ev = {}
     for q, grp in frame.groupby("query"):
         ev[int(q)] = grp.sort_values(["rank", "evidence"])["evidence"].tolist()[:k]
     out = {}
     for c in cols:
+        code = _bin_of(x[:, c])
         acc = {}
         for q, evs in ev.items():
-            a = x[q, c]
-            ds = sum(1 for u in evs if x[u, c] != a) / len(evs)
+            a = code[q]
+            ds = sum(1 for u in evs if code[u] != a) / len(evs)
             cands = [u for u in test if pred[u] != pred[q]]
-            base = sum(1 for u in cands if x[u, c] != a) / len(cands)
-            acc.setdefault(float(a), []).append((ds, base))
+            base = sum(1 for u in cands if code[u] != a) / len(cands)
+            acc.setdefault(a, []).append((ds, base))
         for a, vals in acc.items():
             out[(names[c], a)] = (
                 np.mean([v[0] for v in vals]),
@@ -77,6 +93,13 @@ def _oracle(x, names, pred, test_mask, frame, k, cols):
     return out
 
 
+def _code_of(data, feature, label):
+    """Code of a table label (the labels themselves are checked in test_value_labels)."""
+    names = list(data.feature_names) if hasattr(data, "feature_names") else None
+    coding = code_features(data.x.numpy().astype(np.float64), names or [], [feature])
+    return coding.labels[0].index(label)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("k", [1, 3, 10])
 def test_matches_loop_oracle(seed, k):
@@ -84,11 +107,11 @@ def test_matches_loop_oracle(seed, k):
     frame = _random_local(pred, test_mask, rng, k=k + 2, short_every=5)
     table = discrimination_scores(data, frame, k=k)
     assert list(table.columns) == DISCRIMINATION_COLUMNS
-    oracle = _oracle(data.x.numpy(), data.feature_names, pred, test_mask, frame, k, [0, 1, 3])
-    assert set(table["feature"]) == {"bin", "cat", "bin25"}  # continuous column not detected
+    oracle = _oracle(data.x.numpy(), data.feature_names, pred, test_mask, frame, k, [0, 1, 2, 3])
+    assert set(table["feature"]) == {"bin", "cat", "cont", "bin25"}
     assert len(table) == len(oracle)
     for row in table.itertuples():
-        score, base, support = oracle[(row.feature, row.value)]
+        score, base, support = oracle[(row.feature, _code_of(data, row.feature, row.value))]
         assert row.score == pytest.approx(score, abs=1e-12)
         assert row.baseline == pytest.approx(base, abs=1e-12)
         assert row.lift == pytest.approx(score - base, abs=1e-12)
@@ -172,11 +195,11 @@ def test_errors_name_the_argument():
         discrimination_scores(data, frame, k=0)
     with pytest.raises(InvalidInputError, match="unknown feature name 'nope'"):
         discrimination_scores(data, frame, features=["nope"])
-    with pytest.raises(InvalidInputError, match="'cont' has 40 distinct values"):
-        discrimination_scores(data, frame, features=["cont"])
+    with pytest.raises(InvalidInputError, match="bins must be >= 2"):
+        discrimination_scores(data, frame, bins=1)
     with pytest.raises(InvalidInputError, match="lacks column"):
         discrimination_scores(data, frame.drop(columns=["rank"]))
-    with pytest.raises(InvalidInputError, match="CounterfactualEvidence or a pandas DataFrame"):
+    with pytest.raises(InvalidInputError, match="CounterfactualEvidence, a LocalEvidence"):
         discrimination_scores(data, [1, 2, 3])
     bad = frame.copy()
     bad.loc[bad.index[0], "evidence"] = 999
@@ -208,6 +231,33 @@ def test_fitted_estimator_matches_its_local_evidence_frame():
         data.x.numpy(), data.feature_names, pred, data.test_mask.numpy(), frame, 5, cols
     )
     for row in direct.itertuples():
-        assert row.score == pytest.approx(oracle[(row.feature, row.value)][0], abs=1e-12)
-        assert row.baseline == pytest.approx(oracle[(row.feature, row.value)][1], abs=1e-12)
+        key = (row.feature, _code_of(data, row.feature, row.value))
+        assert row.score == pytest.approx(oracle[key][0], abs=1e-12)
+        assert row.baseline == pytest.approx(oracle[key][1], abs=1e-12)
     assert discrimination_scores(data, ce, k=5, min_support=10)["support"].min() >= 10
+
+
+def test_value_labels_never_list_raw_floats_of_a_continuous_column():
+    rng = np.random.default_rng(0)
+    n = 500
+    x = np.column_stack(
+        [
+            rng.normal(size=n),  # continuous
+            (rng.poisson(1.0, n) - 1.0) / 0.97,  # a standardised count: few fractional values
+            rng.integers(0, 2, n),  # binary
+            rng.integers(0, 5, n),  # categorical
+        ]
+    )
+    coding = code_features(x, ["income", "late", "gender", "grade"], bins=4)
+    assert coding.kinds == ["binned", "binned", "categorical", "categorical"]
+    assert len(coding.labels[0]) == 4
+    assert all(lab.startswith("[") and ", " in lab for lab in coding.labels[0] + coding.labels[1])
+    assert coding.labels[0][-1].endswith("]") and coding.labels[0][0].endswith(")")
+    assert coding.labels[2] == ["0", "1"] and coding.labels[3] == ["0", "1", "2", "3", "4"]
+    # every node falls in the bin whose interval holds its value
+    for code, value in zip(coding.codes[:, 0], x[:, 0], strict=True):
+        lo, hi = coding.labels[0][code].strip("[])").split(", ")
+        assert float(lo) - 1e-2 <= value <= float(hi) + 1e-2
+    # quartile bins hold about a quarter of the nodes each
+    counts = np.bincount(coding.codes[:, 0])
+    assert counts.min() >= n // 4 - 1 and counts.max() <= n // 4 + 1

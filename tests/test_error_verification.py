@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from gnnaudit.audit.error_verification import ERROR_COLUMNS, error_verification, evidence_nodes
+from gnnaudit.audit.error_verification import ERROR_COLUMNS, error_verification
+from gnnaudit.audit.evidence_result import GlobalEvidence
 from gnnaudit.errors import InvalidInputError
 
 
@@ -21,17 +24,28 @@ def _pairs(rng, test, pred, p):
     return frame
 
 
+def _lower_tail(correct, population, right, draws):
+    ways = sum(
+        math.comb(right, i) * math.comb(population - right, draws - i) for i in range(correct + 1)
+    )
+    return ways / math.comb(population, draws)
+
+
 def test_hand_built():
     pred = np.array([0, 1, 1, 0, 1, 0])
     y = np.array([0, 0, 1, 1, 1, 0])  # wrong: nodes 1 and 3
     pairs = pd.DataFrame({"node_u": [1, 1, 0], "node_v": [3, 2, 4], "similarity": [0.9, 0.8, 0.7]})
-    res = error_verification(pairs, pred, y, ks=(1, 2, 3, 10), mask=np.arange(6))
+    res = error_verification(pairs, y_true=y, y_pred=pred, ks=(1, 2, 3, 10), mask=np.arange(6))
     assert list(res.columns) == ERROR_COLUMNS
     assert res["nodes"].tolist() == [2, 3, 5, 5]
     assert res["pairs"].tolist() == [1, 2, 3, 3]
     assert res["accuracy_in_evidence"].tolist() == pytest.approx([0.0, 1 / 3, 3 / 5, 3 / 5])
     assert res["accuracy_overall"].tolist() == pytest.approx([4 / 6] * 4)
-    assert evidence_nodes(pairs).tolist() == [1, 3, 2, 0, 4]
+    assert GlobalEvidence.from_frame(pairs).distinct_nodes().tolist() == [1, 3, 2, 0, 4]
+    # p-value: 0 of the 2 evidence nodes right, 4 of 6 right overall
+    assert res["p_value"].iloc[0] == pytest.approx(_lower_tail(0, 6, 4, 2))
+    assert (res["ci_low"] <= res["accuracy_in_evidence"]).all()
+    assert (res["accuracy_in_evidence"] <= res["ci_high"]).all()
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -44,7 +58,7 @@ def test_matches_loop_oracle(seed):
     mask[test] = True
     pairs = _pairs(rng, test, pred, 40)
     ks = (1, 5, 13, 40, 100)
-    res = error_verification(pairs, pred, y, ks=ks, mask=mask)
+    res = error_verification(pairs, y_true=y, y_pred=pred, ks=ks, mask=mask)
     for row in res.itertuples():
         nodes = set()
         for i in range(min(row.k, len(pairs))):
@@ -52,16 +66,23 @@ def test_matches_loop_oracle(seed):
         assert row.nodes == len(nodes)
         assert row.accuracy_in_evidence == pytest.approx(np.mean([pred[v] == y[v] for v in nodes]))
         assert row.accuracy_overall == pytest.approx(np.mean(pred[test] == y[test]))
+        # the p-value is the exact chance that a random draw of as many test nodes has at most
+        # as many right predictions, counted with binomial coefficients
+        correct = int(sum(pred[v] == y[v] for v in nodes))
+        total = int((pred[test] == y[test]).sum())
+        assert row.p_value == pytest.approx(_lower_tail(correct, test.size, total, len(nodes)))
 
 
 def test_errors_and_empty():
     pred = np.zeros(4, dtype=int)
     pairs = pd.DataFrame({"node_u": [0], "node_v": [1], "similarity": [0.5]})
     with pytest.raises(InvalidInputError, match="mask"):
-        error_verification(pairs, pred, pred)
+        error_verification(pairs, y_true=pred, y_pred=pred)
     with pytest.raises(InvalidInputError, match="ks entry must be >= 1"):
-        error_verification(pairs, pred, pred, ks=(0,), mask=np.arange(4))
-    with pytest.raises(InvalidInputError, match="labels must have the same length"):
-        error_verification(pairs, pred, pred[:2], mask=np.arange(4))
+        error_verification(pairs, y_true=pred, y_pred=pred, ks=(0,), mask=np.arange(4))
+    with pytest.raises(InvalidInputError, match="y_true must have the same length"):
+        error_verification(pairs, y_true=pred[:2], y_pred=pred, mask=np.arange(4))
+    with pytest.raises(InvalidInputError, match="whole-number class ids"):
+        error_verification(pairs, y_true=pred + 0.5, y_pred=pred, mask=np.arange(4))
     empty = pairs.iloc[:0]
-    assert error_verification(empty, pred, pred, mask=np.arange(4)).empty
+    assert error_verification(empty, y_true=pred, y_pred=pred, mask=np.arange(4)).empty

@@ -1,7 +1,8 @@
-"""AuditReport: files, embedded plots, escaping, JSON round trip; pair comparison."""
+"""AuditReport: findings first, sections, embedded charts, escaping, JSON round trip; pairs."""
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import re
@@ -12,8 +13,9 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
+from gnnaudit.audit import AuditReport, Figure, Finding, ReportSection
+from gnnaudit.audit.evidence_pairs import pair_comparison
 from gnnaudit.audit.group_fairness import group_fairness
-from gnnaudit.audit.report import AuditReport, pair_comparison
 from gnnaudit.errors import InvalidInputError
 
 
@@ -30,52 +32,39 @@ def _report() -> AuditReport:
     data = _data()
     pred = np.array([0, 1, 1, 0, 1])
     y = np.array([0, 1, 0, 0, 1])
-    pairs = pd.DataFrame(
-        {"node_u": [0, 3], "node_v": [1, 4], "similarity": [0.99, 0.5], "rank": [1, 2]}
-    )
+    pairs = pd.DataFrame({"node_u": [0, 3], "node_v": [1, 4], "similarity": [0.99, 0.5]})
     top, feats = pair_comparison(data, pairs, pred, y, top=5)
-    disc = pd.DataFrame(
-        {
-            "feature": ["<b>gender</b>", "employed", "<b>gender</b>"],
-            "value": [1.0, 0.0, 0.0],
-            "score": [0.9, 0.8, 0.4],
-            "baseline": [0.5, 0.8, 0.5],
-            "lift": [0.4, 0.0, -0.1],
-            "support": [3, 2, 2],
-        }
-    )
-    ev = pd.DataFrame(
-        {
-            "k": [1, 2],
-            "pairs": [1, 2],
-            "nodes": [2, 4],
-            "accuracy_in_evidence": [0.5, 0.75],
-            "accuracy_overall": [0.8, 0.8],
-        }
-    )
-    gf = group_fairness(pred, y, data.x[:, 0], sensitive_name="<b>gender</b>")
-    ft = pd.DataFrame(
-        {
-            "stage": ["before", "evidence", "control"],
-            "mean": [0.8, 0.85, 0.81],
-            "std": [0.0, 0.01, 0.02],
-        }
-    )
+    gf = group_fairness(y, pred, sensitive_features=data.x[:, 0], sensitive_name="<b>gender</b>")
+    curve = pd.DataFrame({"x": [1, 2], "y": [0.5, 0.75]})
+    sections = [
+        gf.report_section(),
+        ReportSection(
+            key="errors",
+            title="Error verification",
+            summary="accuracy on evidences",
+            tables={"by k": curve.rename(columns={"x": "k", "y": "accuracy"})},
+            figures=[Figure("curve", "accuracy vs k", curve, {"hline": 0.8})],
+            notes=["a note with <script>alert(2)</script>"],
+        ),
+        ReportSection(
+            key="pairs",
+            title="Pairs",
+            tables={"pairs": top, "pair_features": feats},
+            figures=[Figure("pair_cards", "pairs", options={"sensitive": "<b>gender</b>"})],
+        ),
+        ReportSection.skipped("finetune", "Fine-tuning", "the model is not a LightningModule"),
+    ]
+    findings = gf.findings() + [
+        Finding("error verification", "", "accuracy", 0.5, 0.2, 0.8, 0.01, True, "errs <here>")
+    ]
     return AuditReport(
-        dataset={
-            "name": "toy <script>alert(1)</script>",
-            "nodes": 5,
-            "sensitive_name": "<b>gender</b>",
-        },
-        model={"backbone": "gcn", "test_accuracy": 0.8, "nan_metric": float("nan")},
+        dataset={"name": "toy <script>alert(1)</script>", "nodes": 5},
+        model={"class": "GCN", "test_accuracy": 0.8, "nan_metric": float("nan")},
         config={"k": 10, "ks": [1, 2]},
-        discrimination=disc,
-        error_verification=ev,
-        top_pairs=top,
-        pair_features=feats,
-        group_fairness=gf,
-        finetune=ft,
-        summary={"sensitive_rank_by_score": 1},
+        findings=findings,
+        verdict="Yes: <b>gender</b> matters.",
+        sections=sections,
+        run_info={"seconds": {"evidence_search": 0.1}},
     )
 
 
@@ -93,43 +82,73 @@ def test_pair_comparison_lists_differing_features_largest_first():
     assert len(one) == 2
     with pytest.raises(InvalidInputError, match="predictions and labels"):
         pair_comparison(data, pairs, np.zeros(3, dtype=int))
+    with pytest.raises(InvalidInputError, match="outside"):
+        pair_comparison(data, pairs.assign(node_v=[1, 7]), np.zeros(5, dtype=int))
 
 
-def test_save_writes_three_files_with_embedded_plots(tmp_path):
+def test_save_writes_three_files_findings_first_with_embedded_charts(tmp_path):
     report = _report()
     paths = report.save(tmp_path / "out")
     for key in ("json", "markdown", "html"):
         assert paths[key].is_file() and paths[key].stat().st_size > 0
     page = paths["html"].read_text()
     imgs = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
-    assert len(imgs) == 2  # discrimination chart and error curve
-    import base64
-
+    assert len(imgs) == 2  # group positive rates and the error curve
     assert all(base64.b64decode(b)[:8] == b"\x89PNG\r\n\x1a\n" for b in imgs)
-    # the score table is in the page, and text from the data is escaped
-    assert "0.9" in page and "lift" in page
-    assert "<script>" not in page and "&lt;script&gt;" in page
-    assert "<b>gender</b>" not in page and "&lt;b&gt;gender&lt;/b&gt;" in page
+    # verdict and findings lead, sections follow in order, skipped sections say why
+    assert page.index("class='verdict'") < page.index("id='findings'") < page.index("id='errors'")
+    assert "not a LightningModule" in page and "Status: skipped" in page
+    assert "FLAG" in page
+    # everything from the data is escaped
+    for raw in ("<script>", "<b>gender</b>", "<here>"):
+        assert raw not in page
+    assert "&lt;script&gt;" in page and "&lt;b&gt;gender&lt;/b&gt;" in page
     md = paths["markdown"].read_text()
-    assert "## Discrimination scores" in md and "| feature | value |" in md
+    assert md.index("## Verdict") < md.index("## Findings") < md.index("## Error verification")
+    assert "| finding | feature |" in md and "**FLAG**" in md
+    payload = json.loads(paths["json"].read_text())
+    assert list(payload)[:4] == ["format_version", "title", "verdict", "findings"]
+
+
+def test_save_refuses_to_overwrite_without_force(tmp_path):
+    report = _report()
+    report.save(tmp_path)
+    with pytest.raises(InvalidInputError, match="already holds report.json"):
+        report.save(tmp_path)
+    report.save(tmp_path, force=True)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InvalidInputError, match="must be a folder"):
+        report.save(tmp_path / "file")
 
 
 def test_json_roundtrip(tmp_path):
     report = _report()
     report.save(tmp_path)
     back = AuditReport.from_json(tmp_path / "report.json")
-    for name in ("discrimination", "error_verification", "top_pairs", "pair_features", "finetune"):
-        pd.testing.assert_frame_equal(getattr(back, name), getattr(report, name), check_dtype=True)
-    pd.testing.assert_frame_equal(back.group_fairness.groups, report.group_fairness.groups)
-    assert back.dataset == report.dataset
+    pd.testing.assert_frame_equal(back.findings, report.findings)
+    assert back.section_keys == report.section_keys
+    for sec in report.sections:
+        other = back.section(sec.key)
+        assert (other.title, other.summary, other.status, other.notes) == (
+            sec.title,
+            sec.summary,
+            sec.status,
+            sec.notes,
+        )
+        for name, frame in sec.tables.items():
+            pd.testing.assert_frame_equal(other.tables[name], frame, check_dtype=True)
+        assert [f.kind for f in other.figures] == [f.kind for f in sec.figures]
+    assert back.dataset == report.dataset and back.verdict == report.verdict
     assert math.isnan(report.model["nan_metric"]) and back.model["nan_metric"] is None
-    assert back.config == report.config and back.summary == report.summary
-    # directory path works too, and JSON is strict (no NaN tokens)
+    assert back.config == report.config and back.run_info == report.run_info
+    # a folder works too, and JSON is strict (no NaN tokens)
     assert AuditReport.from_json(tmp_path).to_dict() == back.to_dict()
     json.loads((tmp_path / "report.json").read_text(), parse_constant=pytest.fail)
+    assert back.finding("statistical parity")["feature"] == "<b>gender</b>"
+    assert back.table("pairs", "pairs")["node_u"].tolist() == [0, 3]
 
 
-def test_from_json_errors(tmp_path):
+def test_from_json_and_access_errors(tmp_path):
     with pytest.raises(InvalidInputError, match="is not a report.json file"):
         AuditReport.from_json(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
@@ -139,22 +158,34 @@ def test_from_json_errors(tmp_path):
     bad.write_text(json.dumps({"a": 1}))
     with pytest.raises(InvalidInputError, match="not an audit report"):
         AuditReport.from_json(bad)
+    bad.write_text(json.dumps({"format_version": 1, "sections": []}))
+    with pytest.raises(InvalidInputError, match="format_version 1"):
+        AuditReport.from_json(bad)
+    report = _report()
+    with pytest.raises(InvalidInputError, match="no section 'nope'"):
+        report.section("nope")
+    with pytest.raises(InvalidInputError, match="no table 'nope'"):
+        report.table("errors", "nope")
+    with pytest.raises(InvalidInputError, match="distinct keys"):
+        AuditReport({}, {}, {}, sections=[report.sections[0], report.sections[0]])
 
 
 def test_empty_tables_render(tmp_path):
-    report = _report()
-    report.discrimination = report.discrimination.iloc[:0]
-    report.error_verification = report.error_verification.iloc[:0]
-    report.finetune = None
-    report.group_fairness = None
+    section = ReportSection(
+        key="empty",
+        title="Empty",
+        tables={"t": pd.DataFrame({"a": pd.Series(dtype=float)})},
+        figures=[Figure("bar", "nothing", pd.DataFrame({"label": [], "value": []}))],
+    )
+    report = AuditReport({}, {}, {}, sections=[section])
     page = report.to_html()
-    assert "no data to plot" in page
-    AuditReport.from_json(tmp_path / "r.json") if False else report.to_json(tmp_path / "r.json")
+    assert "no data to plot" in page and "(no finding)" in page
+    report.to_json(tmp_path / "r.json")
     back = AuditReport.from_json(tmp_path / "r.json")
-    assert back.discrimination.empty and back.finetune is None
+    assert back.section("empty").tables["t"].empty and back.findings.empty
 
 
-def test_run_audit_with_plain_callable_and_single_class_model(tmp_path):
+def test_run_audit_with_plain_callable_and_degenerate_model(tmp_path):
     from gnnaudit.datasets import synthetic_credit_graph
     from gnnaudit.training import run_audit
 
@@ -163,25 +194,36 @@ def test_run_audit_with_plain_callable_and_single_class_model(tmp_path):
     def constant(x, edge_index):
         return torch.tensor([[1.0, 0.0]]).repeat(x.size(0), 1)
 
-    report = run_audit(data, constant, progress=False)
-    assert "one class" in report.summary["notes"]
-    assert report.discrimination.empty and report.error_verification.empty
-    assert report.top_pairs.empty and report.finetune is None
-    assert report.group_fairness.statistical_parity_difference == 0.0
+    report = run_audit(constant, data, progress=False)
+    degenerate = report.finding("degenerate model")
+    assert degenerate["flagged"] and degenerate["value"] == 1.0
+    assert "degenerate" in report.verdict
+    assert report.section("model_quality").data["degenerate"] is True
+    # no counterfactual evidence exists: the evidence sections are skipped with the reason
+    for key in ("discrimination", "error_verification", "evidence_pairs"):
+        assert report.section(key).status == "skipped"
+        assert "one class" in report.section(key).summary
+    assert report.section("group_fairness").tables["gaps"]["value"].iloc[0] == 0.0
+    assert not report.findings.loc[
+        report.findings["finding"] != "degenerate model", "flagged"
+    ].any()
     report.save(tmp_path)
-    assert AuditReport.from_json(tmp_path).summary["notes"] == report.summary["notes"]
+    assert AuditReport.from_json(tmp_path).verdict == report.verdict
 
     def by_gender(x, edge_index):  # predicts the sensitive attribute: maximal parity gap
         g = x[:, -1].long()
         return torch.nn.functional.one_hot(g, 2).float()
 
-    report = run_audit(data, by_gender, progress=False, finetune=True, top_pairs=3)
-    assert report.group_fairness.statistical_parity_difference == pytest.approx(1.0)
-    assert "not a LightningModule" in report.summary["notes"]
-    assert len(report.top_pairs) == 3
+    report = run_audit(by_gender, data, progress=False, finetune=True, top_pairs=3)
+    parity = report.finding("statistical parity", "gender")
+    assert parity["value"] == pytest.approx(1.0) and parity["flagged"]
+    assert report.verdict.startswith("Yes: the model's decisions depend on gender")
+    assert report.section("finetune").status == "skipped"
+    assert "LightningModule" in report.section("finetune").summary
+    assert len(report.table("evidence_pairs", "pairs")) == 3
     # gender decides the prediction: every evidence of every node has the other gender, but so
     # does every candidate, hence score 1 = baseline 1 and lift 0 ("by construction")
-    g = report.discrimination[report.discrimination["feature"] == "gender"]
+    scores = report.table("discrimination", "scores")
+    g = scores[scores["feature"] == "gender"]
     assert np.allclose(g["score"], 1.0) and np.allclose(g["baseline"], 1.0)
     assert np.allclose(g["lift"], 0.0)
-    assert report.discrimination["score"].iloc[0] == 1.0

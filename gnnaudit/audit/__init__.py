@@ -1,29 +1,69 @@
-"""GNN audits built on counterfactual evidence.
+"""GNN audits built on counterfactual evidence, shaped as units that feed one report.
 
-What belongs here: counterfactual-evidence search (exact, the paper's index, faiss),
-discrimination scores, group fairness, error verification and the audit report.
-Imports from :mod:`gnnaudit.graph_ops` only (never from clustering, training or cli).
+What belongs here: counterfactual-evidence search (exact, the paper's index, faiss), the audit
+statistics (each one module: model quality, group fairness, discrimination scores, error
+verification, evidence pairs ...), the shared audit context, and the report with its findings.
+Each statistic is an :class:`AuditUnit` taking the shared :class:`AuditContext` (model, data,
+options, cached predictions and evidences) and returning a result with ``to_frame()``, a
+report section and findings. Imports from :mod:`gnnaudit.graph_ops` and
+:mod:`gnnaudit.clustering` only (never from training or cli).
 """
 
-from gnnaudit.audit.discrimination import discrimination_scores, feature_rank
-from gnnaudit.audit.error_verification import error_verification
+from gnnaudit.audit.context import AuditContext, AuditOptions
+from gnnaudit.audit.discrimination import (
+    DiscriminationResult,
+    DiscriminationUnit,
+    discrimination_scores,
+    feature_rank,
+)
+from gnnaudit.audit.error_verification import (
+    ErrorVerificationResult,
+    ErrorVerificationUnit,
+    error_verification,
+)
 from gnnaudit.audit.evidence import CounterfactualEvidence
-from gnnaudit.audit.group_fairness import GroupFairness, group_fairness
-from gnnaudit.audit.report import AuditReport, pair_comparison
+from gnnaudit.audit.evidence_pairs import EvidencePairsResult, EvidencePairsUnit, pair_comparison
+from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
+from gnnaudit.audit.group_fairness import GroupFairness, GroupFairnessUnit, group_fairness
+from gnnaudit.audit.model_adapter import ModelAdapter
+from gnnaudit.audit.model_quality import ModelQuality, ModelQualityResult
+from gnnaudit.audit.report import AuditReport
+from gnnaudit.audit.report_section import Figure, Finding, ReportSection
 from gnnaudit.audit.search_exact import ExactSearcher
 from gnnaudit.audit.search_faiss import FaissSearcher
 from gnnaudit.audit.search_index import IndexSearcher
+from gnnaudit.audit.unit import AuditResult, AuditUnit, run_units
 
 __all__ = [
     "CounterfactualEvidence",
+    "LocalEvidence",
+    "GlobalEvidence",
     "ExactSearcher",
     "IndexSearcher",
     "FaissSearcher",
+    "AuditContext",
+    "AuditOptions",
+    "AuditUnit",
+    "AuditResult",
+    "run_units",
+    "ModelAdapter",
+    "ModelQuality",
+    "ModelQualityResult",
     "discrimination_scores",
     "feature_rank",
+    "DiscriminationUnit",
+    "DiscriminationResult",
     "group_fairness",
     "GroupFairness",
+    "GroupFairnessUnit",
     "error_verification",
-    "AuditReport",
+    "ErrorVerificationUnit",
+    "ErrorVerificationResult",
     "pair_comparison",
+    "EvidencePairsUnit",
+    "EvidencePairsResult",
+    "AuditReport",
+    "Finding",
+    "ReportSection",
+    "Figure",
 ]

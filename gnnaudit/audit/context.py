@@ -211,6 +211,8 @@ class AuditContext:
                 f"{self.nodes.size} audited nodes; a fairness audit needs at least two groups"
             )
         self.notes: list[str] = []
+        #: results of the units that already ran, by unit name (filled by ``run_units``)
+        self.results: dict[str, Any] = {}
         self._local: LocalEvidence | None = None
         self._global: GlobalEvidence | None = None
 
@@ -286,6 +288,27 @@ class AuditContext:
                 out[f"{split}_accuracy"] = float(correct[_to_numpy(mask).astype(bool)].mean())
         out["audited_accuracy"] = float(correct[self.nodes].mean())
         return out
+
+    @cached_property
+    def quality(self) -> Any:
+        """:class:`~gnnaudit.audit.model_quality.ModelQualityResult` of the model on the audited
+        nodes (accuracy, majority rate, degenerate verdict)."""
+        from gnnaudit.audit.model_quality import assess_model
+
+        return assess_model(
+            self.predictions,
+            self.labels,
+            self.nodes,
+            n_boot=self.options.n_boot,
+            confidence=self.options.confidence,
+            rng=self.options.rng(1),
+            split_accuracies={k: v for k, v in self.accuracies.items() if k != "audited_accuracy"},
+        )
+
+    @property
+    def degenerate_reason(self) -> str | None:
+        """Why the model is degenerate (near-constant), in plain words; None when it is not."""
+        return self.quality.degenerate_reason
 
     # ------------------------------------------------------------------ requirements
     def missing(self, requires: Sequence[str]) -> str | None:

@@ -1,53 +1,75 @@
-"""Discrimination scores of feature values from local counterfactual evidences (CE paper, Eq. 12).
+r"""Discrimination scores of feature values from local counterfactual evidences (CE paper, Eq. 12).
 
 For a feature ``f`` and one of its values ``a`` the paper scores how often the top-k local
 counterfactual evidences of a test node ``v`` with ``x_v[f] = a`` carry a *different* value:
 
 .. math::
 
-    DS_v(f = a) = \\frac{1}{k} \\sum_{u \\in LCE_k(v)} \\mathbb{I}(x_v[f] = a \\wedge x_u[f] \\neq a),
-    \\qquad DS(f = a) = \\operatorname{mean}_{v \\in V_{test},\\, x_v[f] = a} DS_v(f = a).
+    DS_v(f = a) = \frac{1}{k} \sum_{u \in LCE_k(v)} \mathbb{I}(x_v[f] = a \wedge x_u[f] \neq a),
+    \qquad DS(f = a) = \operatorname{mean}_{v \in V_{test},\, x_v[f] = a} DS_v(f = a).
 
-A high score says: the most similar nodes the model labels differently tend not to share the
-value, so the value looks decisive for the prediction. A high score can also arise by
-construction: if value ``a`` is rare among ``v``'s candidates (test nodes with a different
-prediction), *any* set of evidences mostly carries another value. :func:`discrimination_scores`
-therefore also reports the **baseline**, the exact expected score if each node's evidences were
-drawn uniformly at random from its candidates,
+**Values.** Binary columns and categorical columns (whole numbers, at most ``max_values``
+distinct values over all nodes) are scored per value. A continuous column would make every
+distinct float a "value"; instead it is cut into ``bins`` quantile bins over all nodes (edges at
+the ``i / bins`` quantiles, repeated edges merged) and ``a`` is a bin, labelled by its interval
+``[lo, hi)``; "carries a different value" then means "falls in another bin".
+
+**Baseline and lift.** A high score can arise by construction: if value ``a`` is rare among
+``v``'s candidates (test nodes with a different prediction), *any* set of evidences mostly
+carries another value. The table therefore also reports the **baseline**, the exact expected
+score if each node's evidences were drawn uniformly at random from its candidates,
 
 .. math::
 
-    B_v(f = a) = \\frac{\\#\\{u \\in C_v : x_u[f] \\neq a\\}}{|C_v|}, \\qquad
-    C_v = \\{u \\in V_{test} : \\hat y_u \\neq \\hat y_v\\},
+    B_v(f = a) = \frac{\#\{u \in C_v : x_u[f] \neq a\}}{|C_v|}, \qquad
+    C_v = \{u \in V_{test} : \hat y_u \neq \hat y_v\},
 
 averaged over the same nodes, and the **lift** = score - baseline: how much the similarity-
 ranked evidences differ in ``f`` beyond what the candidates' value mix forces.
+
+Measured limitation: on the synthetic credit graph the ranking by Eq. 12 does not single out a
+planted sensitive bias (``benchmarks/results/audit.md``); the audit's findings rest on the
+counterfactual flip and the evidence contrast instead, and this table is descriptive.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_array, check_choice, check_int
 from gnnaudit.audit.evidence_inputs import (
-    REQUIRED_LOCAL_COLUMNS,
     check_frame,
-    check_frame_ids,
     fitted_predictions,
     fitted_test_nodes,
     is_estimator,
     mask_nodes,
     node_features,
-    predictions_from_frame,
 )
+from gnnaudit.audit.evidence_result import LocalEvidence
+from gnnaudit.audit.report_section import Figure, ReportSection
+from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["discrimination_scores", "feature_rank", "score_table", "DISCRIMINATION_COLUMNS"]
+if TYPE_CHECKING:  # pragma: no cover
+    from gnnaudit.audit.context import AuditContext
+
+__all__ = [
+    "discrimination_scores",
+    "feature_rank",
+    "FeatureCoding",
+    "code_features",
+    "score_arrays",
+    "arrays_to_table",
+    "DiscriminationResult",
+    "DiscriminationUnit",
+    "DISCRIMINATION_COLUMNS",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -55,210 +77,137 @@ logger = logging.getLogger(__name__)
 DISCRIMINATION_COLUMNS = ["feature", "value", "score", "baseline", "lift", "support"]
 
 #: memory bound (number of array cells) of one feature chunk of the (q, k, F) comparison
-_CHUNK_CELLS = 8_000_000
+CHUNK_CELLS = 8_000_000
 
 
-def resolve_features(
-    features: Any, names: Sequence[str], x: np.ndarray, max_values: int
-) -> list[int]:
-    """Column indices of the features to score (names or indices), or the detected categorical
-    ones (at most ``max_values`` distinct values over all nodes)."""
+# ----------------------------------------------------------------------------------------------
+# values: categories and quantile bins
+# ----------------------------------------------------------------------------------------------
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:.3g}"
+
+
+@dataclass(frozen=True)
+class FeatureCoding:
+    """Every scored column as small integer codes with readable value labels.
+
+    Attributes
+    ----------
+    columns : column indices into ``x``.
+    names : their feature names.
+    codes : (n, F) int32, the value (category or bin) of each node in each column.
+    labels : per column, the label of each code (``"1"``, ``"0.5"``, ``"[-0.67, 0.01)"``).
+    kinds : per column, ``"categorical"`` (binary included) or ``"binned"``.
+    """
+
+    columns: list[int]
+    names: list[str]
+    codes: np.ndarray
+    labels: list[list[str]]
+    kinds: list[str] = field(default_factory=list)
+
+
+def code_features(
+    x: np.ndarray,
+    names: Sequence[str],
+    features: Any = None,
+    *,
+    max_values: int = 10,
+    bins: int = 4,
+) -> FeatureCoding:
+    """Codes of the columns ``features`` (names or indices; default every column).
+
+    Binary columns (two values) and whole-number columns with at most ``max_values`` distinct
+    values are coded by value; every other column (fractional values, e.g. a standardised
+    count, or many values) is cut into ``bins`` quantile bins (see the module docstring).
+    Cost O(n F log n)."""
+    max_values = check_int("max_values", max_values, minimum=2)
+    bins = check_int("bins", bins, minimum=2)
     d = x.shape[1]
     if features is None:
-        # distinct values per column, vectorised: sort each column and count value changes
-        srt = np.sort(x, axis=0)
-        distinct = 1 + (np.diff(srt, axis=0) != 0).sum(axis=0) if x.shape[0] else np.zeros(d)
-        cols = np.flatnonzero(distinct <= max_values).tolist()
-        if not cols:
-            raise InvalidInputError(
-                f"no feature column has <= {max_values} distinct values; pass features=... "
-                "naming binary or categorical columns"
-            )
-        return cols
-    if isinstance(features, (str, int, np.integer)):
-        features = [features]
-    cols: list[int] = []
-    lookup = {n: i for i, n in enumerate(names)}
-    for f in features:
-        if isinstance(f, str):
-            if f not in lookup:
-                raise InvalidInputError(
-                    f"features holds unknown feature name {f!r}; known names: "
-                    f"{', '.join(names[:20])}{' ...' if len(names) > 20 else ''}"
-                )
-            cols.append(lookup[f])
-        else:
-            i = check_int("features entry", f, minimum=-d, maximum=d - 1)
-            cols.append(i % d)
-    for i in cols:
-        nvals = np.unique(x[:, i]).size
-        if nvals > max_values:
-            raise InvalidInputError(
-                f"feature {names[i]!r} has {nvals} distinct values; discrimination scores need a "
-                f"binary or categorical column (<= max_values={max_values} values)"
-            )
-    return list(dict.fromkeys(cols))
-
-
-def _padded_local(frame: pd.DataFrame, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Queries (ascending) and their first ``k`` evidences by rank, padded with ``-1``."""
-    if frame.empty:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, k), dtype=np.int64)
-    order = np.lexsort(
-        (
-            frame["evidence"].to_numpy(dtype=np.int64),
-            frame["rank"].to_numpy(dtype=np.int64),
-            frame["query"].to_numpy(dtype=np.int64),
-        )
+        cols = list(range(d))
+    else:
+        if isinstance(features, (str, int, np.integer)):
+            features = [features]
+        lookup = {n: i for i, n in enumerate(names)}
+        cols = []
+        for f in features:
+            if isinstance(f, str):
+                if f not in lookup:
+                    raise InvalidInputError(
+                        f"features holds unknown feature name {f!r}; known names: "
+                        f"{', '.join(names[:20])}{' ...' if len(names) > 20 else ''}"
+                    )
+                cols.append(lookup[f])
+            else:
+                i = check_int("features entry", f, minimum=-d, maximum=d - 1)
+                cols.append(i % d)
+        cols = list(dict.fromkeys(cols))
+    if not cols:
+        raise InvalidInputError("features selects no column")
+    codes = np.empty((x.shape[0], len(cols)), dtype=np.int32)
+    labels: list[list[str]] = []
+    kinds: list[str] = []
+    for j, c in enumerate(cols):
+        col = x[:, c]
+        values, inverse = np.unique(col, return_inverse=True)
+        whole = bool(np.all(values == np.round(values)))
+        if values.size <= 2 or (whole and values.size <= max_values):
+            codes[:, j] = inverse
+            labels.append([_num(v) for v in values])
+            kinds.append("categorical")
+            continue
+        edges = np.unique(np.quantile(col, np.linspace(0.0, 1.0, bins + 1)))
+        inner = edges[1:-1]
+        codes[:, j] = np.searchsorted(inner, col, side="right")
+        labs = [f"[{_num(lo)}, {_num(hi)})" for lo, hi in zip(edges[:-2], edges[1:-1], strict=True)]
+        labs.append(f"[{_num(edges[-2])}, {_num(edges[-1])}]")
+        labels.append(labs)
+        kinds.append("binned")
+    return FeatureCoding(
+        columns=cols, names=[names[c] for c in cols], codes=codes, labels=labels, kinds=kinds
     )
-    q = frame["query"].to_numpy(dtype=np.int64)[order]
-    e = frame["evidence"].to_numpy(dtype=np.int64)[order]
-    queries, start, counts = np.unique(q, return_index=True, return_counts=True)
-    pos = np.arange(q.shape[0]) - np.repeat(start, counts)
-    keep = pos < k
-    row = np.searchsorted(queries, q[keep])
-    out = np.full((queries.shape[0], k), -1, dtype=np.int64)
-    out[row, pos[keep]] = e[keep]
-    return queries, out
 
 
 # ----------------------------------------------------------------------------------------------
 # Eq. 12
 # ----------------------------------------------------------------------------------------------
-def discrimination_scores(
-    data: Any,
-    evidence: Any,
-    k: int = 10,
-    features: Sequence[str | int] | str | int | None = None,
-    *,
-    predictions: Any = None,
-    mask: Any = None,
-    max_values: int = 10,
-    min_support: int = 1,
-) -> pd.DataFrame:
-    """Discrimination score (Eq. 12) of every value of binary / categorical features.
-
-    Parameters
-    ----------
-    data : PyG ``Data`` with ``x`` (and optionally ``feature_names``, ``test_mask``).
-    evidence : a fitted :class:`~gnnaudit.audit.CounterfactualEvidence` (its
-        ``local_evidence`` is called for all of its test nodes with ``k``) **or** a local-
-        evidence DataFrame with columns ``query, evidence, rank`` as ``local_evidence``
-        returns. For a DataFrame the first ``k`` evidences of each query by ``rank`` are used
-        and only the queries present are scored.
-    k : number of local evidences per test node (the paper uses 10). A node with fewer than
-        ``k`` evidences (fewer candidates, or an approximate backend) is scored over the
-        evidences returned: ``DS_v`` divides by their number, not by ``k``. Nodes without any
-        evidence (no candidate) are not scored.
-    features : names (``data.feature_names``) or column indices; default: every column with at
-        most ``max_values`` distinct values over all nodes.
-    predictions : predicted class per node; only needed with a DataFrame (default: read from
-        the DataFrame's ``query_pred`` / ``evidence_pred``; every node of ``mask`` needs one).
-    mask : test nodes (bool mask or ids) forming the candidate pool of the baseline; only used
-        with a DataFrame (default ``data.test_mask``).
-    max_values : largest number of distinct values of a column treated as categorical.
-    min_support : drop (feature, value) rows scored on fewer nodes (default 1 keeps all, as in
-        the paper; values held by one or two nodes get extreme scores by chance).
-
-    Returns
-    -------
-    DataFrame with columns ``feature, value, score, baseline, lift, support``, one row per
-    (feature, value) held by at least one scored node, sorted by ``score`` descending as in the
-    paper (ties: larger ``lift``, then feature, value). ``support`` = number of scored test
-    nodes with that value. ``baseline`` (see the module docstring) is computed exactly from the
-    per-predicted-class value counts of the test nodes; ``lift = score - baseline``.
-
-    Memory: the comparison runs in feature chunks of at most ``8e6`` cells of a (queries, k,
-    features) array, plus the ``(n, d)`` feature matrix as float64.
-    """
-    k = check_int("k", k, minimum=1)
-    max_values = check_int("max_values", max_values, minimum=1)
-    min_support = check_int("min_support", min_support, minimum=1)
-    x, names = node_features(data)
-    n = x.shape[0]
-    cols = resolve_features(features, names, x, max_values)
-
-    if is_estimator(evidence):
-        test_nodes = fitted_test_nodes(evidence)
-        pred = fitted_predictions(evidence, n)
-        local = evidence.local_evidence(test_nodes, k=k)
-        frame = check_frame("evidence.local_evidence()", local, REQUIRED_LOCAL_COLUMNS)
-        check_frame_ids(frame, ("query", "evidence"), n)
-    else:
-        frame = check_frame("evidence", evidence, REQUIRED_LOCAL_COLUMNS)
-        check_frame_ids(frame, ("query", "evidence"), n)
-        if mask is None:
-            mask = getattr(data, "test_mask", None)
-            if mask is None:
-                raise InvalidInputError(
-                    "mask is required with a DataFrame when data has no test_mask"
-                )
-        test_nodes = mask_nodes("mask", mask, n)
-        if predictions is not None:
-            pred = check_array("predictions", predictions, ndim=1, dtype=np.int64)
-            if pred.shape[0] != n:
-                raise InvalidInputError(
-                    f"predictions must have one entry per node ({n}), got {pred.shape[0]}"
-                )
-        else:
-            pred = predictions_from_frame(
-                frame, [("query", "query_pred"), ("evidence", "evidence_pred")], n
-            )
-            unknown = test_nodes[pred[test_nodes] < 0]
-            if unknown.size and not frame.empty:
-                raise InvalidInputError(
-                    f"predictions is needed: {unknown.size} test node(s) (e.g. {unknown[:5].tolist()}) "
-                    "have no prediction in the evidence DataFrame"
-                )
-
-    queries, ev = _padded_local(frame, k)
-    return score_table(x, names, cols, queries, ev, pred, test_nodes, min_support=min_support)
-
-
-def _empty_table() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=float) for c in DISCRIMINATION_COLUMNS}).astype(
-        {"feature": object, "support": np.int64}
-    )
-
-
 def score_arrays(
-    x: np.ndarray,
-    names: Sequence[str],
-    cols: Sequence[int],
+    coding: FeatureCoding,
     queries: np.ndarray,
-    ev: np.ndarray,
+    evidence: np.ndarray,
     pred: np.ndarray,
     test_nodes: np.ndarray,
     *,
     min_support: int = 1,
-    encoded: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Array core of :func:`discrimination_scores` (no validation, unsorted; used by the audit
-    callback, which must stay cheap).
+    """Array core of :func:`discrimination_scores` (no validation, unsorted; the audit callback
+    calls it every epoch, so it stays cheap).
 
-    ``queries`` (q,) node ids, ``ev`` (q, k) evidence node ids padded with -1 (each row with at
-    least one evidence), ``pred`` (n,) predictions (valid on ``test_nodes``), ``test_nodes`` the
-    candidate pool of the baseline. ``encoded`` (optional, from :func:`encode_columns`) caches
-    the per-column ``np.unique`` work when the same graph is scored repeatedly. Returns arrays ``feature`` (column index), ``value``,
-    ``score``, ``baseline``, ``support``.
+    ``queries`` (q,) node ids; ``evidence`` (q, k) evidence node ids padded with -1 (each row
+    with at least one evidence); ``pred`` (n,) predictions (valid on ``test_nodes``);
+    ``test_nodes`` the candidate pool of the baseline. Returns arrays ``column`` (position in
+    ``coding``), ``code``, ``score``, ``baseline``, ``support``.
+
+    Memory: the comparison runs in feature chunks of at most :data:`CHUNK_CELLS` cells of a
+    (q, k, F) array.
     """
-    cols = list(cols)
     empty = {
-        "feature": np.zeros(0, dtype=np.int64),
-        "value": np.zeros(0),
+        "column": np.zeros(0, dtype=np.int64),
+        "code": np.zeros(0, dtype=np.int64),
         "score": np.zeros(0),
         "baseline": np.zeros(0),
         "support": np.zeros(0, dtype=np.int64),
     }
-    if queries.size == 0 or not cols:
+    n_cols = coding.codes.shape[1]
+    if queries.size == 0 or n_cols == 0:
         return empty
-    valid = ev >= 0
+    valid = evidence >= 0
     n_valid = valid.sum(axis=1)
     if np.any(n_valid == 0):
         raise InvalidInputError("every query needs at least one evidence")
-    ev_safe = np.where(valid, ev, 0)
+    ev_safe = np.where(valid, evidence, 0)
 
-    # candidate pool for the baseline: test nodes and their predicted classes
     pool_pred = pred[test_nodes]
     classes, pool_cls = np.unique(pool_pred, return_inverse=True)
     q_cls = np.clip(np.searchsorted(classes, pred[queries]), 0, max(classes.size - 1, 0))
@@ -274,26 +223,22 @@ def score_arrays(
             "not match the evidence)"
         )
 
-    # DS_v for every (query, feature): mismatching evidences / evidences returned, chunked
-    chunk = max(1, _CHUNK_CELLS // max(1, ev.size))
-    ds_v = np.empty((queries.size, len(cols)), dtype=np.float64)
-    for s in range(0, len(cols), chunk):
-        c = cols[s : s + chunk]
-        xq = x[np.ix_(queries, c)]  # (q, F)
-        xe = x[:, c][ev_safe]  # (q, k, F)
-        mism = (xe != xq[:, None, :]) & valid[:, :, None]
+    codes = coding.codes
+    chunk = max(1, CHUNK_CELLS // max(1, evidence.size))
+    ds_v = np.empty((queries.size, n_cols), dtype=np.float64)
+    for s in range(0, n_cols, chunk):
+        cq = codes[queries, s : s + chunk]  # (q, F)
+        ce = codes[:, s : s + chunk][ev_safe]  # (q, k, F)
+        mism = (ce != cq[:, None, :]) & valid[:, :, None]
         ds_v[:, s : s + chunk] = mism.sum(axis=1) / n_valid[:, None]
-    if encoded is None:
-        encoded = encode_columns(x, cols)
 
     n_cls = classes.size
-    feat, val, sc, bs, sup = [], [], [], [], []
-    for j, col in enumerate(cols):
-        values, codes = encoded[j]
-        nv = values.size
-        q_code = codes[queries]
-        # per (class, value) counts among the pool
-        counts = np.bincount(pool_cls * nv + codes[test_nodes], minlength=n_cls * nv)
+    col_o, code_o, sc, bs, sup = [], [], [], [], []
+    for j in range(n_cols):
+        nv = len(coding.labels[j])
+        node_code = codes[:, j].astype(np.int64)
+        q_code = node_code[queries]
+        counts = np.bincount(pool_cls * nv + node_code[test_nodes], minlength=n_cls * nv)
         counts = counts.reshape(n_cls, nv)
         total = counts.sum(axis=0)
         same = total[q_code] - counts[q_cls, q_code]
@@ -302,74 +247,185 @@ def score_arrays(
         score = np.bincount(q_code, weights=ds_v[:, j], minlength=nv)
         base = np.bincount(q_code, weights=base_v, minlength=nv)
         held = np.flatnonzero(support >= min_support)
-        feat.append(np.full(held.size, col, dtype=np.int64))
-        val.append(values[held])
+        col_o.append(np.full(held.size, j, dtype=np.int64))
+        code_o.append(held.astype(np.int64))
         sc.append(score[held] / support[held])
         bs.append(base[held] / support[held])
         sup.append(support[held])
     return {
-        "feature": np.concatenate(feat),
-        "value": np.concatenate(val).astype(np.float64),
+        "column": np.concatenate(col_o),
+        "code": np.concatenate(code_o),
         "score": np.concatenate(sc),
         "baseline": np.concatenate(bs),
         "support": np.concatenate(sup).astype(np.int64),
     }
 
 
-def encode_columns(x: np.ndarray, cols: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``(distinct values, code of every node)`` of each column in ``cols``."""
-    return [np.unique(x[:, c], return_inverse=True) for c in cols]
-
-
-def arrays_to_table(arrays: dict[str, np.ndarray], names: Sequence[str]) -> pd.DataFrame:
-    """Sorted discrimination DataFrame from :func:`score_arrays` output."""
-    if arrays["feature"].size == 0:
-        return _empty_table()
+def arrays_to_table(arrays: dict[str, np.ndarray], coding: FeatureCoding) -> pd.DataFrame:
+    """Sorted discrimination DataFrame (:data:`DISCRIMINATION_COLUMNS`) of :func:`score_arrays`
+    output: by ``score`` descending as in the paper, ties by larger ``lift``, then feature and
+    value."""
+    cols, codes = arrays["column"], arrays["code"]
     table = pd.DataFrame(
         {
-            "feature": pd.Series([names[c] for c in arrays["feature"]], dtype=object),
-            "value": arrays["value"],
-            "score": arrays["score"],
-            "baseline": arrays["baseline"],
-            "lift": arrays["score"] - arrays["baseline"],
-            "support": arrays["support"],
-        }
+            "feature": pd.Series([coding.names[c] for c in cols], dtype=object),
+            "value": pd.Series(
+                [coding.labels[c][v] for c, v in zip(cols, codes, strict=True)], dtype=object
+            ),
+            "score": arrays["score"].astype(np.float64),
+            "baseline": arrays["baseline"].astype(np.float64),
+            "lift": (arrays["score"] - arrays["baseline"]).astype(np.float64),
+            "support": arrays["support"].astype(np.int64),
+        },
+        columns=DISCRIMINATION_COLUMNS,
     )
-    return table.sort_values(
-        ["score", "lift", "feature", "value"], ascending=[False, False, True, True], kind="stable"
-    ).reset_index(drop=True)
+    table["_order"] = cols * 100_000 + codes
+    table = table.sort_values(
+        ["score", "lift", "feature", "_order"],
+        ascending=[False, False, True, True],
+        kind="stable",
+    )
+    return table.drop(columns="_order").reset_index(drop=True)
 
 
-def score_table(
-    x: np.ndarray,
-    names: Sequence[str],
-    cols: Sequence[int],
-    queries: np.ndarray,
-    ev: np.ndarray,
+def discrimination_scores(
+    data: Any,
+    evidence: Any,
+    k: int = 10,
+    features: Sequence[str | int] | str | int | None = None,
+    *,
+    predictions: Any = None,
+    mask: Any = None,
+    max_values: int = 10,
+    bins: int = 4,
+    min_support: int = 1,
+) -> pd.DataFrame:
+    """Discrimination score (Eq. 12) of every value (or quantile bin) of the features.
+
+    Parameters
+    ----------
+    data : PyG ``Data`` with ``x`` (and optionally ``feature_names``, ``test_mask``).
+    evidence : a fitted :class:`~gnnaudit.audit.CounterfactualEvidence` (the local top-``k``
+        of all of its test nodes is searched), a :class:`~gnnaudit.audit.LocalEvidence`, or a
+        local-evidence DataFrame with columns ``query, evidence, rank`` as ``local_evidence``
+        returns (the first ``k`` evidences of each query by ``rank`` are used).
+    k : number of local evidences per test node (the paper uses 10). A node with fewer than
+        ``k`` evidences is scored over those returned; nodes without any are not scored.
+    features : names (``data.feature_names``) or column indices; default every column.
+    predictions : predicted class per node; needed with a LocalEvidence / DataFrame whose
+        predictions do not cover every node of ``mask``.
+    mask : test nodes (bool mask or ids) forming the candidate pool of the baseline; with a
+        LocalEvidence / DataFrame (default ``data.test_mask``).
+    max_values : columns with at most this many distinct values are scored per value; others
+        are binned.
+    bins : quantile bins of a continuous column.
+    min_support : drop (feature, value) rows held by fewer scored nodes (1 keeps all, as in
+        the paper; values held by one or two nodes get extreme scores by chance).
+
+    Returns
+    -------
+    DataFrame ``feature, value, score, baseline, lift, support``, one row per (feature, value)
+    held by at least ``min_support`` scored nodes, sorted by ``score`` descending (ties:
+    larger ``lift``, then feature, value). ``value`` is a readable label: the value of a
+    categorical column or the interval of a bin.
+    """
+    k = check_int("k", k, minimum=1)
+    min_support = check_int("min_support", min_support, minimum=1)
+    x, names = node_features(data)
+    n = x.shape[0]
+    coding = code_features(x, names, features, max_values=max_values, bins=bins)
+
+    if is_estimator(evidence):
+        test_nodes = fitted_test_nodes(evidence)
+        pred = fitted_predictions(evidence, n)
+        local = evidence.search_local(test_nodes, k=k)
+    else:
+        if isinstance(evidence, pd.DataFrame):
+            check_frame("evidence", evidence, ("query", "evidence", "rank"))
+            local = LocalEvidence.from_frame(evidence, k=k)
+        elif isinstance(evidence, LocalEvidence):
+            local = evidence.head(k)
+        else:
+            raise InvalidInputError(
+                "evidence must be a fitted CounterfactualEvidence, a LocalEvidence or a "
+                f"local-evidence DataFrame, got {type(evidence).__name__}"
+            )
+        if mask is None:
+            mask = getattr(data, "test_mask", None)
+            if mask is None:
+                raise InvalidInputError(
+                    "mask is required with a LocalEvidence / DataFrame when data has no test_mask"
+                )
+        test_nodes = mask_nodes("mask", mask, n)
+        _check_ids(local, n)
+        pred = _predictions(predictions, local, n, test_nodes)
+    return score_local(coding, local, pred, test_nodes, min_support=min_support)
+
+
+def _check_ids(local: LocalEvidence, n: int) -> None:
+    for name, ids, low in (("query", local.query, 0), ("evidence", local.evidence, -1)):
+        if ids.size and (ids.max() >= n or ids.min() < low):
+            raise InvalidInputError(
+                f"evidence {name} ids lie in [{ids.min()}, {ids.max()}], outside [0, {n - 1}]"
+            )
+
+
+def _predictions(
+    predictions: Any, local: LocalEvidence, n: int, test_nodes: np.ndarray
+) -> np.ndarray:
+    if predictions is not None:
+        pred = check_array("predictions", predictions, ndim=1, dtype=None)
+        if pred.dtype.kind not in "iub":
+            raise InvalidInputError(f"predictions must hold integer classes, got {pred.dtype}")
+        if pred.shape[0] != n:
+            raise InvalidInputError(
+                f"predictions must have one entry per node ({n}), got {pred.shape[0]}"
+            )
+        return pred.astype(np.int64)
+    pred = np.full(n, -1, dtype=np.int64)
+    for ids, p in ((local.query, local.query_pred), (local.evidence, local.evidence_pred)):
+        ok = (ids >= 0) & (p >= 0)
+        if ids.size:
+            pred[ids[ok]] = p[ok]
+    unknown = test_nodes[pred[test_nodes] < 0]
+    if unknown.size and len(local):
+        raise InvalidInputError(
+            f"predictions is needed: {unknown.size} test node(s) (e.g. {unknown[:5].tolist()}) "
+            "have no prediction in the evidence"
+        )
+    return pred
+
+
+def score_local(
+    coding: FeatureCoding,
+    local: LocalEvidence,
     pred: np.ndarray,
     test_nodes: np.ndarray,
     *,
     min_support: int = 1,
 ) -> pd.DataFrame:
-    """:func:`score_arrays` as the sorted discrimination DataFrame."""
-    if queries.size == 0:
+    """Eq. 12 table of the queries of ``local`` that have at least one evidence."""
+    _check_ids(local, coding.codes.shape[0])
+    has = local.valid.any(axis=1)
+    if not has.any():
         logger.warning("no test node has a counterfactual evidence; discrimination table empty")
-    arrays = score_arrays(x, names, cols, queries, ev, pred, test_nodes, min_support=min_support)
-    return arrays_to_table(arrays, names)
+    arrays = score_arrays(
+        coding, local.query[has], local.evidence[has], pred, test_nodes, min_support=min_support
+    )
+    return arrays_to_table(arrays, coding)
 
 
 def feature_rank(table: pd.DataFrame, feature: str, by: str = "score") -> int:
     """1-based rank of ``feature`` in a discrimination table ordered by ``by`` (descending).
 
     A feature's rank is the rank of its best value; ties in ``by`` are broken by ``lift`` /
-    ``score`` and then by name, as in :func:`discrimination_scores`. Raises if the feature is
-    absent.
+    ``score`` and then by name. Raises if the feature is absent.
     """
     check_choice("by", by, ("score", "lift", "baseline"))
     check_frame("table", table, DISCRIMINATION_COLUMNS)
     other = "lift" if by != "lift" else "score"
     ordered = table.sort_values(
-        [by, other, "feature", "value"], ascending=[False, False, True, True], kind="stable"
+        [by, other, "feature"], ascending=[False, False, True], kind="stable"
     )
     features = list(dict.fromkeys(ordered["feature"].tolist()))
     if feature not in features:
@@ -377,3 +433,129 @@ def feature_rank(table: pd.DataFrame, feature: str, by: str = "score") -> int:
             f"feature {feature!r} is not in the discrimination table; present: {features[:20]}"
         )
     return features.index(feature) + 1
+
+
+# ----------------------------------------------------------------------------------------------
+# audit unit
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class DiscriminationResult(AuditResult):
+    """Eq. 12 table of the audited nodes, with the sensitive attribute's ranks."""
+
+    table: pd.DataFrame
+    k: int
+    min_support: int
+    bins: int
+    sensitive_name: str | None = None
+    top: int = 15
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.table
+
+    def ranks(self) -> dict[str, int]:
+        """Rank of the sensitive feature by score and by lift (empty when absent)."""
+        name = self.sensitive_name
+        if name is None or name not in set(self.table["feature"]):
+            return {}
+        return {
+            "rank_by_score": feature_rank(self.table, name, by="score"),
+            "rank_by_lift": feature_rank(self.table, name, by="lift"),
+        }
+
+    def report_section(self) -> ReportSection:
+        table = self.table
+        n_feat = int(table["feature"].nunique()) if len(table) else 0
+        if table.empty:
+            summary = "No audited node has a counterfactual evidence: the table is empty."
+        else:
+            top = table.iloc[0]
+            summary = (
+                f"Highest score: {top['feature']} = {top['value']} ({top['score']:.3f}, "
+                f"baseline {top['baseline']:.3f}, lift {top['lift']:+.3f})."
+            )
+            ranks = self.ranks()
+            if ranks:
+                summary += (
+                    f" {self.sensitive_name} ranks {ranks['rank_by_score']} by score and "
+                    f"{ranks['rank_by_lift']} by lift among {n_feat} features."
+                )
+        chart = table.head(self.top).assign(
+            label=lambda t: t["feature"].astype(str) + " = " + t["value"].astype(str)
+        )
+        highlight = (
+            chart.loc[chart["feature"] == self.sensitive_name, "label"].tolist()
+            if self.sensitive_name
+            else []
+        )
+        return ReportSection(
+            key=DiscriminationUnit.name,
+            title="Discrimination scores (CE paper Eq. 12)",
+            summary=summary,
+            tables={"scores": table},
+            figures=[
+                Figure(
+                    kind="bar",
+                    title="Top discrimination scores (tick: baseline)",
+                    data=chart[["label", "score", "baseline"]].rename(columns={"score": "value"}),
+                    options={"highlight": highlight, "xlabel": "score", "xlim": [0, 1.05]},
+                )
+            ],
+            notes=[
+                "score: share of a node's top-k counterfactual evidences with another value, "
+                "averaged over the nodes holding the value; baseline: the same share if the "
+                "evidences were drawn uniformly from the node's candidates; lift = score - "
+                "baseline. A score equal to its baseline says nothing about the model.",
+                f"k = {self.k}; values held by fewer than {self.min_support} audited nodes are "
+                f"left out; continuous columns are cut into {self.bins} quantile bins.",
+                "Descriptive only: on data with a planted bias this ranking does not single out "
+                "the sensitive attribute (benchmarks/results/audit.md); the findings rest on "
+                "the counterfactual flip and the evidence contrast.",
+            ],
+            data={"k": self.k, "features": n_feat, **self.ranks()},
+        )
+
+
+class DiscriminationUnit(AuditUnit):
+    """Audit unit: :func:`discrimination_scores` over the audited nodes' local evidences.
+
+    Parameters
+    ----------
+    min_support : leave out values held by fewer audited nodes (default 5: a value held by one
+        or two nodes scores 1.0 by chance; 1 reproduces the paper's table).
+    bins, max_values : value coding (see :func:`code_features`).
+    features : columns to score (default all).
+    """
+
+    name = "discrimination"
+    title = "Discrimination scores"
+    requires = ("evidence",)
+    meaningless_when_degenerate = True
+
+    def __init__(
+        self, min_support: int = 5, bins: int = 4, max_values: int = 10, features: Any = None
+    ) -> None:
+        self.min_support = check_int("min_support", min_support, minimum=1)
+        self.bins = check_int("bins", bins, minimum=2)
+        self.max_values = check_int("max_values", max_values, minimum=2)
+        self.features = features
+
+    def evidence_needed(self, ctx: AuditContext) -> tuple[int, int]:
+        return ctx.options.k, 0
+
+    def run(self, ctx: AuditContext) -> DiscriminationResult:
+        x, names = ctx.features
+        coding = code_features(x, names, self.features, max_values=self.max_values, bins=self.bins)
+        table = score_local(
+            coding,
+            ctx.local_evidence(),
+            ctx.predictions,
+            ctx.nodes,
+            min_support=self.min_support,
+        )
+        return DiscriminationResult(
+            table=table,
+            k=ctx.options.k,
+            min_support=self.min_support,
+            bins=self.bins,
+            sensitive_name=ctx.sensitive_name,
+        )

@@ -1,25 +1,30 @@
 """Markdown and self-contained HTML rendering of an :class:`~gnnaudit.audit.AuditReport`.
 
-The HTML has inline CSS and the plots as ``data:image/png;base64`` images, so the single file can
-be mailed or archived. Every piece of text coming from the data (feature names, dataset names,
-values) is HTML-escaped.
+One generic renderer for every section: the verdict and the findings table first, then each
+section (status, summary, figures, tables, notes) in the order the statistics ran, then what was
+audited (dataset, model), the configuration and the run information. The HTML has inline CSS and
+the charts as ``data:image/png;base64`` images, so the single file can be mailed or archived.
+Every piece of text coming from the data (feature names, dataset names, values) is escaped.
 """
 
 from __future__ import annotations
 
 import html
+import math
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from gnnaudit.audit.report_plots import discrimination_chart, error_curve_chart
+from gnnaudit.audit.report_plots import PNG_KINDS, draw_figure
+from gnnaudit.audit.report_section import Figure, ReportSection
 
 if TYPE_CHECKING:  # pragma: no cover
     from gnnaudit.audit.report import AuditReport
 
 __all__ = ["render_markdown", "render_html"]
 
-_MD_TOP = 20
+#: rows of a table shown in the Markdown report (the JSON keeps every row)
+MD_MAX_ROWS = 30
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
@@ -30,21 +35,19 @@ th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
 th{background:#f2f6fa}td:first-child,th:first-child{text-align:left}
 .note{color:#555;font-size:.9em}.pair{display:inline-block;vertical-align:top;margin:.4em 1em .4em 0}
 .kv td{text-align:left}img{max-width:100%}
+.verdict{font-size:1.1em;background:#f6f8fa;border-left:4px solid #2c7fb8;padding:.6em 1em}
+.flag{color:#c0392b;font-weight:bold}.status{color:#c0392b;font-weight:bold}
+.diff td{background:#fff4e5}.sens td{background:#fde2e1;font-weight:bold}
+.findings td:last-child{text-align:left;max-width:520px}
 """
 
 
 def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return "" if math.isnan(value) else f"{value:.4g}"
     return str(value)
-
-
-def _value_label(value: Any) -> str:
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    return str(int(f)) if f.is_integer() else f"{f:.4g}"
 
 
 def _kv_rows(mapping: dict[str, Any]) -> list[tuple[str, str]]:
@@ -53,12 +56,21 @@ def _kv_rows(mapping: dict[str, Any]) -> list[tuple[str, str]]:
         if isinstance(value, dict):
             for sub, v in value.items():
                 rows.append((f"{key}.{sub}", _fmt(v)))
+        elif isinstance(value, list):
+            rows.append((str(key), ", ".join(_fmt(v) for v in value)))
         else:
             rows.append((str(key), _fmt(value)))
     return rows
 
 
-def _md_table(frame: pd.DataFrame) -> str:
+def _status_line(section: ReportSection) -> str:
+    if section.status == "ok":
+        return ""
+    return f"Status: {section.status}."
+
+
+# ---------------------------------------------------------------------------------- Markdown
+def _md_table(frame: pd.DataFrame | None, max_rows: int = MD_MAX_ROWS) -> str:
     if frame is None or frame.empty:
         return "_(empty)_\n"
     cols = [str(c) for c in frame.columns]
@@ -67,59 +79,65 @@ def _md_table(frame: pd.DataFrame) -> str:
         return _fmt(v).replace("|", "\\|").replace("\n", " ")
 
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in frame.itertuples(index=False):
+    for row in frame.head(max_rows).itertuples(index=False):
         lines.append("| " + " | ".join(cell(v) for v in row) + " |")
-    return "\n".join(lines) + "\n"
+    more = len(frame) - max_rows
+    tail = f"\n_({more} more rows in report.json)_\n" if more > 0 else ""
+    return "\n".join(lines) + "\n" + tail
 
 
 def _md_kv(mapping: dict[str, Any]) -> str:
     rows = _kv_rows(mapping)
     if not rows:
         return "_(none)_\n"
-    return _md_table(pd.DataFrame(rows, columns=["item", "value"]))
+    return _md_table(pd.DataFrame(rows, columns=["item", "value"]), max_rows=len(rows))
 
 
-def _sensitive(report: AuditReport) -> str | None:
-    return report.dataset.get("sensitive_name") or report.summary.get("sensitive_feature")
+def _md_findings(report: AuditReport) -> str:
+    frame = report.findings.copy()
+    frame["flagged"] = frame["flagged"].map(lambda f: "**FLAG**" if f else "")
+    return _md_table(frame, max_rows=len(frame))
+
+
+def _md_section(section: ReportSection) -> list[str]:
+    parts = [f"## {section.title}\n"]
+    status = _status_line(section)
+    if status:
+        parts.append(f"**{status}**\n")
+    if section.summary:
+        parts.append(section.summary + "\n")
+    for fig in section.figures:
+        if fig.kind in PNG_KINDS and not fig.data.empty:
+            parts.append(f"_Chart in report.html: {fig.title}._\n")
+    for name, frame in section.tables.items():
+        parts += [f"**{name}**\n", _md_table(frame)]
+    if section.notes:
+        parts.append("\n".join(f"- {note}" for note in section.notes) + "\n")
+    return parts
 
 
 def render_markdown(report: AuditReport) -> str:
-    """GitHub-flavoured markdown version of the report (tables only, no plots)."""
+    """GitHub-flavoured Markdown version of the report (tables only, charts in the HTML)."""
     parts = [f"# {report.title}\n"]
-    if report.summary:
-        parts += ["## Summary\n", _md_kv(report.summary)]
+    if report.verdict:
+        parts += ["## Verdict\n", report.verdict + "\n"]
+    parts += ["## Findings\n", _md_findings(report)]
+    for section in report.sections:
+        parts += _md_section(section)
     parts += ["## Dataset\n", _md_kv(report.dataset), "## Model\n", _md_kv(report.model)]
-    if report.group_fairness is not None:
-        gf = report.group_fairness
-        parts += [
-            f"## Group fairness (sensitive: {gf.sensitive_name or 'n/a'}, positive class = "
-            f"{gf.positive_class})\n",
-            _md_table(gf.groups),
-            "\n",
-            _md_table(gf.summary()),
-        ]
-    parts += [
-        f"## Discrimination scores (Eq. 12, top {_MD_TOP})\n",
-        "baseline = expected score with evidences drawn uniformly from the candidates; "
-        "lift = score - baseline.\n\n",
-        _md_table(report.discrimination.head(_MD_TOP)),
-        "## Error verification (accuracy within the top-k global evidences)\n",
-        _md_table(report.error_verification),
-        "## Top global counterfactual evidences\n",
-        _md_table(report.top_pairs),
-        "\nDiffering features per pair (largest standardised difference first):\n\n",
-        _md_table(report.pair_features),
-    ]
-    if report.finetune is not None:
-        parts += ["## Fine-tuning on evidences (CE paper Sec. 7.3)\n", _md_table(report.finetune)]
     parts += ["## Configuration\n", _md_kv(report.config)]
+    parts += ["## Run information\n", _md_kv(report.run_info)]
     return "\n".join(parts)
 
 
-def _html_table(frame: pd.DataFrame | None) -> str:
+# ---------------------------------------------------------------------------------- HTML
+def _html_table(frame: pd.DataFrame | None, css: str = "") -> str:
     if frame is None or frame.empty:
         return "<p class='note'>(empty)</p>"
-    return frame.to_html(index=False, escape=True, float_format=lambda v: f"{v:.4g}", border=0)
+    table = frame.to_html(index=False, escape=True, float_format=lambda v: f"{v:.4g}", border=0)
+    if css:
+        table = table.replace("<table", f"<table class='{css}'", 1)
+    return table
 
 
 def _html_kv(mapping: dict[str, Any]) -> str:
@@ -130,90 +148,128 @@ def _html_kv(mapping: dict[str, Any]) -> str:
     return f"<table class='kv'>{body}</table>"
 
 
+def _html_findings(report: AuditReport) -> str:
+    frame = report.findings
+    if frame.empty:
+        return "<p class='note'>(no finding)</p>"
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in frame.columns)
+    rows = []
+    for rec in frame.to_dict(orient="records"):
+        cells = []
+        for col in frame.columns:
+            value = rec[col]
+            if col == "flagged":
+                cells.append("<td class='flag'>FLAG</td>" if value else "<td></td>")
+            else:
+                cells.append(f"<td>{html.escape(_fmt(value))}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table class='findings'><tr>{head}</tr>{''.join(rows)}</table>"
+
+
 def _img(b64: str, alt: str) -> str:
     if not b64:
         return "<p class='note'>(no data to plot)</p>"
     return f"<img alt='{html.escape(alt, quote=True)}' src='data:image/png;base64,{b64}'/>"
 
 
-def _pairs_html(report: AuditReport) -> str:
-    if report.top_pairs is None or report.top_pairs.empty:
+def _value_label(value: Any) -> str:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return str(int(f)) if f.is_integer() else f"{f:.4g}"
+
+
+def _pair_cards(section: ReportSection, fig: Figure) -> str:
+    pairs = section.tables.get(str(fig.options.get("pairs_table", "pairs")))
+    feats = section.tables.get(str(fig.options.get("features_table", "pair_features")))
+    sensitive = fig.options.get("sensitive")
+    if pairs is None or pairs.empty:
         return "<p class='note'>(no evidence pairs)</p>"
+    esc = html.escape
     blocks = []
-    feats = report.pair_features
-    for row in report.top_pairs.itertuples(index=False):
+    for row in pairs.to_dict(orient="records"):
         head = (
-            f"<tr><th>#{int(row.rank)} similarity {row.similarity:.4f}</th>"
-            f"<th>node {int(row.node_u)}</th><th>node {int(row.node_v)}</th></tr>"
-            f"<tr><td>predicted</td><td>{int(row.pred_u)}</td><td>{int(row.pred_v)}</td></tr>"
-            f"<tr><td>label</td><td>{int(row.label_u)}</td><td>{int(row.label_v)}</td></tr>"
+            f"<tr><th>#{int(row['rank'])} similarity {float(row['similarity']):.4f}</th>"
+            f"<th>node {int(row['node_u'])}</th><th>node {int(row['node_v'])}</th></tr>"
+            f"<tr><td>predicted</td><td>{int(row['pred_u'])}</td><td>{int(row['pred_v'])}</td></tr>"
         )
-        sub = feats[feats["rank"] == row.rank] if feats is not None else pd.DataFrame()
+        if int(row.get("label_u", -1)) >= 0:
+            head += (
+                f"<tr><td>label</td><td>{int(row['label_u'])}</td>"
+                f"<td>{int(row['label_v'])}</td></tr>"
+            )
+        sub = (
+            feats[feats["rank"] == row["rank"]]
+            if feats is not None and not feats.empty
+            else pd.DataFrame()
+        )
         body = "".join(
-            f"<tr><td>{html.escape(str(f.feature))}</td><td>{html.escape(_value_label(f.value_u))}"
-            f"</td><td>{html.escape(_value_label(f.value_v))}</td></tr>"
-            for f in sub.itertuples(index=False)
+            f"<tr class='{'sens' if str(f['feature']) == sensitive else 'diff'}'>"
+            f"<td>{esc(str(f['feature']))}</td><td>{esc(_value_label(f['value_u']))}</td>"
+            f"<td>{esc(_value_label(f['value_v']))}</td></tr>"
+            for f in sub.to_dict(orient="records")
         )
-        more = int(row.differing_features) - len(sub)
+        n_diff = int(row["differing_features"])
+        more = n_diff - len(sub)
         tail = (
             f"<tr><td colspan='3' class='note'>... {more} more differing feature(s)</td></tr>"
             if more > 0
             else ""
         )
-        if int(row.differing_features) == 0:
+        if n_diff == 0:
             tail = "<tr><td colspan='3' class='note'>identical features</td></tr>"
         blocks.append(f"<div class='pair'><table>{head}{body}{tail}</table></div>")
     return "".join(blocks)
 
 
-def render_html(report: AuditReport) -> str:
-    """Self-contained HTML page with embedded PNG plots; all text is HTML-escaped."""
+def _html_figure(section: ReportSection, fig: Figure) -> str:
+    if fig.kind == "pair_cards":
+        return _pair_cards(section, fig)
+    return _img(draw_figure(fig.kind, fig.data, fig.title, fig.options), fig.title)
+
+
+def _html_section(section: ReportSection) -> list[str]:
     esc = html.escape
-    sensitive = _sensitive(report)
-    ds_png = discrimination_chart(report.discrimination, highlight=sensitive)
-    ev_png = error_curve_chart(report.error_verification)
-    sections = [f"<h1>{esc(report.title)}</h1>"]
-    if report.summary:
-        sections += ["<h2>Summary</h2>", _html_kv(report.summary)]
-    sections += [
+    parts = [f"<h2 id='{esc(section.key, quote=True)}'>{esc(section.title)}</h2>"]
+    status = _status_line(section)
+    if status:
+        parts.append(f"<p class='status'>{esc(status)}</p>")
+    if section.summary:
+        parts.append(f"<p>{esc(section.summary)}</p>")
+    parts += [_html_figure(section, fig) for fig in section.figures]
+    for name, frame in section.tables.items():
+        if any(
+            f.kind == "pair_cards" and name in ("pairs", "pair_features") for f in section.figures
+        ):
+            continue
+        parts += [f"<p class='note'><b>{esc(name)}</b></p>", _html_table(frame)]
+    if section.notes:
+        items = "".join(f"<li>{esc(note)}</li>" for note in section.notes)
+        parts.append(f"<ul class='note'>{items}</ul>")
+    return parts
+
+
+def render_html(report: AuditReport) -> str:
+    """Self-contained HTML page with embedded PNG charts; all text is HTML-escaped."""
+    esc = html.escape
+    parts = [f"<h1>{esc(report.title)}</h1>"]
+    if report.verdict:
+        parts.append(f"<p class='verdict'>{esc(report.verdict)}</p>")
+    parts += ["<h2 id='findings'>Findings</h2>", _html_findings(report)]
+    for section in report.sections:
+        parts += _html_section(section)
+    parts += [
         "<h2>Dataset</h2>",
         _html_kv(report.dataset),
         "<h2>Model</h2>",
         _html_kv(report.model),
+        "<h2>Configuration</h2>",
+        _html_kv(report.config),
+        "<h2>Run information</h2>",
+        _html_kv(report.run_info),
     ]
-    if report.group_fairness is not None:
-        gf = report.group_fairness
-        sections += [
-            f"<h2>Group fairness</h2><p class='note'>sensitive attribute: "
-            f"{esc(str(gf.sensitive_name or 'n/a'))}; positive class = {gf.positive_class}; "
-            "differences are max minus min over groups.</p>",
-            _html_table(gf.groups),
-            _html_table(gf.summary()),
-        ]
-    sections += [
-        "<h2>Discrimination scores (Eq. 12)</h2>",
-        "<p class='note'>score: share of a node's top-k local counterfactual evidences that "
-        "carry a different value, averaged over the test nodes with the value; baseline: the "
-        "same share if evidences were drawn uniformly from the node's candidates; lift = score "
-        "- baseline. A score equal to its baseline says nothing about the model.</p>",
-        _img(ds_png, "discrimination score bar chart"),
-        _html_table(report.discrimination),
-        "<h2>Error verification</h2>",
-        _img(ev_png, "accuracy in evidence vs k"),
-        _html_table(report.error_verification),
-        "<h2>Top global counterfactual evidences</h2>",
-        "<p class='note'>pairs of similar test nodes predicted differently, with the features "
-        "on which they differ (largest standardised difference first).</p>",
-        _pairs_html(report),
-    ]
-    if report.finetune is not None:
-        sections += [
-            "<h2>Fine-tuning on evidences</h2>",
-            "<p class='note'>accuracy on the test nodes used by neither fine-tuning set.</p>",
-            _html_table(report.finetune),
-        ]
-    sections += ["<h2>Configuration</h2>", _html_kv(report.config)]
-    body = "\n".join(sections)
+    body = "\n".join(parts)
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'/>"
         f"<title>{esc(report.title)}</title><style>{_CSS}</style></head>\n"

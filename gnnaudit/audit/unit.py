@@ -16,6 +16,7 @@ times every unit (the timings go to the report's run information, never to its f
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -72,6 +73,14 @@ class AuditUnit(ABC):
     title: ClassVar[str] = ""
     #: inputs the unit cannot run without (a subset of :data:`REQUIREMENTS`)
     requires: ClassVar[tuple[str, ...]] = ()
+    #: True when the statistic says nothing about a degenerate (near-constant) model: its
+    #: section is then marked "not meaningful" and its findings are never flagged
+    meaningless_when_degenerate: ClassVar[bool] = False
+
+    def unavailable(self, ctx: AuditContext) -> str | None:
+        """Why the unit cannot run on ``ctx`` beyond its :attr:`requires` (e.g. the model is not
+        a LightningModule), in plain words; None when it can. Default: None."""
+        return None
 
     def evidence_needed(self, ctx: AuditContext) -> tuple[int, int]:
         """``(local_k, global_k)``: evidences per audited node and global pairs the unit will
@@ -119,7 +128,7 @@ def run_units(
         raise InvalidInputError(f"units must have distinct names; repeated: {duplicates}")
 
     outcome = UnitsOutcome()
-    runnable = [u for u in units if ctx.missing(u.requires) is None]
+    runnable = [u for u in units if _why_not(ctx, u) is None]
     needs = [u.evidence_needed(ctx) for u in runnable]
     local_k = max((n[0] for n in needs), default=0)
     global_k = max((n[1] for n in needs), default=0)
@@ -132,7 +141,7 @@ def run_units(
     bar = tqdm(units, desc="audit", disable=not show, leave=False)
     for unit in bar:
         bar.set_postfix_str(unit.name)
-        reason = ctx.missing(unit.requires)
+        reason = _why_not(ctx, unit)
         if reason is not None:
             logger.info("audit unit %s skipped: %s", unit.name, reason)
             outcome.sections.append(ReportSection.skipped(unit.name, unit.title, reason))
@@ -141,10 +150,36 @@ def run_units(
         result = unit.run(ctx)
         outcome.seconds[unit.name] = time.perf_counter() - start
         outcome.results[unit.name] = result
-        outcome.sections.append(result.report_section())
-        outcome.findings.extend(result.findings())
+        ctx.results[unit.name] = result
+        section = result.report_section()
+        findings = result.findings()
+        degenerate = ctx.degenerate_reason
+        if degenerate is not None and unit.meaningless_when_degenerate:
+            section, findings = _mark_not_meaningful(section, findings, degenerate)
+        outcome.sections.append(section)
+        outcome.findings.extend(findings)
     bar.close()
     return outcome
+
+
+def _why_not(ctx: AuditContext, unit: AuditUnit) -> str | None:
+    reason = ctx.missing(unit.requires)
+    return reason if reason is not None else unit.unavailable(ctx)
+
+
+def _mark_not_meaningful(
+    section: ReportSection, findings: list[Finding], reason: str
+) -> tuple[ReportSection, list[Finding]]:
+    """A degenerate model makes a statistic uninformative: say so in its section and never
+    flag its findings."""
+    note = f"Not meaningful for this model: {reason}."
+    section.status = "not meaningful"
+    section.summary = f"{note} {section.summary}".strip()
+    marked = [
+        dataclasses.replace(f, flagged=False, explanation=f"{note} {f.explanation}".strip())
+        for f in findings
+    ]
+    return section, marked
 
 
 def describe_units(units: Sequence[AuditUnit]) -> list[dict[str, Any]]:

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from gnnaudit.cli._datasets import dataset_from_args
     from gnnaudit.errors import InvalidInputError
     from gnnaudit.training import load_node_classifier, train_node_classifier
-    from gnnaudit.training.audit_pipeline import run_audit
+    from gnnaudit.training.audit_pipeline import FINETUNE_MAX_NODES, run_audit
 
     start = time.perf_counter()
     check_int("--k", args.k, minimum=1)
@@ -119,21 +119,27 @@ def run(args: argparse.Namespace) -> int:
         }
     steps.update(1)
     steps.set_postfix_str("audit")
+    finetune = not args.no_finetune and data.num_nodes <= FINETUNE_MAX_NODES
     report = run_audit(
-        data,
         module,
+        data,
         k=args.k,
         sensitive=args.sensitive,
         backend=args.backend,
         min_support=args.min_support,
-        finetune=not args.no_finetune,
+        finetune=finetune,
         finetune_kwargs={"m": args.finetune_m, "epochs": args.finetune_epochs},
         dataset_name=args.dataset,
         model_info=info,
         random_state=args.seed,
         progress=not args.no_progress,
     )
-    paths = report.save(args.out)
+    if not args.no_finetune and not finetune:
+        report.run_info.setdefault("notes", []).append(
+            f"fine-tuning on evidences skipped: the graph has {data.num_nodes} nodes, more than "
+            f"{FINETUNE_MAX_NODES}"
+        )
+    paths = report.save(args.out, force=True)
     steps.update(1)
     steps.close()
 
@@ -144,33 +150,17 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(report.model.get(f"{split}_accuracy"), float)
         ]
         print(
-            f"Model: {report.model.get('backbone', args.model)} ({info['source']}); "
-            f"accuracy {', '.join(accuracies) or 'n/a'}\n"
+            f"Model: {report.model.get('backbone', report.model.get('class'))} "
+            f"({info['source']}); accuracy {', '.join(accuracies) or 'n/a'}\n"
         )
-        print(
-            f"Top {args.top} discrimination scores (Eq. 12; lift = score - baseline; "
-            f"values held by >= {args.min_support} test nodes):"
-        )
-        print(report.summary_table(args.top).to_string(index=False, float_format="%.3f"))
-        if report.group_fairness is not None:
-            gf = report.group_fairness
-            print(f"\nGroup fairness on the test nodes (sensitive: {gf.sensitive_name}):")
-            print(gf.groups.to_string(index=False, float_format="%.3f"))
+        print("\n".join(report.summary_lines()))
+        if report.has_section("discrimination") and report.section("discrimination").tables:
             print(
-                f"statistical parity difference {gf.statistical_parity_difference:.3f}, "
-                f"equal opportunity difference {gf.equal_opportunity_difference:.3f}"
+                f"\nTop {args.top} discrimination scores (Eq. 12; lift = score - baseline; "
+                f"values held by >= {args.min_support} audited nodes):"
             )
-        s = report.summary
-        if "sensitive_rank_by_score" in s:
-            print(
-                f"\n{s['sensitive_feature']} ranks {s['sensitive_rank_by_score']} by score and "
-                f"{s['sensitive_rank_by_lift']} by lift among {s['features_ranked']} features"
-            )
-        print("\nError verification (accuracy within the top-k global evidences):")
-        print(report.error_verification.to_string(index=False, float_format="%.3f"))
-        if report.finetune is not None:
-            print("\nFine-tuning on evidences (accuracy on the remaining test nodes):")
-            print(report.finetune.to_string(index=False, float_format="%.3f"))
+            table = report.table("discrimination", "scores").head(args.top)
+            print(table.to_string(index=False, float_format="%.3f"))
     print(
         f"\nReport: {paths['html']} (also report.md, report.json); "
         f"{time.perf_counter() - start:.1f} s"

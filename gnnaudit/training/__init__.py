@@ -6,9 +6,13 @@ clustering, never cli.
 """
 
 from gnnaudit.training.audit_callback import CounterfactualAuditCallback
-from gnnaudit.training.audit_pipeline import run_audit
+from gnnaudit.training.audit_pipeline import audit_model, default_units, run_audit
 from gnnaudit.training.data_module import GraphDataModule
-from gnnaudit.training.finetune import FinetuneResult, finetune_on_evidences
+from gnnaudit.training.finetune import (
+    EvidenceFinetuneUnit,
+    FinetuneResult,
+    finetune_on_evidences,
+)
 from gnnaudit.training.node_classifier import BACKBONES, NodeClassifier
 from gnnaudit.training.train import TrainResult, load_node_classifier, train_node_classifier
 
@@ -22,5 +26,8 @@ __all__ = [
     "CounterfactualAuditCallback",
     "FinetuneResult",
     "finetune_on_evidences",
+    "EvidenceFinetuneUnit",
     "run_audit",
+    "audit_model",
+    "default_units",
 ]

@@ -34,12 +34,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from gnnaudit._validation import check_choice, check_float, check_int
-from gnnaudit.audit.discrimination import (
-    arrays_to_table,
-    encode_columns,
-    resolve_features,
-    score_arrays,
-)
+from gnnaudit.audit.discrimination import arrays_to_table, code_features, score_arrays
 from gnnaudit.audit.evidence_inputs import node_features
 from gnnaudit.audit.search_base import SearchSpace
 from gnnaudit.errors import InvalidInputError
@@ -248,20 +243,11 @@ class CounterfactualAuditCallback(Callback):
         norm = torch.linalg.vector_norm(emb, dim=1, keepdim=True)
         emb = torch.where(norm > 0, emb / norm.clamp_min(1e-300), torch.zeros_like(emb))
         x_np, names = node_features(data)
-        try:
-            cols = resolve_features(self.features, names, x_np, 10)
-        except InvalidInputError:
-            if self.features is not None:
-                raise
-            cols = []
         self._cache = {
             "nodes": nodes,
             "emb": np.ascontiguousarray(emb.to(torch.float32).numpy()),
-            "x": x_np,
-            "names": names,
-            "cols": cols,
+            "coding": code_features(x_np, names, self.features),
             "y": data.y.detach().cpu().numpy(),
-            "encoded": encode_columns(x_np, cols),
             "sorted": None,
         }
         if 2 <= nodes.size <= self.max_sorted_nodes:
@@ -292,7 +278,7 @@ class CounterfactualAuditCallback(Callback):
         """Latest discrimination table (sorted by score, as ``discrimination_scores``)."""
         if self._scores is None:
             return None
-        return arrays_to_table(self._scores, self._cache["names"])
+        return arrays_to_table(self._scores, self._cache["coding"])
 
     # ---------------------------------------------------------------- audit
     def _log(self, trainer: L.Trainer, pl_module: L.LightningModule, metrics: dict) -> None:
@@ -351,35 +337,27 @@ class CounterfactualAuditCallback(Callback):
                 np.mean(pred_all[distinct] == cache["y"][distinct])
             )
             metrics["audit/mean_similarity"] = float(sim.mean())
-            if cache["cols"] and (self.top_features or self.sensitive):
+            if self.top_features or self.sensitive:
                 if fast is not None:
                     pos = fast.local(pred, kk)
                 else:
                     pos = np.asarray(searcher.local(np.arange(nodes.size), kk).position)
                 has = (pos >= 0).any(axis=1)
                 ev = np.where(pos >= 0, nodes[np.maximum(pos, 0)], -1)[has]
+                coding = cache["coding"]
                 sc = score_arrays(
-                    cache["x"],
-                    cache["names"],
-                    cache["cols"],
-                    nodes[has],
-                    ev,
-                    pred_all,
-                    nodes,
-                    min_support=self.min_support,
-                    encoded=cache["encoded"],
+                    coding, nodes[has], ev, pred_all, nodes, min_support=self.min_support
                 )
                 self._scores = sc
                 lift = sc["score"] - sc["baseline"]
                 order = np.lexsort((-lift, -sc["score"]))[: self.top_features]
                 for i, j in enumerate(order, start=1):
                     metrics[f"audit/ds_top{i}"] = float(sc["score"][j])
-                    value = float(sc["value"][j])
-                    shown = str(int(value)) if value.is_integer() else f"{value:.4g}"
-                    labels.append(f"{cache['names'][sc['feature'][j]]}={shown}")
+                    col = int(sc["column"][j])
+                    labels.append(f"{coding.names[col]}={coding.labels[col][sc['code'][j]]}")
                 if self.sensitive is not None:
                     sel = np.flatnonzero(
-                        np.asarray(cache["names"], dtype=object)[sc["feature"]] == self.sensitive
+                        np.asarray(coding.names, dtype=object)[sc["column"]] == self.sensitive
                     )
                     if sel.size:
                         metrics[f"audit/ds/{self.sensitive}"] = float(sc["score"][sel].max())

@@ -1,293 +1,281 @@
-"""One call that runs every counterfactual-evidence audit of a trained model on a graph.
+"""One call that audits a trained node classifier on a graph and returns the report.
 
-:func:`run_audit` is what the ``gnnaudit audit`` command and the examples call. Stages (a tqdm bar
-runs over them): predictions -> evidence search (KS embedding + backend) -> discrimination scores
-(Eq. 12) -> group fairness -> error verification (Sec. 7.2) -> top evidence pairs -> fine-tuning
-on evidences (Sec. 7.3, optional). The result is an :class:`~gnnaudit.audit.AuditReport`.
+:func:`audit_model` is the user-facing call (any ``nn.Module`` or callable ``(x, edge_index) ->
+logits``, any PyG graph, optional report folder). :func:`run_audit` is the same with every
+option, including the list of audit units to run. Both build one
+:class:`~gnnaudit.audit.context.AuditContext` (one forward pass, one evidence search) and run
+the units in order (:func:`~gnnaudit.audit.unit.run_units`); each unit contributes a report
+section and findings, and the verdict is composed from the findings.
+
+The default unit list (:func:`default_units`):
+
+1. model quality and the degenerate-model guard;
+2. group fairness (needs a sensitive attribute);
+3. discrimination scores (CE paper Eq. 12, descriptive);
+4. error verification (Sec. 7.2, needs labels);
+5. the top evidence pairs;
+6. fine-tuning on evidences (Sec. 7.3; only with ``finetune=True`` and a LightningModule).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import time
-import warnings
-from collections.abc import Mapping, Sequence
+import platform
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from gnnaudit._validation import check_int
-from gnnaudit.audit.discrimination import discrimination_scores, feature_rank
-from gnnaudit.audit.error_verification import error_verification
-from gnnaudit.audit.evidence import CounterfactualEvidence
-from gnnaudit.audit.group_fairness import group_fairness
-from gnnaudit.audit.report import AuditReport, pair_comparison
+from gnnaudit.audit.context import AuditContext, AuditOptions
+from gnnaudit.audit.discrimination import DiscriminationUnit
+from gnnaudit.audit.error_verification import DEFAULT_KS, ErrorVerificationUnit
+from gnnaudit.audit.evidence_pairs import EvidencePairsUnit
+from gnnaudit.audit.group_fairness import GroupFairnessUnit
+from gnnaudit.audit.model_quality import ModelQuality
+from gnnaudit.audit.report import AuditReport
+from gnnaudit.audit.unit import AuditUnit, describe_units, run_units
+from gnnaudit.audit.verdict import compose_verdict
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["run_audit", "resolve_sensitive"]
+__all__ = ["run_audit", "audit_model", "default_units", "FINETUNE_MAX_NODES"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_KS: tuple[int, ...] = (10, 20, 50, 100, 200, 500)
+#: above this many nodes :func:`audit_model` / ``gnnaudit audit`` skip fine-tuning unless asked
+#: (its cost grows with the graph: each of 2 x seeds arms trains a copy of the model)
+FINETUNE_MAX_NODES = 50_000
 
 
-@contextlib.contextmanager
-def _quiet():
-    """Silence the per-call "one predicted class" UserWarning (reported once in the notes)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*share one predicted class.*")
-        yield
+def default_units(
+    *,
+    ks: Sequence[int] = DEFAULT_KS,
+    top_pairs: int = 10,
+    min_support: int = 5,
+    bins: int = 4,
+    finetune: bool = False,
+    finetune_kwargs: Mapping[str, Any] | None = None,
+) -> list[AuditUnit]:
+    """The audit's default statistics, in report order (see the module docstring)."""
+    from gnnaudit.training.finetune import EvidenceFinetuneUnit
+
+    units: list[AuditUnit] = [
+        ModelQuality(),
+        GroupFairnessUnit(),
+        DiscriminationUnit(min_support=min_support, bins=bins),
+        ErrorVerificationUnit(ks=ks),
+        EvidencePairsUnit(top=top_pairs, pool=max(100, top_pairs)),
+    ]
+    if finetune:
+        units.append(EvidenceFinetuneUnit(**dict(finetune_kwargs or {})))
+    return units
 
 
-def resolve_sensitive(data: Any, sensitive: Any = None) -> tuple[np.ndarray | None, str | None]:
-    """The sensitive attribute of every node and its name.
-
-    ``sensitive``: None (use ``data.sensitive`` / ``data.sensitive_name`` when present), a
-    feature name of ``data.feature_names``, or an (n,) array. Returns ``(values, name)``;
-    ``(None, None)`` when nothing is available.
-    """
-    n = int(data.num_nodes)
-    names = [str(f) for f in (getattr(data, "feature_names", None) or [])]
-    if sensitive is None:
-        values = getattr(data, "sensitive", None)
-        if values is None:
-            return None, None
-        name = getattr(data, "sensitive_name", None)
-        return np.asarray(values.cpu() if hasattr(values, "cpu") else values).ravel(), name
-    if isinstance(sensitive, str):
-        if sensitive in names:
-            return data.x[:, names.index(sensitive)].cpu().numpy(), sensitive
-        if sensitive == getattr(data, "sensitive_name", None) and data.get("sensitive") is not None:
-            return data.sensitive.cpu().numpy().ravel(), sensitive
-        raise InvalidInputError(
-            f"sensitive={sensitive!r} is not a feature name of the data; known: "
-            f"{', '.join(names[:20])}{' ...' if len(names) > 20 else ''}"
-        )
-    arr = np.asarray(sensitive.cpu() if hasattr(sensitive, "cpu") else sensitive).ravel()
-    if arr.shape[0] != n:
-        raise InvalidInputError(f"sensitive must have one value per node ({n}), got {arr.shape[0]}")
-    return arr, "sensitive"
+def _model_description(ctx: AuditContext, model_info: Mapping[str, Any] | None) -> dict[str, Any]:
+    target = ctx.adapter.model
+    hp = dict(getattr(target, "hparams", {}) or {})
+    desc: dict[str, Any] = {"class": ctx.adapter.name, "device": str(ctx.adapter.device)}
+    desc.update({k: v for k, v in hp.items() if isinstance(v, (int, float, str, bool))})
+    if isinstance(target, torch.nn.Module):
+        desc["parameters"] = int(sum(p.numel() for p in target.parameters()))
+    desc.update(dict(model_info or {}))
+    desc.update(ctx.accuracies)
+    return desc
 
 
-def _dataset_summary(data: Any, name: str | None, sensitive_name: str | None) -> dict[str, Any]:
-    ei = data.edge_index
+def _versions() -> dict[str, str]:
+    import torch_geometric
+
+    from gnnaudit import __version__
+
     return {
-        "name": name or "graph",
-        "nodes": int(data.num_nodes),
-        "directed_edges": int(ei.size(1)),
-        "features": int(data.x.size(1)),
-        "classes": int(data.y.max()) + 1 if data.y.numel() else 0,
-        "train_nodes": int(data.train_mask.sum()),
-        "val_nodes": int(data.val_mask.sum()),
-        "test_nodes": int(data.test_mask.sum()),
-        "sensitive_name": sensitive_name,
+        "gnnaudit": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_geometric": torch_geometric.__version__,
     }
 
 
 def run_audit(
+    model: Any,
     data: Any,
-    module: Any,
-    k: int = 10,
     *,
+    units: Sequence[AuditUnit] | None = None,
     sensitive: Any = None,
-    ks: Sequence[int] = DEFAULT_KS,
-    top_pairs: int = 10,
-    finetune: bool = True,
-    finetune_kwargs: Mapping[str, Any] | None = None,
+    mask: Any = None,
+    k: int = 10,
     backend: str = "exact",
     num_hops: int = 3,
     alpha: float = 0.5,
-    min_support: int = 1,
+    index_params: Mapping[str, Any] | None = None,
+    ks: Sequence[int] = DEFAULT_KS,
+    top_pairs: int = 10,
+    min_support: int = 5,
+    bins: int = 4,
+    finetune: bool = False,
+    finetune_kwargs: Mapping[str, Any] | None = None,
     dataset_name: str | None = None,
     model_info: Mapping[str, Any] | None = None,
     random_state: int = 0,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
     progress: bool = True,
+    forward_kwargs: Mapping[str, Any] | None = None,
+    predict_fn: Callable[[torch.Tensor, torch.Tensor], Any] | None = None,
+    device: Any = "auto",
 ) -> AuditReport:
-    """Run every audit of ``module`` on ``data`` and return the report.
+    """Audit ``model`` on ``data`` with a list of audit units and return the report.
 
     Parameters
     ----------
-    data : graph with ``x``, ``y``, ``edge_index``, train / val / test masks (optionally
-        ``feature_names``, ``sensitive``, ``sensitive_name``).
-    module : trained model callable as ``module(x, edge_index) -> logits``; fine-tuning needs a
-        LightningModule such as :class:`~gnnaudit.training.NodeClassifier`.
-    k : local evidences per test node for the discrimination scores.
-    sensitive : see :func:`resolve_sensitive` (drives group fairness and the rank summary).
-    ks : error-verification cut-offs.
-    top_pairs : global pairs shown side by side in the report.
-    finetune : run :func:`~gnnaudit.training.finetune_on_evidences` (keyword arguments in
-        ``finetune_kwargs``); skipped with a warning when ``module`` is not a LightningModule.
-    backend, num_hops, alpha, random_state : :class:`~gnnaudit.audit.CounterfactualEvidence`.
-    min_support : passed to :func:`~gnnaudit.audit.discrimination_scores`.
+    model : any ``torch.nn.Module`` or callable ``model(x, edge_index) -> logits`` (a
+        :class:`~gnnaudit.training.NodeClassifier`, a user's own GNN ...). It is run in eval
+        mode without gradients on its own device and never modified.
+    data : a PyG ``Data`` with ``x`` and ``edge_index``; ``y``, masks, ``feature_names``,
+        ``sensitive`` / ``sensitive_name`` optional (units that need a missing input are
+        skipped with a note).
+    units : the statistics to run (default :func:`default_units` built from the options
+        below).
+    sensitive : the sensitive attribute: a feature name, an (n,) array, or None for
+        ``data.sensitive``.
+    mask : the audited nodes (default ``data.test_mask``, else ``data.mask``, else all).
+    k, backend, num_hops, alpha, index_params : counterfactual-evidence search.
+    ks, top_pairs, min_support, bins, finetune, finetune_kwargs : options of the default units.
     dataset_name, model_info : text for the report.
-    progress : tqdm bar over the stages.
+    random_state, n_boot, confidence : seeds and intervals of every statistic.
+    progress : tqdm bars.
+    forward_kwargs, predict_fn, device : how the model is called (see
+        :class:`~gnnaudit.audit.model_adapter.ModelAdapter`).
     """
-    from tqdm.auto import tqdm
-
-    from gnnaudit.training.data_module import check_node_data
-
-    data = check_node_data(data)
-    k = check_int("k", k, minimum=1)
-    top_pairs = check_int("top_pairs", top_pairs, minimum=0)
-    if not callable(module):
-        raise InvalidInputError(f"module must be callable as module(x, edge_index), got {module!r}")
-    sens_values, sens_name = resolve_sensitive(data, sensitive)
-    stages = [
-        "predict",
-        "evidence search",
-        "discrimination scores",
-        "group fairness",
-        "error verification",
-        "evidence pairs",
-    ] + (["fine-tuning"] if finetune else [])
-    timings: dict[str, float] = {}
-    bar = tqdm(stages, desc="audit", disable=not progress, leave=False)
-
-    def stage(name: str) -> float:
-        bar.set_postfix_str(name)
-        return time.perf_counter()
-
-    t = stage("predict")
-    was = getattr(module, "training", False)
-    if hasattr(module, "eval"):
-        module.eval()
-    with torch.no_grad():
-        logits = module(data.x, data.edge_index)
-    if was and hasattr(module, "train"):
-        module.train(True)
-    pred = logits.argmax(-1).cpu().numpy().astype(np.int64)
-    y = data.y.cpu().numpy()
-    accs = {
-        f"{s}_accuracy": float((pred[m] == y[m]).mean())
-        for s in ("train", "val", "test")
-        if (m := getattr(data, f"{s}_mask").cpu().numpy()).any()
-    }
-    timings["predict"] = time.perf_counter() - t
-    bar.update(1)
-
-    t = stage("evidence search")
-    ce = CounterfactualEvidence(
-        num_hops=num_hops, alpha=alpha, backend=backend, random_state=random_state
-    ).fit(data, predictions=pred)
-    timings["evidence_search"] = time.perf_counter() - t
-    bar.update(1)
-    notes: list[str] = []
-    single_class = np.unique(pred[data.test_mask.cpu().numpy()]).size < 2
-    if single_class:
-        notes.append(
-            "the model predicts one class on every test node: there is no counterfactual "
-            "evidence, so the evidence-based audits are empty and fine-tuning is skipped"
-        )
-        logger.warning(notes[-1])
-
-    t = stage("discrimination scores")
-    with _quiet():
-        disc = discrimination_scores(data, ce, k=k, min_support=min_support)
-    timings["discrimination"] = time.perf_counter() - t
-    bar.update(1)
-
-    t = stage("group fairness")
-    gf = None
-    if sens_values is not None:
-        gf = group_fairness(pred, y, sens_values, data.test_mask, sensitive_name=sens_name)
-    else:
-        logger.warning("no sensitive attribute given or attached to the data: no group fairness")
-    timings["group_fairness"] = time.perf_counter() - t
-    bar.update(1)
-
-    t = stage("error verification")
-    with _quiet():
-        ev = error_verification(ce, pred, y, ks=ks)
-    timings["error_verification"] = time.perf_counter() - t
-    bar.update(1)
-
-    t = stage("evidence pairs")
-    with _quiet():
-        global_pairs = ce.global_evidence(k=max(top_pairs, 1))
-    pairs, pair_feats = pair_comparison(data, global_pairs, pred, y, top=top_pairs)
-    timings["evidence_pairs"] = time.perf_counter() - t
-    bar.update(1)
-
-    ft_frame = None
-    ft_info: dict[str, Any] = {}
-    if finetune:
-        t = stage("fine-tuning")
-        import lightning as L
-
-        if single_class:
-            pass
-        elif isinstance(module, L.LightningModule):
-            from gnnaudit.errors import InfeasibleError
-            from gnnaudit.training.finetune import finetune_on_evidences
-
-            try:
-                res = finetune_on_evidences(module, data, ce, **dict(finetune_kwargs or {}))
-            except InfeasibleError as exc:
-                notes.append(f"fine-tuning skipped: {exc}")
-                logger.warning(notes[-1])
-            else:
-                ft_frame = res.to_frame()
-                ft_info = {
-                    "m": res.m,
-                    "epochs": res.epochs,
-                    "lr": res.lr,
-                    "keep_train": res.keep_train,
-                    "seeds": res.runs["seed"].tolist(),
-                }
-        else:
-            notes.append("fine-tuning skipped: module is not a LightningModule")
-            logger.warning(notes[-1])
-        timings["finetune"] = time.perf_counter() - t
-        bar.update(1)
-    bar.close()
-
-    summary: dict[str, Any] = {"test_accuracy": accs.get("test_accuracy")}
-    if len(disc):
-        top = disc.iloc[0]
-        summary["top_discrimination"] = f"{top['feature']} = {top['value']:g} ({top['score']:.3f})"
-    if sens_name is not None and sens_name in set(disc["feature"]):
-        summary["sensitive_feature"] = sens_name
-        summary["sensitive_rank_by_score"] = feature_rank(disc, sens_name, by="score")
-        summary["sensitive_rank_by_lift"] = feature_rank(disc, sens_name, by="lift")
-        summary["features_ranked"] = int(disc["feature"].nunique())
-    if gf is not None:
-        summary["statistical_parity_difference"] = gf.statistical_parity_difference
-        summary["equal_opportunity_difference"] = gf.equal_opportunity_difference
-    if len(ev):
-        first = ev.iloc[0]
-        summary[f"accuracy_in_top_{int(first['k'])}_evidences"] = float(
-            first["accuracy_in_evidence"]
-        )
-    if notes:
-        summary["notes"] = " | ".join(notes)
-    summary["seconds"] = {key: round(v, 3) for key, v in timings.items()}
-
-    hp = dict(getattr(module, "hparams", {}) or {})
-    model = {key: hp[key] for key in hp if isinstance(hp[key], (int, float, str, bool))}
-    model.update(model_info or {})
-    model.update(accs)
-    config = {
-        "k": k,
-        "ks": list(ks),
-        "backend": backend,
-        "num_hops": num_hops,
-        "alpha": alpha,
-        "min_support": min_support,
-        "top_pairs": top_pairs,
-        "random_state": random_state,
-        "finetune": ft_info or bool(finetune),
-    }
-    return AuditReport(
-        dataset=_dataset_summary(data, dataset_name, sens_name),
-        model=model,
-        config=config,
-        discrimination=disc,
-        error_verification=ev,
-        top_pairs=pairs,
-        pair_features=pair_feats,
-        group_fairness=gf,
-        finetune=ft_frame,
-        summary=summary,
+    options = AuditOptions(
+        k=k,
+        backend=backend,
+        num_hops=num_hops,
+        alpha=alpha,
+        index_params=index_params,
+        random_state=random_state,
+        n_boot=n_boot,
+        confidence=confidence,
+        progress=progress,
+        device=device,
     )
+    ctx = AuditContext(
+        model,
+        data,
+        mask=mask,
+        sensitive=sensitive,
+        options=options,
+        forward_kwargs=forward_kwargs,
+        predict_fn=predict_fn,
+    )
+    if units is None:
+        units = default_units(
+            ks=ks,
+            top_pairs=check_int("top_pairs", top_pairs, minimum=1),
+            min_support=min_support,
+            bins=bins,
+            finetune=finetune,
+            finetune_kwargs=finetune_kwargs,
+        )
+    outcome = run_units(ctx, list(units))
+    verdict = compose_verdict(
+        outcome.findings,
+        sensitive_name=ctx.sensitive_name,
+        degenerate_reason=ctx.degenerate_reason,
+    )
+    config = {
+        "k": options.k,
+        "backend": options.backend,
+        "num_hops": options.num_hops,
+        "alpha": options.alpha,
+        "random_state": options.random_state,
+        "n_boot": options.n_boot,
+        "confidence": options.confidence,
+        "units": [u["unit"] for u in describe_units(units)],
+    }
+    run_info: dict[str, Any] = {
+        "seconds": {key: round(v, 3) for key, v in outcome.seconds.items()},
+        "versions": _versions(),
+    }
+    if ctx.notes:
+        run_info["notes"] = list(ctx.notes)
+    return AuditReport(
+        title="GNN audit",
+        dataset=ctx.dataset_summary(dataset_name),
+        model=_model_description(ctx, model_info),
+        config=config,
+        findings=outcome.findings,
+        verdict=verdict,
+        sections=outcome.sections,
+        run_info=run_info,
+    )
+
+
+def audit_model(
+    model: Any,
+    data: Any,
+    *,
+    sensitive: Any = None,
+    mask: Any = None,
+    k: int = 10,
+    backend: str = "exact",
+    finetune: bool = False,
+    out: str | Path | None = None,
+    random_state: int = 0,
+    progress: bool = True,
+    force: bool = False,
+    forward_kwargs: Mapping[str, Any] | None = None,
+    predict_fn: Callable[[torch.Tensor, torch.Tensor], Any] | None = None,
+    device: Any = "auto",
+    **options: Any,
+) -> AuditReport:
+    """Audit a user's model on a user's graph in one call; write the report when ``out`` is set.
+
+    ``model``: any ``torch.nn.Module`` or callable ``(x, edge_index) -> logits``; models that
+    need more arguments take them through ``forward_kwargs`` (e.g. ``{"edge_weight": w}``) or a
+    ``predict_fn(x, edge_index) -> logits``. ``data``: a PyG ``Data`` with ``x``,
+    ``edge_index`` and ``test_mask`` or ``mask``; labels (``y``) are optional. ``out``: a folder
+    that receives ``report.json``, ``report.md`` and ``report.html`` (existing report files
+    are replaced only with ``force=True``). Further keyword arguments go to :func:`run_audit`.
+
+    Example::
+
+        report = gnnaudit.audit_model(my_gcn, data, sensitive="gender", out="audit/")
+        print(report.verdict)
+    """
+    unknown = set(options) - {
+        "units",
+        "num_hops",
+        "alpha",
+        "index_params",
+        "ks",
+        "top_pairs",
+        "min_support",
+        "bins",
+        "finetune_kwargs",
+        "dataset_name",
+        "model_info",
+        "n_boot",
+        "confidence",
+    }
+    if unknown:
+        raise InvalidInputError(f"audit_model got unknown option(s): {sorted(unknown)}")
+    report = run_audit(
+        model,
+        data,
+        sensitive=sensitive,
+        mask=mask,
+        k=k,
+        backend=backend,
+        finetune=finetune,
+        random_state=random_state,
+        progress=progress,
+        forward_kwargs=forward_kwargs,
+        predict_fn=predict_fn,
+        device=device,
+        **options,
+    )
+    if out is not None:
+        report.save(out, force=force)
+    return report
