@@ -40,7 +40,7 @@ from gnnaudit.audit.report_section import ReportSection
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.training.data_module import GraphDataModule, check_node_data
-from gnnaudit.training.train import cpu_trainer, quiet_lightning
+from gnnaudit.training.train import make_trainer, quiet_lightning
 
 if TYPE_CHECKING:  # pragma: no cover
     from gnnaudit.audit.context import AuditContext
@@ -169,7 +169,7 @@ def _finetune_copy(
     )
     with quiet_lightning(False):
         L.seed_everything(seed, workers=True, verbose=False)
-        trainer = cpu_trainer(epochs, limit_val_batches=0)
+        trainer = make_trainer(epochs, limit_val_batches=0)
         model.train()
         trainer.fit(model, datamodule=GraphDataModule(ft, seed=seed))
     return model.eval()

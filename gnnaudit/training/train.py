@@ -1,7 +1,8 @@
 """Train a :class:`NodeClassifier` on one graph with Lightning, reproducibly, and reload it.
 
-``train_node_classifier`` seeds everything (``lightning.seed_everything``), runs a CPU
-``Trainer`` with ``deterministic=True`` and keeps the weights of the epoch with the best
+``train_node_classifier`` seeds everything (``lightning.seed_everything``), runs a ``Trainer``
+(:func:`make_trainer`: the available accelerator, or the user's ``trainer_kwargs``) with
+``deterministic=True`` and keeps the weights of the epoch with the best
 validation accuracy (ties: lower validation loss), so the same data, arguments and seed give the
 same metrics. Checkpoints are ordinary Lightning checkpoints whose ``hyper_parameters`` hold only
 plain ``int`` / ``float`` / ``str`` values; :func:`load_node_classifier` reads them with
@@ -16,7 +17,7 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 import lightning as L
@@ -29,7 +30,13 @@ from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.data_module import GraphDataModule, check_node_data
 from gnnaudit.training.node_classifier import NodeClassifier
 
-__all__ = ["TrainResult", "train_node_classifier", "load_node_classifier", "majority_rate"]
+__all__ = [
+    "TrainResult",
+    "train_node_classifier",
+    "load_node_classifier",
+    "majority_rate",
+    "make_trainer",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -97,12 +104,19 @@ def quiet_lightning(verbose: bool) -> Iterator[None]:
             torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
 
 
-def cpu_trainer(max_epochs: int, **overrides: Any) -> L.Trainer:
-    """The reproducible full-batch CPU ``Trainer`` every training step of gnnaudit uses:
-    ``deterministic=True``, no logger, no checkpoint files, no progress bar or model summary and
-    no sanity validation; ``overrides`` replace any of these settings."""
+def make_trainer(
+    max_epochs: int, trainer_kwargs: Mapping[str, Any] | None = None, **overrides: Any
+) -> L.Trainer:
+    """The reproducible full-batch ``Trainer`` every training step of gnnaudit uses.
+
+    Defaults: ``accelerator="auto"`` (a GPU when Lightning finds one, else the CPU),
+    ``devices=1``, ``deterministic=True``, no logger, no checkpoint files, no progress bar or
+    model summary and no sanity validation. ``overrides`` (gnnaudit's own settings) and then
+    ``trainer_kwargs`` (the user's: ``accelerator``, ``devices``, ``strategy``, ``logger``,
+    ``precision`` ...) replace any of these.
+    """
     settings: dict[str, Any] = {
-        "accelerator": "cpu",
+        "accelerator": "auto",
         "devices": 1,
         "max_epochs": max_epochs,
         "deterministic": True,
@@ -113,7 +127,17 @@ def cpu_trainer(max_epochs: int, **overrides: Any) -> L.Trainer:
         "num_sanity_val_steps": 0,
     }
     settings.update(overrides)
-    return L.Trainer(**settings)
+    if trainer_kwargs is not None:
+        if not isinstance(trainer_kwargs, Mapping):
+            raise InvalidInputError(
+                f"trainer_kwargs must be a dict of Trainer arguments, got "
+                f"{type(trainer_kwargs).__name__}"
+            )
+        settings.update(trainer_kwargs)
+    try:
+        return L.Trainer(**settings)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"invalid Trainer settings {trainer_kwargs!r}: {exc}") from None
 
 
 def majority_rate(data: Data, mask: str = "test_mask") -> float:
@@ -142,6 +166,7 @@ def train_node_classifier(
     checkpoint_path: str | os.PathLike[str] | None = None,
     enable_progress_bar: bool = False,
     verbose: bool = False,
+    trainer_kwargs: Mapping[str, Any] | None = None,
 ) -> TrainResult:
     """Train a GNN node classifier on ``data`` and evaluate it on its three masks.
 
@@ -160,6 +185,8 @@ def train_node_classifier(
     checkpoint_path : where to write the Lightning checkpoint of the returned module.
     enable_progress_bar : show Lightning's progress bar.
     verbose : keep Lightning's informational messages and warnings.
+    trainer_kwargs : extra ``lightning.Trainer`` arguments (``accelerator``, ``devices``,
+        ``strategy`` ...), see :func:`make_trainer`.
 
     Returns
     -------
@@ -197,8 +224,9 @@ def train_node_classifier(
         callbacks: list[Callback] = [best] if keep_best else []
         if patience is not None:
             callbacks.append(EarlyStopping(monitor="val_loss", mode="min", patience=patience))
-        trainer = cpu_trainer(
+        trainer = make_trainer(
             max_epochs,
+            trainer_kwargs,
             enable_progress_bar=enable_progress_bar,
             log_every_n_steps=1,
             callbacks=callbacks,
@@ -218,6 +246,37 @@ def train_node_classifier(
     metrics["fit_seconds"] = fit_seconds
     logger.info("trained %s for %d epochs: %s", backbone, metrics["epochs_run"], metrics)
     return TrainResult(module, metrics)
+
+
+#: a checkpoint whose hyper-parameters describe more weights than this is refused before any
+#: allocation (10^8 float32 weights = 400 MB; the largest NodeClassifier of the benchmarks has
+#: about 10^5)
+MAX_CHECKPOINT_WEIGHTS = 100_000_000
+
+
+def _check_size(hparams: dict[str, Any], path: str) -> None:
+    """Refuse hyper-parameters that would build an absurdly large model (a crafted or corrupt
+    checkpoint), before any weight is allocated."""
+    dims = {}
+    for key in ("in_channels", "out_channels", "hidden_channels", "num_layers"):
+        value = hparams.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise InvalidInputError(
+                f"{path}: hyper-parameter {key}={value!r} is not a positive int"
+            )
+        dims[key] = int(value or 1)
+    d_in, d_out = dims["in_channels"], dims["out_channels"]
+    hidden, layers = dims["hidden_channels"], dims["num_layers"]
+    # the largest backbone (mpnn) holds a few hidden x hidden matrices per layer
+    estimate = 4 * (d_in * hidden + layers * hidden * hidden + hidden * d_out)
+    if estimate > MAX_CHECKPOINT_WEIGHTS:
+        raise InvalidInputError(
+            f"{path}: hyper-parameters describe about {estimate:.3g} weights (in {d_in}, hidden "
+            f"{hidden}, layers {layers}, out {d_out}); more than the {MAX_CHECKPOINT_WEIGHTS:.0e} "
+            "a NodeClassifier checkpoint may hold"
+        )
 
 
 def load_node_classifier(
@@ -241,6 +300,7 @@ def load_node_classifier(
             f"{path} is not a NodeClassifier checkpoint (needs 'state_dict' and 'hyper_parameters')"
         )
     hparams = dict(ckpt["hyper_parameters"])
+    _check_size(hparams, path)
     try:
         module = NodeClassifier(**hparams)
         module.load_state_dict(ckpt["state_dict"])
