@@ -50,7 +50,7 @@ def test_load_tabular_errors(tmp_path):
         load_tabular(_frame(), label="y")
     frame = _frame()
     frame.loc[2, "income"] = np.nan
-    with pytest.raises(InvalidInputError, match=r"rows \[2\]"):
+    with pytest.raises(InvalidInputError, match=r"'income' has missing values at row 2 \(blank\)"):
         load_tabular(frame, label="y", sensitive="sex", categorical="city")
 
 
