@@ -335,6 +335,60 @@ def test_load_nifty_errors(tmp_path, german_root):
         load_nifty("german", tmp_path / "c")
 
 
+def _german_frame() -> pd.DataFrame:
+    return pd.DataFrame(GERMAN_ROWS, columns=GERMAN_COLUMNS)
+
+
+def test_nifty_stray_string_in_numeric_column_is_refused_not_recoded(tmp_path):
+    frame = _german_frame().astype({"LoanAmount": object})
+    frame.loc[3, "LoanAmount"] = "unknown"
+    _write_nifty(tmp_path, "german", frame, GERMAN_EDGES)
+    with pytest.raises(
+        InvalidInputError, match=r"'LoanAmount' mixes numbers and text: .*row 3 \('unknown'\)"
+    ):
+        load_nifty("german", tmp_path)
+
+
+@pytest.mark.parametrize(
+    "column, row",
+    [("Gender", 2), ("GoodCustomer", 5), ("PurposeOfLoan", 1), ("Age", 4)],
+)
+def test_nifty_blank_cell_gives_a_clear_error(tmp_path, column, row):
+    frame = _german_frame().astype({column: object})
+    frame.loc[row, column] = None
+    if column == "PurposeOfLoan":  # dropped by the German spec: keep a used text column
+        frame = frame.rename(columns={"PurposeOfLoan": "Housing"})
+        column = "Housing"
+    _write_nifty(tmp_path, "german", frame, GERMAN_EDGES)
+    with pytest.raises(
+        InvalidInputError, match=rf"'{column}' has missing values at row {row} \(blank\)"
+    ):
+        load_nifty("german", tmp_path)
+
+
+def test_nifty_text_feature_is_coded_and_single_group_refused(tmp_path):
+    frame = _german_frame().rename(columns={"PurposeOfLoan": "Housing"})
+    _write_nifty(tmp_path / "a", "german", frame, GERMAN_EDGES)
+    data = load_nifty("german", tmp_path / "a", standardize=False)
+    housing = data.x[:, data.feature_names.index("Housing")].tolist()
+    assert housing == [0, 1, 0, 2, 0, 1, 3, 0]  # Car, Education, Furniture, Other
+    frame = _german_frame()
+    frame["Gender"] = "Female"
+    _write_nifty(tmp_path / "b", "german", frame, GERMAN_EDGES)
+    with pytest.raises(InvalidInputError, match="'Gender' holds a single group"):
+        load_nifty("german", tmp_path / "b")
+
+
+def test_nifty_unreadable_files(tmp_path):
+    _write_nifty(tmp_path, "german", _german_frame(), GERMAN_EDGES)
+    (tmp_path / "german" / "german_edges.txt").write_bytes(b"\x00\x01binary")
+    with pytest.raises(InvalidInputError, match="german_edges.txt' is a binary file"):
+        load_nifty("german", tmp_path)
+    (tmp_path / "german" / "german.csv").write_bytes(b"")
+    with pytest.raises(InvalidInputError, match="german.csv' is empty"):
+        load_nifty("german", tmp_path)
+
+
 # --------------------------------------------------------------------------- PyG datasets
 def test_pyg_loaders_refuse_to_download(tmp_path):
     with pytest.raises(InvalidInputError, match="ind.cora.x"):

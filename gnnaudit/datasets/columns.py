@@ -8,8 +8,8 @@ One rule set for every table gnnaudit reads (NIFTY csv, tabular csv, a user's ``
 * **missing values** (blank cells, ``NaN``) in a column that needs values are refused, naming
   the column and the first rows; they never reach ``numpy.unique`` (where pandas 3's NaN next
   to strings raised ``TypeError``) and never become a silent ``"nan"`` category.
-* **categorical column**: codes ``0..m-1`` of the sorted distinct values (sorted as text when
-  the values mix types); the original values are returned in code order.
+* **categorical column**: codes ``0..m-1`` of the sorted distinct values; the original values
+  are returned in code order.
 
 Rows are reported as 0-based data rows (the first line after a CSV header is row 0).
 """
@@ -127,7 +127,8 @@ def integer_column(source: str, column: str, series: pd.Series, *, minimum: int 
 def category_codes(source: str, column: str, series: pd.Series) -> tuple[np.ndarray, list]:
     """Codes ``0..m-1`` of the sorted distinct values and the values in code order.
 
-    Missing values are refused (naming the rows). Values of mixed types are sorted as text.
+    Missing values are refused (naming the rows). Values of mixed types (``1`` and ``"a"``) are
+    ordered by ``pandas.factorize(sort=True)``, which sorts them without raising.
     """
     missing = series.isna().to_numpy()
     if missing.any():
@@ -135,8 +136,5 @@ def category_codes(source: str, column: str, series: pd.Series) -> tuple[np.ndar
             f"{source}: column {column!r} has missing values at "
             f"{describe_rows(series, missing)}; fill or drop those rows"
         )
-    try:
-        codes, uniques = pd.factorize(series, sort=True)
-    except TypeError:  # e.g. 1 and "a" in one column: order them as text
-        codes, uniques = pd.factorize(series.astype(str), sort=True)
+    codes, uniques = pd.factorize(series, sort=True)
     return np.asarray(codes, dtype=np.int64), list(uniques)
