@@ -30,6 +30,10 @@ class PlantedPayload:
     def ran(self) -> bool:
         return self.marker.exists()
 
+    def instance(self) -> object:
+        """An object whose unpickling (by an unrestricted loader) runs the payload."""
+        return _Payload(self.marker)
+
     def pickle_bytes(self, protocol: int = 2) -> bytes:
         return pickle.dumps(_Payload(self.marker), protocol=protocol)
 

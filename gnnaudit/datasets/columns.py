@@ -32,16 +32,25 @@ __all__ = [
 
 
 def describe_rows(series: pd.Series, bad: np.ndarray, limit: int = 5) -> str:
-    """``row 3 ('unknown'), row 17 (blank) and 2 more`` for the rows where ``bad`` is true."""
+    """``row 3 ('unknown'), row 17 (blank) and 2 more`` for the rows where ``bad`` is true.
+
+    A series indexed by node ids (not a RangeIndex) also names the id: ``row 3 (id 'n7': 2.5)``.
+    """
     rows = np.flatnonzero(bad)
     values = series.to_numpy()
+    named = not isinstance(series.index, pd.RangeIndex)
 
     def show(value: object) -> str:
         if pd.isna(value):
             return "blank"
         return repr(value.item() if isinstance(value, np.generic) else value)
 
-    shown = ", ".join(f"row {int(r)} ({show(values[r])})" for r in rows[:limit])
+    shown = ", ".join(
+        f"row {int(r)} (id {series.index[r]!r}: {show(values[r])})"
+        if named
+        else f"row {int(r)} ({show(values[r])})"
+        for r in rows[:limit]
+    )
     more = f" and {rows.size - limit} more" if rows.size > limit else ""
     return shown + more
 
