@@ -394,6 +394,23 @@ def test_atomic_output_dir_refuses_a_folder_with_files_before_running(tmp_path):
     assert _leftovers(tmp_path) == []
 
 
+def test_atomic_output_dir_never_replaces_the_working_or_home_folder(tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    (work / "sub" / "notes.txt").write_text("keep")
+    monkeypatch.chdir(work / "sub")
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for path in (".", "..", str(work), str(home)):
+        with pytest.raises(
+            InvalidInputError, match="current folder, one of its parents or the home"
+        ):
+            with atomic_output_dir(path, force=True, name="--out"):
+                pass
+    assert (work / "sub" / "notes.txt").read_text() == "keep"
+
+
 def test_atomic_output_dir_rejects_files_and_paths_under_files(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(InvalidInputError, match="--out: .* is a file, expected a folder"):

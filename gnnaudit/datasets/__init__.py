@@ -1,7 +1,15 @@
 """Dataset loaders and generators.
 
 Graph loaders return :class:`torch_geometric.data.Data`; tabular loaders return
-:class:`~gnnaudit.datasets.tabular.TabularData`. Nothing here downloads at test time.
+:class:`~gnnaudit.datasets.tabular.TabularData`. Nothing here downloads. Every file is read
+through :mod:`gnnaudit.safe_io` (no code from data files, one-line errors).
+
+* :func:`load_graph` / :func:`save_graph`: a user's own graph as a ``.pt`` file, an ``.npz``
+  file or a folder with ``nodes.csv`` and ``edges.csv`` (formats in
+  :mod:`gnnaudit.datasets.graph_files`).
+* :func:`load_nifty`, :func:`load_planetoid`, :func:`load_pyg`: benchmark graphs from their
+  raw files; :func:`synthetic_credit_graph`: the demo graph.
+* :func:`load_tabular`, :func:`three_moons`: tables for the clustering methods.
 """
 
 from gnnaudit.datasets.graph_files import load_graph, save_graph

@@ -136,13 +136,22 @@ def check_output_dir(name: str, path: PathLike, *, force: bool = False) -> Path:
     A missing folder (and missing parents) is fine: :func:`atomic_output_dir` creates them. An
     existing empty folder is fine. Refused with :class:`InvalidInputError` naming ``name``: a
     path that is a file, a path under a regular file, an existing folder holding files when
-    ``force`` is false, a place we cannot write in.
+    ``force`` is false, a place we cannot write in, and - because an output folder is replaced
+    as a whole - the current folder, any of its parents and the home folder, force or not.
     """
     if not isinstance(path, str | os.PathLike):
         raise InvalidInputError(f"{name} must be a folder path, got {type(path).__name__}")
     p = Path(path)
     if os.path.lexists(p) and not p.is_dir():
         raise InvalidInputError(f"{name}: {str(p)!r} is a file, expected a folder")
+    if p.is_dir():
+        resolved = p.resolve()
+        cwd = Path.cwd().resolve()
+        if resolved in {cwd, *cwd.parents, Path.home().resolve()}:
+            raise InvalidInputError(
+                f"{name}: {str(p)!r} is the current folder, one of its parents or the home "
+                "folder; choose a dedicated output folder (it is replaced as a whole)"
+            )
     if p.is_dir() and not force:
         held = sorted(os.listdir(p))
         if held:

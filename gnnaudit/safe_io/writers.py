@@ -139,7 +139,10 @@ def _commit_dir(tmp: Path, target: Path, name: str, force: bool) -> None:
         except OSError:
             continue  # another run got in between: try again
         finally:
-            shutil.rmtree(old, ignore_errors=True)
+            if old.is_symlink():
+                old.unlink()
+            else:
+                shutil.rmtree(old, ignore_errors=True)
         return
     raise InvalidInputError(
         f"{name}: folder {str(target)!r} keeps being replaced by other runs; this run's results "
