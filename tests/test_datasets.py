@@ -320,6 +320,8 @@ def test_load_nifty_errors(tmp_path, german_root):
         load_nifty("german", german_root)
     with pytest.raises(InvalidInputError, match="'german', 'bail', 'credit'"):
         load_nifty("adult", german_root)
+    with pytest.raises(InvalidInputError, match="root must be a folder path, got NoneType"):
+        load_nifty("german", None)
 
     frame = pd.DataFrame(GERMAN_ROWS, columns=GERMAN_COLUMNS).drop(columns=["GoodCustomer"])
     _write_nifty(tmp_path / "a", "german", frame, GERMAN_EDGES)

@@ -133,3 +133,17 @@ def test_numeric_column_names_the_one_stray_cell(values, data):
         column_kind("t", "c", series)
     with pytest.raises(InvalidInputError, match=rf"holds text at row {row} \('unknown'\)"):
         numeric_column("t", "c", series)
+
+
+@pytest.mark.parametrize(
+    "frame, kwargs, pattern",
+    [
+        (pd.DataFrame([[1, 2]], columns=["a", "a"]), {}, r"\['a'\] appear more than once"),
+        (pd.DataFrame({"a": [1, 2], "s": [[1], [2]]}), {"sensitive": "s"}, "cannot be categories"),
+        (pd.DataFrame({"a": [1 + 1j, 2]}), {}, r"\['a'\] are not numeric"),
+        (pd.DataFrame({"a": pd.to_datetime(["2020-01-01", "2021-01-01"])}), {}, "not numeric"),
+    ],
+)
+def test_load_tabular_odd_frames(frame, kwargs, pattern):
+    with pytest.raises(InvalidInputError, match=pattern):
+        load_tabular(frame, **kwargs)

@@ -55,6 +55,10 @@ def describe_rows(series: pd.Series, bad: np.ndarray, limit: int = 5) -> str:
     return shown + more
 
 
+def _is_text_dtype(series: pd.Series) -> bool:
+    return series.dtype.kind == "O" or pd.api.types.is_string_dtype(series)
+
+
 def _text_cells(series: pd.Series) -> np.ndarray:
     """Non-blank cells that do not parse as numbers."""
     parsed = pd.to_numeric(series, errors="coerce")
@@ -62,10 +66,13 @@ def _text_cells(series: pd.Series) -> np.ndarray:
 
 
 def is_numeric_column(series: pd.Series) -> bool:
-    """True for a numeric (or boolean) dtype, or a text column whose every non-blank cell
-    parses as a number."""
-    if pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series):
+    """True for a real numeric (or boolean) dtype, or a text / object column whose every
+    non-blank cell parses as a number. Datetime, complex and categorical dtypes are not
+    numeric."""
+    if series.dtype.kind in "biuf":
         return True
+    if not _is_text_dtype(series):
+        return False  # datetimes, complex numbers, categoricals ... are not feature numbers
     return not _text_cells(series).any()
 
 
@@ -77,6 +84,8 @@ def column_kind(source: str, column: str, series: pd.Series) -> str:
     """
     if is_numeric_column(series):
         return "numeric"
+    if not _is_text_dtype(series):
+        return "categorical"
     parsed = pd.to_numeric(series, errors="coerce")
     if parsed.notna().any():
         raise InvalidInputError(
@@ -87,19 +96,15 @@ def column_kind(source: str, column: str, series: pd.Series) -> str:
     return "categorical"
 
 
-def numeric_column(
-    source: str, column: str, series: pd.Series, *, allow_missing: bool = False
-) -> np.ndarray:
+def numeric_column(source: str, column: str, series: pd.Series) -> np.ndarray:
     """Float64 values of a column that must be numeric (see the module rules).
 
-    Raises InvalidInputError naming ``source`` and ``column`` for text cells, and for missing
-    values unless ``allow_missing``; infinite values are refused as well.
+    Raises InvalidInputError naming ``source`` and ``column`` for text cells, missing or
+    infinite values, and for dtypes that are not real numbers (datetime, complex ...).
     """
-    if pd.api.types.is_bool_dtype(series):
-        values = series.to_numpy(dtype=np.float64)
-    elif pd.api.types.is_numeric_dtype(series):
+    if series.dtype.kind in "biuf":
         values = series.to_numpy(dtype=np.float64, na_value=np.nan)
-    else:
+    elif _is_text_dtype(series):
         text = _text_cells(series)
         if text.any():
             raise InvalidInputError(
@@ -107,8 +112,12 @@ def numeric_column(
                 f"{describe_rows(series, text)}; fix those cells or leave them out"
             )
         values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    else:
+        raise InvalidInputError(
+            f"{source}: column {column!r} must be numeric, got dtype {series.dtype}"
+        )
     missing = np.isnan(values)
-    if missing.any() and not allow_missing:
+    if missing.any():
         raise InvalidInputError(
             f"{source}: column {column!r} has missing values at "
             f"{describe_rows(series, missing)}; fill or drop those rows"
@@ -145,5 +154,10 @@ def category_codes(source: str, column: str, series: pd.Series) -> tuple[np.ndar
             f"{source}: column {column!r} has missing values at "
             f"{describe_rows(series, missing)}; fill or drop those rows"
         )
-    codes, uniques = pd.factorize(series, sort=True)
+    try:
+        codes, uniques = pd.factorize(series, sort=True)
+    except TypeError as exc:  # unhashable cells (lists, dicts)
+        raise InvalidInputError(
+            f"{source}: column {column!r} holds values that cannot be categories ({exc})"
+        ) from None
     return np.asarray(codes, dtype=np.int64), list(uniques)

@@ -402,6 +402,8 @@ def save_graph(data: Data, path: str | os.PathLike[str], *, force: bool = False)
     An existing destination is refused unless ``force``; a failed write leaves it untouched.
     Returns the path written.
     """
+    if not isinstance(path, str | os.PathLike):
+        raise InvalidInputError(f"path must be a file or folder path, got {type(path).__name__}")
     parts = _graph_dict(data)
     target = Path(path)
     suffix = target.suffix.lower()

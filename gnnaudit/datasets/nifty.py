@@ -171,6 +171,8 @@ def load_nifty(
     name = check_choice("name", name, tuple(NIFTY_DATASETS))
     seed = check_int("seed", seed, minimum=0)
     spec = NIFTY_DATASETS[name]
+    if not isinstance(root, str | os.PathLike):
+        raise InvalidInputError(f"root must be a folder path, got {type(root).__name__}")
     folder = os.path.join(os.fspath(root), name)
     csv_path = os.path.join(folder, f"{name}.csv")
     edge_path = os.path.join(folder, f"{name}_edges.txt")

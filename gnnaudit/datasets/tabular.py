@@ -101,6 +101,9 @@ def load_tabular(
         where = f"source {os.fspath(source)!r}"
     if frame.shape[0] == 0:
         raise InvalidInputError(f"{where}: the table has no rows")
+    repeated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
+    if repeated:
+        raise InvalidInputError(f"{where}: column name(s) {repeated} appear more than once")
     sens_cols = _as_list("sensitive", sensitive)
     cat_cols = _as_list("categorical", categorical)
     named = ([label] if label is not None else []) + sens_cols + cat_cols
