@@ -153,7 +153,7 @@ BAD_FOLDERS = [
     ("id,a\n", "source,target\n", {}, "at least 1 data row"),
     ("a,b\n1,2\n", "source,target\n", {}, "lacks the column 'id'"),
     ("id,a\n1,0\n2,1\n", "", {}, "edges.csv' is empty"),
-    ("id,a\n1,0\n2,1\n", "source,dst\n1,2\n", {}, "lacks the column\\(s\\) target"),
+    ("id,a\n1,0\n2,1\n", "source,dst\n1,2\n", {}, "lacks the column\\(s\\) 'target'"),
     (
         "id,a\n1,0\n2,1\n",
         "source,target\n1,2\n2,3\n",
@@ -219,6 +219,7 @@ def test_missing_files_and_paths(tmp_path):
         ({"x": torch.ones(0, 2), "edge_index": torch.zeros(2, 0, dtype=torch.long)}, "empty"),
         ({"x": torch.ones(2, 2), "edge_index": torch.tensor([[0], [5]])}, r"\[0, 1\]"),
         ({"x": torch.ones(2, 2), "edge_index": torch.ones(2, 1)}, "integer node ids"),
+        ({"x": torch.ones(2, 2), "edge_index": ["0", "1"]}, "'edge_index' must be a \\(2, E\\)"),
         (
             {"x": torch.tensor([[1.0], [float("nan")]]), "edge_index": torch.zeros(2, 0).long()},
             r"finite; got row 1 of 'x0' \(nan\)",
@@ -308,3 +309,24 @@ def test_save_graph_csv_conflicts(tmp_path):
     assert load_graph(tmp_path / "g.pt").sensitive.tolist() == [0, 1, 1]
     with pytest.raises(InvalidInputError, match="data must be a torch_geometric Data"):
         save_graph({"x": 1}, tmp_path / "h.pt")
+
+
+# ------------------------------------------------------------------------------ fuzz
+CSV_TEXT = st.text(alphabet="id,sourcetarget\n0123 .-xyTFnaN\x00", max_size=80)
+
+
+@settings(max_examples=60, deadline=None)
+@given(nodes=CSV_TEXT, edges=CSV_TEXT, blob=st.binary(max_size=200))
+def test_any_file_content_loads_or_gives_invalid_input(tmp_path_factory, nodes, edges, blob):
+    folder = tmp_path_factory.mktemp("fuzz")
+    write_folder(folder / "g", "id,a,y\n" + nodes, "source,target\n" + edges)
+    (folder / "g.pt").write_bytes(blob)
+    (folder / "g.npz").write_bytes(blob)
+    for path in (folder / "g", folder / "g.pt", folder / "g.npz"):
+        try:
+            data = load_graph(path)
+        except InvalidInputError as exc:
+            assert "\n" not in str(exc)
+        else:
+            assert data.x.dtype == torch.float32 and torch.isfinite(data.x).all()
+            assert int(data.edge_index.max(initial=0)) < max(data.num_nodes, 1)

@@ -22,6 +22,7 @@ import pandas as pd
 from gnnaudit.errors import InvalidInputError
 
 __all__ = [
+    "name_list",
     "describe_rows",
     "is_numeric_column",
     "column_kind",
@@ -29,6 +30,13 @@ __all__ = [
     "category_codes",
     "integer_column",
 ]
+
+
+def name_list(names, limit: int = 20) -> str:
+    """``'a', 'b', 'c' and 4 more``: names quoted (a newline in a name stays escaped)."""
+    names = [str(n) for n in names]
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def describe_rows(series: pd.Series, bad: np.ndarray, limit: int = 5) -> str:

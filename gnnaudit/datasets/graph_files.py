@@ -73,7 +73,7 @@ import torch
 from torch_geometric.data import Data
 
 from gnnaudit._validation import check_edge_index
-from gnnaudit.datasets.columns import describe_rows
+from gnnaudit.datasets.columns import describe_rows, name_list
 from gnnaudit.datasets.graph_table import NodeTable, assemble
 from gnnaudit.datasets.splits import clean_edge_index
 from gnnaudit.errors import InvalidInputError
@@ -127,7 +127,7 @@ def _table_from_arrays(source: str, content: dict[str, Any]) -> NodeTable:
     missing = [k for k in ("x", "edge_index") if content.get(k) is None]
     if missing:
         raise InvalidInputError(
-            f"{source} lacks {', '.join(missing)} (has {', '.join(sorted(content)) or 'nothing'})"
+            f"{source} lacks {', '.join(missing)} (has {name_list(sorted(content)) or 'nothing'})"
         )
     x = _as_numpy(content["x"])
     if not isinstance(x, np.ndarray) or x.ndim != 2 or x.dtype.kind not in "biuf":
@@ -149,9 +149,13 @@ def _table_from_arrays(source: str, content: dict[str, Any]) -> NodeTable:
             ignored.append(key)
     if ignored:
         logger.info("%s: ignoring %s (not per-node columns)", source, ", ".join(sorted(ignored)))
-    edge_index = check_edge_index(
-        f"{source}: 'edge_index'", torch.as_tensor(_as_numpy(content["edge_index"])), n
-    )
+    edges = _as_numpy(content["edge_index"])
+    if not isinstance(edges, np.ndarray) or edges.dtype.kind not in "iu":
+        raise InvalidInputError(
+            f"{source}: 'edge_index' must be a (2, E) array of integer node ids, got "
+            f"{getattr(edges, 'dtype', type(edges).__name__)}"
+        )
+    edge_index = check_edge_index(f"{source}: 'edge_index'", torch.from_numpy(edges), n)
     declared = content.get("sensitive_name")
     declared = _as_numpy(declared)
     if isinstance(declared, np.ndarray) and declared.ndim == 0:
@@ -191,9 +195,7 @@ def _read_csv_folder(folder: Path, name: str) -> NodeTable:
     nodes = read_csv(name, nodes_path, dtype={"id": str}, skipinitialspace=True)
     source = f"{name}: {str(nodes_path)!r}"
     if "id" not in nodes.columns:
-        raise InvalidInputError(
-            f"{source} lacks the column 'id' (has {', '.join(map(str, nodes.columns))})"
-        )
+        raise InvalidInputError(f"{source} lacks the column 'id' (has {name_list(nodes.columns)})")
     ids = nodes["id"]
     blank = ids.isna().to_numpy()
     if blank.any():
@@ -210,8 +212,8 @@ def _read_csv_folder(folder: Path, name: str) -> NodeTable:
     absent = [c for c in ("source", "target") if c not in edges.columns]
     if absent:
         raise InvalidInputError(
-            f"{edge_source} lacks the column(s) {', '.join(absent)} (has "
-            f"{', '.join(map(str, edges.columns))})"
+            f"{edge_source} lacks the column(s) {name_list(absent)} (has "
+            f"{name_list(edges.columns)})"
         )
     index = pd.Index(ids)
     ends = []

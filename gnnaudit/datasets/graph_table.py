@@ -21,6 +21,7 @@ from gnnaudit.datasets.columns import (
     column_kind,
     describe_rows,
     integer_column,
+    name_list,
     numeric_column,
 )
 from gnnaudit.errors import InvalidInputError
@@ -58,7 +59,7 @@ class NodeTable:
 
 def _available(table: NodeTable) -> str:
     names = [*table.feature_names, *table.columns]
-    return ", ".join(names[:20]) + (" ..." if len(names) > 20 else "")
+    return name_list(names)
 
 
 def _mask(table: NodeTable, column: str, argument: str) -> torch.Tensor:
@@ -117,7 +118,7 @@ def _choose_features(
         if unknown:
             raise InvalidInputError(
                 f"feature_columns: {unknown} are not feature columns of {table.source} "
-                f"(available: {', '.join(candidates[:20])})"
+                f"(available: {name_list(candidates)})"
             )
     if not chosen:
         raise InvalidInputError(f"{table.source} has no feature column")

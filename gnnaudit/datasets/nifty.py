@@ -49,6 +49,7 @@ from gnnaudit.datasets.columns import (
     category_codes,
     column_kind,
     describe_rows,
+    name_list,
     numeric_column,
 )
 from gnnaudit.datasets.splits import DEFAULT_FRACTIONS, clean_edge_index, stratified_masks
@@ -186,7 +187,7 @@ def load_nifty(
     if absent:
         raise InvalidInputError(
             f"NIFTY dataset {name!r}: {csv_path} lacks column(s) {', '.join(absent)} "
-            f"(has {', '.join(map(str, frame.columns))})"
+            f"(has {name_list(frame.columns)})"
         )
     if len(frame) < 2:
         raise InvalidInputError(f"{csv_path} must hold at least 2 rows, got {len(frame)}")

@@ -33,6 +33,7 @@ import torch
 from torch_geometric.data import Data
 
 from gnnaudit._validation import check_edge_index
+from gnnaudit.datasets.columns import name_list
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io import load_npy, load_npz, load_planetoid_pickle, load_text_array, read_json
 
@@ -124,7 +125,7 @@ def _array(
 ) -> np.ndarray:
     if key not in arrays:
         raise InvalidInputError(
-            f"{ARG}: {str(path)!r} lacks the array {key!r} (has {', '.join(sorted(arrays))})"
+            f"{ARG}: {str(path)!r} lacks the array {key!r} (has {name_list(sorted(arrays))})"
         )
     arr = arrays[key]
     if arr.ndim != ndim or arr.dtype.kind not in kinds:
