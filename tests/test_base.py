@@ -102,12 +102,22 @@ def test_check_fitted():
 # --- layer rule ------------------------------------------------------------------------------
 
 LAYERS = {
-    # package -> gnnaudit modules it may import (besides itself)
-    "graph_ops": {"errors", "_validation"},
-    "audit": {"errors", "_validation", "graph_ops", "clustering"},
-    "clustering": {"errors", "_validation", "graph_ops"},
-    "datasets": {"errors", "_validation"},
-    "training": {"errors", "_validation", "graph_ops", "audit", "clustering", "datasets"},
+    # package -> gnnaudit modules it may import (besides itself); errors, _validation and
+    # safe_io (every file read and write) are leaves every package may use
+    "safe_io": {"errors", "_validation"},
+    "graph_ops": {"errors", "_validation", "safe_io"},
+    "audit": {"errors", "_validation", "safe_io", "graph_ops", "clustering"},
+    "clustering": {"errors", "_validation", "safe_io", "graph_ops"},
+    "datasets": {"errors", "_validation", "safe_io"},
+    "training": {
+        "errors",
+        "_validation",
+        "safe_io",
+        "graph_ops",
+        "audit",
+        "clustering",
+        "datasets",
+    },
 }
 
 

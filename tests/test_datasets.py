@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
+import shutil
 import stat
+from collections import defaultdict
 
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse as sp
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,7 +31,6 @@ from gnnaudit.datasets import (
     stratified_masks,
     synthetic_credit_graph,
 )
-from gnnaudit.datasets import pyg as pyg_module
 
 CORA_ROOT = "/work/shared/datasets/planetoid"
 
@@ -316,6 +320,8 @@ def test_load_nifty_errors(tmp_path, german_root):
         load_nifty("german", german_root)
     with pytest.raises(InvalidInputError, match="'german', 'bail', 'credit'"):
         load_nifty("adult", german_root)
+    with pytest.raises(InvalidInputError, match="root must be a folder path, got NoneType"):
+        load_nifty("german", None)
 
     frame = pd.DataFrame(GERMAN_ROWS, columns=GERMAN_COLUMNS).drop(columns=["GoodCustomer"])
     _write_nifty(tmp_path / "a", "german", frame, GERMAN_EDGES)
@@ -329,6 +335,60 @@ def test_load_nifty_errors(tmp_path, german_root):
     _write_nifty(tmp_path / "c", "german", frame, [(0, 1.5)], fmt="%.3f")
     with pytest.raises(InvalidInputError, match="non-integer"):
         load_nifty("german", tmp_path / "c")
+
+
+def _german_frame() -> pd.DataFrame:
+    return pd.DataFrame(GERMAN_ROWS, columns=GERMAN_COLUMNS)
+
+
+def test_nifty_stray_string_in_numeric_column_is_refused_not_recoded(tmp_path):
+    frame = _german_frame().astype({"LoanAmount": object})
+    frame.loc[3, "LoanAmount"] = "unknown"
+    _write_nifty(tmp_path, "german", frame, GERMAN_EDGES)
+    with pytest.raises(
+        InvalidInputError, match=r"'LoanAmount' mixes numbers and text: .*row 3 \('unknown'\)"
+    ):
+        load_nifty("german", tmp_path)
+
+
+@pytest.mark.parametrize(
+    "column, row",
+    [("Gender", 2), ("GoodCustomer", 5), ("PurposeOfLoan", 1), ("Age", 4)],
+)
+def test_nifty_blank_cell_gives_a_clear_error(tmp_path, column, row):
+    frame = _german_frame().astype({column: object})
+    frame.loc[row, column] = None
+    if column == "PurposeOfLoan":  # dropped by the German spec: keep a used text column
+        frame = frame.rename(columns={"PurposeOfLoan": "Housing"})
+        column = "Housing"
+    _write_nifty(tmp_path, "german", frame, GERMAN_EDGES)
+    with pytest.raises(
+        InvalidInputError, match=rf"'{column}' has missing values at row {row} \(blank\)"
+    ):
+        load_nifty("german", tmp_path)
+
+
+def test_nifty_text_feature_is_coded_and_single_group_refused(tmp_path):
+    frame = _german_frame().rename(columns={"PurposeOfLoan": "Housing"})
+    _write_nifty(tmp_path / "a", "german", frame, GERMAN_EDGES)
+    data = load_nifty("german", tmp_path / "a", standardize=False)
+    housing = data.x[:, data.feature_names.index("Housing")].tolist()
+    assert housing == [0, 1, 0, 2, 0, 1, 3, 0]  # Car, Education, Furniture, Other
+    frame = _german_frame()
+    frame["Gender"] = "Female"
+    _write_nifty(tmp_path / "b", "german", frame, GERMAN_EDGES)
+    with pytest.raises(InvalidInputError, match="'Gender' holds a single group"):
+        load_nifty("german", tmp_path / "b")
+
+
+def test_nifty_unreadable_files(tmp_path):
+    _write_nifty(tmp_path, "german", _german_frame(), GERMAN_EDGES)
+    (tmp_path / "german" / "german_edges.txt").write_bytes(b"\x00\x01binary")
+    with pytest.raises(InvalidInputError, match="german_edges.txt' is a binary file"):
+        load_nifty("german", tmp_path)
+    (tmp_path / "german" / "german.csv").write_bytes(b"")
+    with pytest.raises(InvalidInputError, match="german.csv' is empty"):
+        load_nifty("german", tmp_path)
 
 
 # --------------------------------------------------------------------------- PyG datasets
@@ -355,8 +415,14 @@ def _write_facebook(root, n: int = 30) -> None:
     )
 
 
+def _tree(folder) -> list[str]:
+    """Every path under ``folder`` (to show that a loader wrote nothing)."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
 def test_load_pyg_offline_from_raw_files(tmp_path):
     _write_facebook(tmp_path)
+    before = _tree(tmp_path)
     data = load_pyg("FacebookPagePage", tmp_path, seed=0)
     assert data.x.shape == (30, 4) and data.x.dtype == torch.float32
     assert data.edge_index.size(1) == 60  # ring, symmetrised, self loop dropped
@@ -364,31 +430,166 @@ def test_load_pyg_offline_from_raw_files(tmp_path):
     assert_partition(data)
     for c in range(3):  # stratified: 5 of the 10 nodes of each class train
         assert int(data.train_mask[data.y == c].sum()) == 5
-    assert os.path.isdir(tmp_path / "FacebookPagePage" / "processed")
+    assert _tree(tmp_path) == before  # no processed/ folder, nothing written
 
 
-def test_read_only_root_is_processed_in_cache(tmp_path, monkeypatch):
-    shared = tmp_path / "shared"
-    _write_facebook(shared)
-    folder = shared / "FacebookPagePage"
-    monkeypatch.setenv("GNNAUDIT_CACHE", str(tmp_path / "cache"))
-    folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    try:
-        data = load_pyg("FacebookPagePage", shared)
-    finally:
-        folder.chmod(stat.S_IRWXU)
+def _write_planetoid(root, n_train: int, n_all: int, n_test: int, d: int, seed: int = 0):
+    """Raw Planetoid files (PyG's format) for a random graph of ``n_all + n_test`` nodes."""
+    rng = np.random.default_rng(seed)
+    n, classes = n_all + n_test, 3
+    raw = root / "Cora" / "raw"
+    raw.mkdir(parents=True)
+    feats = (rng.random((n, d)) < 0.3).astype(np.float32)
+    onehot = np.eye(classes, dtype=np.int32)[rng.integers(0, classes, n)]
+    order = n_all + rng.permutation(n_test)  # tx row i belongs to node order[i]
+    parts = {
+        "x": sp.csr_matrix(feats[:n_train]),
+        "allx": sp.csr_matrix(feats[:n_all]),
+        "tx": sp.csr_matrix(feats[order]),
+        "y": onehot[:n_train],
+        "ally": onehot[:n_all],
+        "ty": onehot[order],
+    }
+    graph = defaultdict(list)
+    for u, v in rng.integers(0, n, size=(3 * n, 2)).tolist():
+        graph[u].append(v)
+        graph[v].append(u)
+    graph[0].append(0)  # a self loop, as the real files have
+    parts["graph"] = graph
+    for part, obj in parts.items():
+        (raw / f"ind.cora.{part}").write_bytes(pickle.dumps(obj, protocol=2))
+    (raw / "ind.cora.test.index").write_text("\n".join(map(str, order)) + "\n")
+    return raw, feats, onehot.argmax(1)
+
+
+def test_load_planetoid_matches_pyg_reader_on_generated_raw_files(tmp_path):
+    from torch_geometric.io.planetoid import read_planetoid_data
+
+    raw, feats, labels = _write_planetoid(tmp_path, n_train=12, n_all=520, n_test=20, d=7)
+    ours = load_planetoid("cora", tmp_path, split="public")
+    ref = read_planetoid_data(str(raw), "cora")  # trusted: this test wrote the files
+    assert torch.equal(ours.x, ref.x) and torch.equal(ours.y, ref.y)
+    assert torch.equal(ours.x, torch.from_numpy(feats))  # tx rows placed at test.index
+    assert torch.equal(ours.y, torch.from_numpy(labels))
+    for key in ("train_mask", "val_mask", "test_mask"):
+        assert torch.equal(ours[key], ref[key]), key
+    assert torch.equal(ours.edge_index, clean_edge_index(ref.edge_index, ref.num_nodes))
+
+
+def test_planetoid_loader_never_touches_processed_files(tmp_path, payload):
+    _write_planetoid(tmp_path, n_train=6, n_all=20, n_test=10, d=4)
+    processed = tmp_path / "Cora" / "processed"
+    payload.torch_file(processed / "data.pt")
+    payload.torch_file(processed / "pre_transform.pt", wrap=False)
+    payload.torch_file(processed / "pre_filter.pt", wrap=False)
+    before = _tree(tmp_path)
+    data = load_planetoid("cora", tmp_path)
     assert data.num_nodes == 30
-    assert not (folder / "processed").exists()
-    cached = tmp_path / "cache" / "pyg" / "FacebookPagePage"
-    assert (cached / "raw" / "facebook.npz").is_file() and (cached / "processed").is_dir()
-    assert pyg_module.cache_dir() == str(tmp_path / "cache")
+    assert not payload.ran
+    assert _tree(tmp_path) == before
+
+
+def test_planetoid_raw_payload_is_refused(tmp_path, payload):
+    _write_planetoid(tmp_path, n_train=6, n_all=20, n_test=10, d=4)
+    payload.pickle_file(tmp_path / "Cora" / "raw" / "ind.cora.x")
+    with pytest.raises(InvalidInputError, match="root: .*ind.cora.x' refused: .*exec"):
+        load_planetoid("cora", tmp_path)
+    assert not payload.ran
+
+
+def test_planetoid_inconsistent_raw_files(tmp_path):
+    raw, _, _ = _write_planetoid(tmp_path, n_train=6, n_all=20, n_test=10, d=4)
+    (raw / "ind.cora.test.index").write_text("20\n21\n")
+    with pytest.raises(InvalidInputError, match="test.index lists 2 ids for 10 rows"):
+        load_planetoid("cora", tmp_path)
+    (raw / "ind.cora.test.index").write_text("\n".join(["20"] * 10))
+    with pytest.raises(InvalidInputError, match="distinct"):
+        load_planetoid("cora", tmp_path)
+
+
+def test_facebook_payload_is_refused(tmp_path, payload):
+    payload.npz_file(tmp_path / "FacebookPagePage" / "raw" / "facebook.npz")
+    with pytest.raises(InvalidInputError, match="object array, which needs unpickling"):
+        load_pyg("FacebookPagePage", tmp_path)
+    assert not payload.ran
+
+
+def test_facebook_missing_array(tmp_path):
+    raw = tmp_path / "FacebookPagePage" / "raw"
+    raw.mkdir(parents=True)
+    np.savez(raw / "facebook.npz", features=np.ones((3, 2)), target=np.arange(3))
+    with pytest.raises(InvalidInputError, match="lacks the array 'edges'"):
+        load_pyg("FacebookPagePage", tmp_path)
+
+
+def test_read_only_folders_each_give_their_own_graph(tmp_path):
+    # two read-only copies of "Cora" with different sizes: each load returns its own graph
+    roots = {}
+    for name, (n_all, d) in {"a": (60, 30), "b": (65, 40)}.items():
+        root = tmp_path / name
+        _write_planetoid(root, n_train=6, n_all=n_all, n_test=10, d=d, seed=len(roots))
+        roots[name] = root
+    modes = {}
+    for root in roots.values():
+        for folder in [root, *root.rglob("*")]:
+            if folder.is_dir():
+                modes[folder] = folder.stat().st_mode
+                folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        first = load_planetoid("cora", roots["a"])
+        second = load_planetoid("cora", roots["b"])
+        again = load_planetoid("cora", roots["a"])
+    finally:
+        for folder, mode in modes.items():
+            folder.chmod(mode)
+    assert tuple(first.x.shape) == (70, 30) and tuple(second.x.shape) == (75, 40)
+    assert torch.equal(first.x, again.x)
+
+
+def test_planetoid_reads_a_changed_raw_file(tmp_path):
+    _write_planetoid(tmp_path, n_train=6, n_all=20, n_test=10, d=4, seed=0)
+    first = load_planetoid("cora", tmp_path)
+    shutil.rmtree(tmp_path / "Cora")
+    _write_planetoid(tmp_path, n_train=6, n_all=25, n_test=10, d=5, seed=1)
+    second = load_planetoid("cora", tmp_path)
+    assert first.num_nodes == 30 and second.num_nodes == 35 and second.x.shape[1] == 5
+
+
+def _write_amazon(root, n: int = 12) -> None:
+    raw = root / "AmazonProducts" / "raw"
+    raw.mkdir(parents=True)
+    adj = sp.csr_matrix(np.roll(np.eye(n, dtype=np.float32), 1, axis=1))
+    np.savez(
+        raw / "adj_full.npz",
+        data=adj.data,
+        indices=adj.indices,
+        indptr=adj.indptr,
+        shape=np.array(adj.shape),
+    )
+    np.save(raw / "feats.npy", np.arange(n * 3, dtype=np.float32).reshape(n, 3))
+    labels = {str(i): [int(i % 2), int(i % 3 == 0)] for i in reversed(range(n))}
+    (raw / "class_map.json").write_text(json.dumps(labels))
+    (raw / "role.json").write_text(
+        json.dumps({"tr": list(range(6)), "va": [6, 7, 8], "te": [9, 10, 11]})
+    )
+
+
+def test_load_amazon_products_from_raw_files(tmp_path):
+    _write_amazon(tmp_path)
+    data = load_pyg("AmazonProducts", tmp_path, split="public")
+    assert data.x.shape == (12, 3) and data.y.shape == (12, 2)
+    assert data.y[:, 0].tolist() == [i % 2 for i in range(12)]
+    assert data.test_mask.nonzero().view(-1).tolist() == [9, 10, 11]
+    assert_clean_undirected(data.edge_index, 12)
+    assert data.edge_index.size(1) == 24  # a ring, symmetrised
 
 
 @pytest.mark.skipif(
     not os.path.isdir(os.path.join(CORA_ROOT, "Cora", "raw")), reason="Cora raw files absent"
 )
-def test_load_planetoid_cora(tmp_path, monkeypatch):
-    monkeypatch.setenv("GNNAUDIT_CACHE", str(tmp_path))
+def test_load_planetoid_cora():
+    from torch_geometric.io.planetoid import read_planetoid_data
+
     data = load_planetoid("Cora", CORA_ROOT, seed=0)
     assert data.x.shape == (2708, 1433) and data.x.dtype == torch.float32
     assert data.edge_index.size(1) == 10556
@@ -401,3 +602,6 @@ def test_load_planetoid_cora(tmp_path, monkeypatch):
         500,
         1000,
     ]
+    ref = read_planetoid_data(os.path.join(CORA_ROOT, "Cora", "raw"), "cora")  # shared, trusted
+    assert torch.equal(public.x, ref.x) and torch.equal(public.y, ref.y)
+    assert torch.equal(public.test_mask, ref.test_mask)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.cluster import DBSCAN
 
 from gnnaudit import InvalidInputError
 from gnnaudit.datasets import load_tabular, three_moons
+from gnnaudit.datasets.columns import column_kind, numeric_column
 
 
 def _frame():
@@ -50,7 +53,7 @@ def test_load_tabular_errors(tmp_path):
         load_tabular(_frame(), label="y")
     frame = _frame()
     frame.loc[2, "income"] = np.nan
-    with pytest.raises(InvalidInputError, match=r"rows \[2\]"):
+    with pytest.raises(InvalidInputError, match=r"'income' has missing values at row 2 \(blank\)"):
         load_tabular(frame, label="y", sensitive="sex", categorical="city")
 
 
@@ -71,3 +74,76 @@ def test_three_moons_validates():
         three_moons(n_per_moon=1)
     with pytest.raises(InvalidInputError, match="noise"):
         three_moons(noise=-0.1)
+
+
+def test_load_tabular_stray_text_and_blank_cells_are_named():
+    frame = _frame().astype({"income": object})
+    frame.loc[1, "income"] = "unknown"
+    with pytest.raises(InvalidInputError, match=r"'income' mixes numbers and text: .*row 1"):
+        load_tabular(frame, label="y", sensitive="sex", categorical="city")
+    frame = _frame()
+    frame.loc[3, "sex"] = None
+    with pytest.raises(InvalidInputError, match=r"'sex' has missing values at row 3 \(blank\)"):
+        load_tabular(frame, label="y", sensitive="sex", categorical="city")
+
+
+def test_load_tabular_mixed_type_categories_do_not_crash():
+    frame = _frame()
+    frame["y"] = pd.Series([1, "a", 1, "b"], dtype=object)
+    data = load_tabular(frame, label="y", sensitive="sex", categorical="city")
+    np.testing.assert_array_equal(data.labels, [0, 1, 0, 2])
+    assert data.categories["y"] == [1, "a", "b"]
+
+
+@pytest.mark.parametrize(
+    "content, pattern",
+    [
+        (b"", "is empty"),
+        (b"\x00\x01\x02", "binary file"),
+        (b"a,b\n1,2\n3,4,5\n", "Expected 2 fields in line 3"),
+        (b"a,b\n", "the table has no rows"),
+    ],
+)
+def test_load_tabular_bad_files(tmp_path, content, pattern):
+    path = tmp_path / "t.csv"
+    path.write_bytes(content)
+    with pytest.raises(InvalidInputError, match=pattern) as info:
+        load_tabular(path)
+    assert "\n" not in str(info.value) and str(info.value).startswith("source")
+    with pytest.raises(InvalidInputError, match="is a folder"):
+        load_tabular(tmp_path)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    values=st.lists(
+        st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=2, max_size=30
+    ),
+    data=st.data(),
+)
+def test_numeric_column_names_the_one_stray_cell(values, data):
+    series = pd.Series(values, dtype=object)
+    np.testing.assert_array_equal(numeric_column("t", "c", series), np.asarray(values, float))
+    assert column_kind("t", "c", series) == "numeric"
+    row = data.draw(st.integers(0, len(values) - 1))
+    series[row] = "unknown"
+    with pytest.raises(
+        InvalidInputError, match=rf"mixes numbers and text: .*row {row} \('unknown'\)"
+    ):
+        column_kind("t", "c", series)
+    with pytest.raises(InvalidInputError, match=rf"holds text at row {row} \('unknown'\)"):
+        numeric_column("t", "c", series)
+
+
+@pytest.mark.parametrize(
+    "frame, kwargs, pattern",
+    [
+        (pd.DataFrame([[1, 2]], columns=["a", "a"]), {}, r"\['a'\] appear more than once"),
+        (pd.DataFrame({"a": [1, 2], "s": [[1], [2]]}), {"sensitive": "s"}, "cannot be categories"),
+        (pd.DataFrame({"a": [1 + 1j, 2]}), {}, r"\['a'\] are not numeric"),
+        (pd.DataFrame({"a": pd.to_datetime(["2020-01-01", "2021-01-01"])}), {}, "not numeric"),
+    ],
+)
+def test_load_tabular_odd_frames(frame, kwargs, pattern):
+    with pytest.raises(InvalidInputError, match=pattern):
+        load_tabular(frame, **kwargs)

@@ -1,9 +1,18 @@
 """Dataset loaders and generators.
 
 Graph loaders return :class:`torch_geometric.data.Data`; tabular loaders return
-:class:`~gnnaudit.datasets.tabular.TabularData`. Nothing here downloads at test time.
+:class:`~gnnaudit.datasets.tabular.TabularData`. Nothing here downloads. Every file is read
+through :mod:`gnnaudit.safe_io` (no code from data files, one-line errors).
+
+* :func:`load_graph` / :func:`save_graph`: a user's own graph as a ``.pt`` file, an ``.npz``
+  file or a folder with ``nodes.csv`` and ``edges.csv`` (formats in
+  :mod:`gnnaudit.datasets.graph_files`).
+* :func:`load_nifty`, :func:`load_planetoid`, :func:`load_pyg`: benchmark graphs from their
+  raw files; :func:`synthetic_credit_graph`: the demo graph.
+* :func:`load_tabular`, :func:`three_moons`: tables for the clustering methods.
 """
 
+from gnnaudit.datasets.graph_files import load_graph, save_graph
 from gnnaudit.datasets.nifty import NIFTY_DATASETS, load_nifty
 from gnnaudit.datasets.pyg import PLANETOID_DATASETS, PYG_DATASETS, load_planetoid, load_pyg
 from gnnaudit.datasets.splits import (
@@ -27,10 +36,12 @@ __all__ = [
     "NodeSplit",
     "attach_masks",
     "clean_edge_index",
+    "load_graph",
     "load_nifty",
     "load_planetoid",
     "load_pyg",
     "random_masks",
+    "save_graph",
     "stratified_masks",
     "synthetic_credit_graph",
 ]

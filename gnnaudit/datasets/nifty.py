@@ -22,8 +22,13 @@ credit   NoDefaultNextMonth     Age         group = ``Age > 25`` (1) when Age is
 =======  =====================  ==========  =========================================
 
 The label column is removed from the features; the sensitive column stays a feature and holds
-exactly the group id (so ``x[:, sensitive_index] == sensitive``). Other non-numeric columns are
-encoded as integer codes of their sorted distinct values. Pandas index artefacts
+exactly the group id (so ``x[:, sensitive_index] == sensitive``); a sensitive column with a
+single group is refused. Cells are checked by the rules of :mod:`gnnaudit.datasets.columns`:
+a column is numeric when every non-blank cell parses as a number; a column that mixes numbers
+and text (one stray ``"unknown"`` among amounts) is refused naming the column, rows and values,
+never re-coded; a blank cell in any label, sensitive or feature column is refused naming the
+column and rows. Other (all-text) columns are encoded as integer codes of their sorted distinct
+values. Pandas index artefacts
 (``Unnamed: ...`` columns) are ignored. With ``standardize=True`` (default) every non-binary
 feature column is z-scored; 0/1 columns stay 0/1.
 """
@@ -40,8 +45,16 @@ import torch
 from torch_geometric.data import Data
 
 from gnnaudit._validation import check_choice, check_int
+from gnnaudit.datasets.columns import (
+    category_codes,
+    column_kind,
+    describe_rows,
+    name_list,
+    numeric_column,
+)
 from gnnaudit.datasets.splits import DEFAULT_FRACTIONS, clean_edge_index, stratified_masks
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.safe_io import load_text_array, read_csv
 
 __all__ = ["NIFTY_DATASETS", "load_nifty"]
 
@@ -65,19 +78,16 @@ _GENDER_CODES = {"female": 1, "male": 0}
 _CREDIT_AGE_THRESHOLD = 25
 
 
-def _codes(column: pd.Series) -> np.ndarray:
-    """Integer codes of the sorted distinct values of a non-numeric column."""
-    values = column.astype(str).to_numpy()
-    _, codes = np.unique(values, return_inverse=True)
-    return codes.astype(np.int64)
-
-
-def _encode_label(series: pd.Series, name: str, column: str) -> np.ndarray:
-    if not pd.api.types.is_numeric_dtype(series):
-        return _codes(series)
-    values = series.to_numpy(dtype=np.float64)
-    if not np.isfinite(values).all() or not np.array_equal(values, np.round(values)):
-        raise InvalidInputError(f"{name}: label column {column!r} must hold integer classes")
+def _encode_label(series: pd.Series, source: str, column: str) -> np.ndarray:
+    if column_kind(source, column, series) == "categorical":
+        return category_codes(source, column, series)[0]
+    values = numeric_column(source, column, series)
+    if not np.array_equal(values, np.round(values)):
+        bad = values != np.round(values)
+        raise InvalidInputError(
+            f"{source}: label column {column!r} must hold integer classes; got "
+            f"{describe_rows(series, bad)}"
+        )
     distinct = np.unique(values)
     if set(distinct.tolist()) <= {-1.0, 1.0}:  # NIFTY's -1/1 labels -> 0/1
         return (values > 0).astype(np.int64)
@@ -85,27 +95,28 @@ def _encode_label(series: pd.Series, name: str, column: str) -> np.ndarray:
     return codes.astype(np.int64)
 
 
-def _encode_sensitive(series: pd.Series, name: str, column: str) -> np.ndarray:
-    if not pd.api.types.is_numeric_dtype(series):
-        lowered = series.astype(str).str.strip().str.lower()
-        if set(lowered.unique()) <= set(_GENDER_CODES):
-            return lowered.map(_GENDER_CODES).to_numpy(dtype=np.int64)
-        return _codes(series)
-    values = series.to_numpy(dtype=np.float64)
-    if not np.isfinite(values).all():
-        raise InvalidInputError(f"{name}: sensitive column {column!r} holds NaN or inf")
-    distinct = set(np.unique(values).tolist())
-    if name == "credit" and not distinct <= {0.0, 1.0}:
-        return (values > _CREDIT_AGE_THRESHOLD).astype(np.int64)
-    _, codes = np.unique(values, return_inverse=True)
-    return codes.astype(np.int64)
+def _encode_sensitive(series: pd.Series, name: str, source: str, column: str) -> np.ndarray:
+    if column_kind(source, column, series) == "categorical":
+        codes, values = category_codes(source, column, series)
+        lowered = [str(v).strip().lower() for v in values]
+        if set(lowered) <= set(_GENDER_CODES):
+            codes = np.array([_GENDER_CODES[v] for v in lowered], dtype=np.int64)[codes]
+    else:
+        values = numeric_column(source, column, series)
+        if name == "credit" and not set(np.unique(values).tolist()) <= {0.0, 1.0}:
+            codes = (values > _CREDIT_AGE_THRESHOLD).astype(np.int64)
+        else:
+            codes = np.unique(values, return_inverse=True)[1].astype(np.int64)
+    if np.unique(codes).size < 2:
+        raise InvalidInputError(
+            f"{source}: sensitive column {column!r} holds a single group; an audit needs at "
+            "least two"
+        )
+    return codes
 
 
 def _read_edges(path: str, num_nodes: int) -> torch.Tensor:
-    try:
-        raw = np.loadtxt(path, dtype=np.float64, ndmin=2)
-    except ValueError as exc:
-        raise InvalidInputError(f"cannot parse edge file {path}: {exc}") from None
+    raw = load_text_array("root", path, dtype=np.float64, ndmin=2)
     if raw.size == 0:
         raw = raw.reshape(0, 2)
     if raw.shape[1] != 2:
@@ -161,6 +172,8 @@ def load_nifty(
     name = check_choice("name", name, tuple(NIFTY_DATASETS))
     seed = check_int("seed", seed, minimum=0)
     spec = NIFTY_DATASETS[name]
+    if not isinstance(root, str | os.PathLike):
+        raise InvalidInputError(f"root must be a folder path, got {type(root).__name__}")
     folder = os.path.join(os.fspath(root), name)
     csv_path = os.path.join(folder, f"{name}.csv")
     edge_path = os.path.join(folder, f"{name}_edges.txt")
@@ -168,24 +181,21 @@ def load_nifty(
     if missing:
         raise InvalidInputError(f"NIFTY dataset {name!r}: missing file(s) {', '.join(missing)}")
 
-    try:
-        frame = pd.read_csv(csv_path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"cannot read {csv_path}: {exc}") from None
+    frame = read_csv("root", csv_path)
     frame = frame.loc[:, [c for c in frame.columns if not str(c).startswith("Unnamed:")]]
     absent = [c for c in (spec.label, spec.sensitive) if c not in frame.columns]
     if absent:
         raise InvalidInputError(
             f"NIFTY dataset {name!r}: {csv_path} lacks column(s) {', '.join(absent)} "
-            f"(has {', '.join(map(str, frame.columns))})"
+            f"(has {name_list(frame.columns)})"
         )
     if len(frame) < 2:
         raise InvalidInputError(f"{csv_path} must hold at least 2 rows, got {len(frame)}")
 
     # np.array copies: pandas may hand out read-only buffers, which torch cannot wrap.
-    y = np.array(_encode_label(frame[spec.label], name, spec.label), dtype=np.int64)
+    y = np.array(_encode_label(frame[spec.label], csv_path, spec.label), dtype=np.int64)
     sensitive = np.array(
-        _encode_sensitive(frame[spec.sensitive], name, spec.sensitive), dtype=np.int64
+        _encode_sensitive(frame[spec.sensitive], name, csv_path, spec.sensitive), dtype=np.int64
     )
     features = frame.drop(columns=[spec.label, *[c for c in spec.drop if c in frame.columns]])
     columns = []
@@ -193,15 +203,12 @@ def load_nifty(
         series = features[col]
         if col == spec.sensitive:
             columns.append(sensitive.astype(np.float64))
-        elif pd.api.types.is_numeric_dtype(series):
-            columns.append(series.to_numpy(dtype=np.float64))
+        elif column_kind(csv_path, str(col), series) == "numeric":
+            columns.append(numeric_column(csv_path, str(col), series))
         else:
             logger.info("%s: encoding non-numeric column %r as integer codes", name, col)
-            columns.append(_codes(series).astype(np.float64))
+            columns.append(category_codes(csv_path, str(col), series)[0].astype(np.float64))
     x = np.column_stack(columns)
-    if not np.isfinite(x).all():
-        bad = sorted({str(features.columns[j]) for j in np.argwhere(~np.isfinite(x))[:, 1]})
-        raise InvalidInputError(f"{csv_path}: missing or non-finite values in {', '.join(bad)}")
     if standardize:
         x = _standardise_non_binary(x)
 

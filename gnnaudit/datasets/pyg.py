@@ -3,10 +3,14 @@ AmazonProducts).
 
 Nothing here downloads. Each dataset must already be on disk in PyG's raw format under
 ``<root>/<Name>/raw`` (for example ``<root>/Cora/raw/ind.cora.x``); a missing raw file raises
-:class:`~gnnaudit.errors.InvalidInputError` naming it. PyG writes its processed cache to
-``<root>/<Name>/processed``; when ``<root>/<Name>`` is not writable (a shared read-only data
-folder) the raw files are first copied to ``$GNNAUDIT_CACHE/<Name>/raw`` (default cache:
-``~/.cache/gnnaudit``) and PyG processes them there.
+:class:`~gnnaudit.errors.InvalidInputError` naming it.
+
+The raw files are read with the safe readers of :mod:`gnnaudit.safe_io` (a restricted
+unpickler for Planetoid's pickles, ``allow_pickle=False`` for npz / npy) and the graph is
+built by :mod:`gnnaudit.datasets.pyg_raw`. gnnaudit never reads a ``processed/`` folder (PyG
+loads those with a fallback to full unpickling, so a planted file could run code) and never
+writes anything: the data folder may be read-only, and there is no cache that two folders could
+share.
 
 Splits: ``split="stratified"`` (default) replaces the dataset's split by a seeded stratified
 50/25/25 partition of all nodes (:func:`~gnnaudit.datasets.splits.stratified_masks`);
@@ -17,22 +21,23 @@ always gets the seeded one.
 
 from __future__ import annotations
 
-import logging
 import os
-import shutil
-import stat
 from collections.abc import Callable
+from pathlib import Path
 
-import torch
 from torch_geometric.data import Data
 
 from gnnaudit._validation import check_choice, check_int
+from gnnaudit.datasets.pyg_raw import (
+    PLANETOID_PARTS,
+    read_amazon_raw,
+    read_facebook_raw,
+    read_planetoid_raw,
+)
 from gnnaudit.datasets.splits import attach_masks, clean_edge_index
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["PLANETOID_DATASETS", "PYG_DATASETS", "load_planetoid", "load_pyg", "cache_dir"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["PLANETOID_DATASETS", "PYG_DATASETS", "load_planetoid", "load_pyg"]
 
 #: lower-case name -> PyG's spelling.
 PLANETOID_DATASETS: dict[str, str] = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
@@ -41,53 +46,25 @@ PYG_DATASETS: dict[str, tuple[str, ...]] = {
     "FacebookPagePage": ("facebook.npz",),
     "AmazonProducts": ("adj_full.npz", "feats.npy", "class_map.json", "role.json"),
 }
+_PYG_READERS: dict[str, Callable[[Path], Data]] = {
+    "FacebookPagePage": read_facebook_raw,
+    "AmazonProducts": read_amazon_raw,
+}
 _SPLITS = ("stratified", "public")
 
 
-def cache_dir() -> str:
-    """Writable cache folder: ``$GNNAUDIT_CACHE`` or ``~/.cache/gnnaudit``."""
-    return os.environ.get("GNNAUDIT_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "gnnaudit"
-    )
-
-
-def _planetoid_raw_files(name: str) -> tuple[str, ...]:
-    stem = name.lower()
-    return tuple(
-        f"ind.{stem}.{part}"
-        for part in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
-    )
-
-
-def _writable(folder: str) -> bool:
-    """Writable by us *and* not marked read-only (root ignores permission bits, so
-    ``os.access`` alone would let a superuser write into a read-only shared folder)."""
-    return os.access(folder, os.W_OK) and bool(os.stat(folder).st_mode & stat.S_IWUSR)
-
-
-def _dataset_root(root: str | os.PathLike[str], name: str, raw_files: tuple[str, ...]) -> str:
-    """Return a writable folder ``R`` with ``R/<name>/raw`` holding ``raw_files``."""
-    root = os.fspath(root)
-    folder = os.path.join(root, name)
-    raw = os.path.join(folder, "raw")
-    missing = [f for f in raw_files if not os.path.isfile(os.path.join(raw, f))]
+def _raw_dir(root: str | os.PathLike[str], name: str, raw_files: tuple[str, ...]) -> Path:
+    """``<root>/<name>/raw``, checked to hold every file of ``raw_files``."""
+    if not isinstance(root, str | os.PathLike):
+        raise InvalidInputError(f"root must be a folder path, got {type(root).__name__}")
+    raw = Path(root) / name / "raw"
+    missing = [f for f in raw_files if not (raw / f).is_file()]
     if missing:
         raise InvalidInputError(
-            f"dataset {name!r} is not available offline: missing {', '.join(missing)} in {raw} "
-            "(gnnaudit never downloads; place PyG's raw files there)"
+            f"root: dataset {name!r} is not available offline: missing {', '.join(missing)} in "
+            f"{raw} (gnnaudit never downloads; place PyG's raw files there)"
         )
-    if _writable(folder):
-        return root
-    cache_root = os.path.join(cache_dir(), "pyg")
-    cache_raw = os.path.join(cache_root, name, "raw")
-    os.makedirs(cache_raw, exist_ok=True)
-    for f in raw_files:
-        dst = os.path.join(cache_raw, f)
-        src = os.path.join(raw, f)
-        if not os.path.isfile(dst) or os.path.getsize(dst) != os.path.getsize(src):
-            shutil.copyfile(src, dst)
-    logger.info("%s is read-only; processing a copy of its raw files in %s", folder, cache_raw)
-    return cache_root
+    return raw
 
 
 def _finish(data: Data, split: str, seed: int) -> Data:
@@ -122,23 +99,14 @@ def load_planetoid(
     split = check_choice("split", split, _SPLITS)
     seed = check_int("seed", seed, minimum=0)
     pyg_name = PLANETOID_DATASETS[key]
-    from torch_geometric.datasets import Planetoid
-
-    ds_root = _dataset_root(root, pyg_name, _planetoid_raw_files(pyg_name))
-    dataset = Planetoid(ds_root, pyg_name, split="public")
-    return _finish(dataset[0], split, seed)
-
-
-def _pyg_class(name: str) -> Callable[..., object]:
-    import torch_geometric.datasets as pyg_datasets
-
-    return getattr(pyg_datasets, name)
+    raw = _raw_dir(root, pyg_name, tuple(f"ind.{key}.{part}" for part in PLANETOID_PARTS))
+    return _finish(read_planetoid_raw(raw, key), split, seed)
 
 
 def load_pyg(
     name: str, root: str | os.PathLike[str], seed: int = 0, split: str = "stratified"
 ) -> Data:
-    """Load ``FacebookPagePage`` or ``AmazonProducts`` through its PyG class, offline.
+    """Load ``FacebookPagePage`` or ``AmazonProducts`` from its raw files, offline.
 
     The raw files must lie in ``<root>/<name>/raw``. FacebookPagePage ships no split and gets a
     seeded stratified one; AmazonProducts ships a train / val / test role split, kept with
@@ -148,9 +116,5 @@ def load_pyg(
     name = check_choice("name", name, tuple(PYG_DATASETS))
     split = check_choice("split", split, _SPLITS)
     seed = check_int("seed", seed, minimum=0)
-    ds_root = _dataset_root(root, name, PYG_DATASETS[name])
-    dataset = _pyg_class(name)(os.path.join(ds_root, name))
-    data = dataset[0]  # type: ignore[index]
-    if not isinstance(data, Data) or not isinstance(data.x, torch.Tensor):
-        raise InvalidInputError(f"dataset {name!r} did not yield node features")
-    return _finish(data, split, seed)
+    raw = _raw_dir(root, name, PYG_DATASETS[name])
+    return _finish(_PYG_READERS[name](raw), split, seed)

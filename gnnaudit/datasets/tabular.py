@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_float, check_int
+from gnnaudit.datasets.columns import category_codes, column_kind, numeric_column
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.safe_io import read_csv
 
 __all__ = ["TabularData", "load_tabular", "three_moons"]
 
@@ -59,14 +61,12 @@ def _as_list(name: str, value: str | Sequence[str] | None) -> list[str]:
     return items
 
 
-def _codes(frame: pd.DataFrame, columns: list[str], categories: dict[str, list]) -> np.ndarray:
+def _codes(
+    source: str, frame: pd.DataFrame, columns: list[str], categories: dict[str, list]
+) -> np.ndarray:
     out = np.empty((len(frame), len(columns)), dtype=np.int64)
     for j, col in enumerate(columns):
-        codes, uniques = pd.factorize(frame[col], sort=True)
-        if (codes < 0).any():
-            raise InvalidInputError(f"column {col!r} has missing values; fill or drop them first")
-        out[:, j] = codes
-        categories[col] = uniques.tolist()
+        out[:, j], categories[col] = category_codes(source, col, frame[col])
     return out
 
 
@@ -83,23 +83,27 @@ def load_tabular(
     integer codes (sorted values; the originals are kept in ``categories``). Sensitive columns are
     not features here: clustering methods take them separately.
 
+    Cells follow the rules of :mod:`gnnaudit.datasets.columns`: a feature column mixing numbers
+    and text is refused naming the text cells; missing values in any used column are refused
+    naming the column and rows.
+
     Raises
     ------
     InvalidInputError
-        missing file or column, a non-numeric feature column, missing or infinite values.
+        missing, empty, binary or unparsable file, missing column, a non-numeric feature column,
+        missing or infinite values.
     """
     if isinstance(source, pd.DataFrame):
         frame = source.copy()
+        where = "source"
     else:
-        path = os.fspath(source)
-        if not os.path.isfile(path):
-            raise InvalidInputError(f"source: file {path!r} does not exist")
-        try:
-            frame = pd.read_csv(path)
-        except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-            raise InvalidInputError(f"source: cannot parse {path!r} as csv: {exc}") from None
+        frame = read_csv("source", source, min_rows=0)
+        where = f"source {os.fspath(source)!r}"
     if frame.shape[0] == 0:
-        raise InvalidInputError("source: the table has no rows")
+        raise InvalidInputError(f"{where}: the table has no rows")
+    repeated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
+    if repeated:
+        raise InvalidInputError(f"{where}: column name(s) {repeated} appear more than once")
     sens_cols = _as_list("sensitive", sensitive)
     cat_cols = _as_list("categorical", categorical)
     named = ([label] if label is not None else []) + sens_cols + cat_cols
@@ -109,29 +113,23 @@ def load_tabular(
             f"column(s) {missing} not found; available columns: {list(map(str, frame.columns))}"
         )
     feature_cols = [c for c in frame.columns if c not in set(named)]
-    non_numeric = [c for c in feature_cols if not pd.api.types.is_numeric_dtype(frame[c])]
+    non_numeric = [c for c in feature_cols if column_kind(where, str(c), frame[c]) == "categorical"]
     if non_numeric:
         raise InvalidInputError(
-            f"feature column(s) {non_numeric} are not numeric; declare them with categorical=..."
+            f"{where}: feature column(s) {non_numeric} are not numeric; declare them with "
+            "categorical=..."
         )
-    X = (
-        frame[feature_cols].to_numpy(dtype=np.float64)
-        if feature_cols
-        else np.empty((len(frame), 0))
-    )
-    if not np.isfinite(X).all():
-        rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
-        raise InvalidInputError(
-            f"feature columns hold missing or infinite values in rows {rows[:10].tolist()}"
-        )
+    X = np.empty((len(frame), len(feature_cols)), dtype=np.float64)
+    for j, col in enumerate(feature_cols):
+        X[:, j] = numeric_column(where, str(col), frame[col])
     categories: dict[str, list] = {}
-    cat = _codes(frame, cat_cols, categories) if cat_cols else None
-    sens = _codes(frame, sens_cols, categories) if sens_cols else None
+    cat = _codes(where, frame, cat_cols, categories) if cat_cols else None
+    sens = _codes(where, frame, sens_cols, categories) if sens_cols else None
     if sens is not None and sens.shape[1] == 1:
         sens = sens[:, 0]
     labels = None
     if label is not None:
-        labels = _codes(frame, [label], categories)[:, 0]
+        labels = _codes(where, frame, [label], categories)[:, 0]
     return TabularData(
         X=X,
         categorical=cat,

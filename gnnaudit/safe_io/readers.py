@@ -1,0 +1,163 @@
+"""Readers of text and numpy files: every failure is one InvalidInputError line naming the
+argument and the file; numpy files are read with ``allow_pickle=False``."""
+
+from __future__ import annotations
+
+import json
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnnaudit.errors import InvalidInputError
+from gnnaudit.safe_io.paths import PathLike, check_input_file, one_line, os_reason
+
+__all__ = ["read_text", "read_json", "read_csv", "load_text_array", "load_npz", "load_npy"]
+
+
+def _looks_binary(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return b"\x00" in fh.read(8192)
+
+
+def read_text(name: str, path: PathLike, *, encoding: str = "utf-8") -> str:
+    """The text of a file; a missing, binary or undecodable file raises InvalidInputError."""
+    p = check_input_file(name, path)
+    try:
+        if _looks_binary(p):
+            raise InvalidInputError(f"{name}: {str(p)!r} is a binary file, expected text")
+        return p.read_text(encoding=encoding)
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{name}: {str(p)!r} is not {encoding} text ({one_line(exc)})"
+        ) from None
+    except OSError as exc:
+        raise InvalidInputError(f"{name}: cannot read {str(p)!r}: {os_reason(exc)}") from None
+
+
+def read_json(name: str, path: PathLike) -> Any:
+    """Parse a JSON file; any read or syntax error raises InvalidInputError naming the file."""
+    text = read_text(name, path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{name}: {str(path)!r} is not valid JSON: {exc}") from None
+
+
+def read_csv(name: str, path: PathLike, *, min_rows: int = 1, **kwargs: Any) -> Any:
+    """Read a CSV file into a :class:`pandas.DataFrame` (``pandas.read_csv(path, **kwargs)``).
+
+    Every way a file can fail to be a table becomes one :class:`InvalidInputError` line naming
+    ``name`` and the file: missing, a folder, binary (a NUL byte in the first 8 KiB), empty, not
+    decodable, a line with more fields than the header, fewer than ``min_rows`` data rows, or an
+    ``OSError`` while reading. (A line with *fewer* fields is padded with missing values by
+    pandas; callers reject missing values where they matter.)
+    """
+    import csv
+
+    import pandas as pd
+
+    p = check_input_file(name, path)
+    try:
+        if _looks_binary(p):
+            raise InvalidInputError(f"{name}: {str(p)!r} is a binary file, expected a CSV table")
+        frame = pd.read_csv(p, **kwargs)
+    except pd.errors.EmptyDataError:
+        raise InvalidInputError(f"{name}: {str(p)!r} is empty, expected a CSV table") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{name}: {str(p)!r} is not {kwargs.get('encoding', 'utf-8')} text ({one_line(exc)})"
+        ) from None
+    except (pd.errors.ParserError, csv.Error) as exc:
+        raise InvalidInputError(
+            f"{name}: cannot parse {str(p)!r} as CSV: {one_line(exc)}"
+        ) from None
+    except OSError as exc:
+        raise InvalidInputError(f"{name}: cannot read {str(p)!r}: {os_reason(exc)}") from None
+    except InvalidInputError:
+        raise
+    except ValueError as exc:  # dtype=, usecols= ... mismatches
+        raise InvalidInputError(f"{name}: cannot read {str(p)!r} as CSV: {one_line(exc)}") from None
+    if len(frame) < min_rows:
+        raise InvalidInputError(
+            f"{name}: {str(p)!r} must hold at least {min_rows} data row(s), got {len(frame)}"
+        )
+    return frame
+
+
+def load_text_array(
+    name: str, path: PathLike, *, dtype: Any = np.float64, ndmin: int = 2, comments: str = "#"
+) -> np.ndarray:
+    """``numpy.loadtxt`` of a whitespace-separated numeric file, errors as InvalidInputError.
+
+    An empty file gives an empty array (shape ``(0,)`` reshaped by ``ndmin``).
+    """
+    p = check_input_file(name, path)
+    try:
+        if _looks_binary(p):
+            raise InvalidInputError(f"{name}: {str(p)!r} is a binary file, expected numbers")
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*input contained no data.*")
+            return np.loadtxt(p, dtype=dtype, ndmin=ndmin, comments=comments)
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{name}: {str(p)!r} is not text ({one_line(exc)})") from None
+    except OSError as exc:
+        raise InvalidInputError(f"{name}: cannot read {str(p)!r}: {os_reason(exc)}") from None
+    except InvalidInputError:
+        raise
+    except ValueError as exc:
+        raise InvalidInputError(f"{name}: cannot parse {str(p)!r}: {one_line(exc)}") from None
+
+
+def _numpy_refusal(name: str, p: Path, exc: ValueError, kind: str) -> str:
+    text = str(exc)
+    if "Object arrays" in text:
+        return (
+            f"{name}: {str(p)!r} holds an object array, which needs unpickling; refused (store "
+            "numbers, booleans or fixed-width strings only)"
+        )
+    if "pickled" in text or "allow_pickle" in text:
+        return f"{name}: {str(p)!r} is not a {kind} file (numpy would have to unpickle it); refused"
+    return f"{name}: cannot read {str(p)!r} as {kind}: {one_line(exc)}"
+
+
+def load_npz(name: str, path: PathLike) -> dict[str, np.ndarray]:
+    """All arrays of an ``.npz`` file, read with ``allow_pickle=False``.
+
+    An object array (which only pickling can store) is refused with InvalidInputError, as is a
+    file that is not an npz archive.
+    """
+    p = check_input_file(name, path)
+    try:
+        archive = np.load(p, allow_pickle=False)
+        if isinstance(archive, np.ndarray):
+            raise InvalidInputError(f"{name}: {str(p)!r} is a single .npy array, not an .npz")
+        with archive:
+            return {key: archive[key] for key in archive.files}
+    except InvalidInputError:
+        raise
+    except ValueError as exc:
+        raise InvalidInputError(_numpy_refusal(name, p, exc, ".npz")) from None
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise InvalidInputError(
+            f"{name}: cannot read {str(p)!r} as .npz: {one_line(exc)}"
+        ) from None
+
+
+def load_npy(name: str, path: PathLike) -> np.ndarray:
+    """One ``.npy`` array, read with ``allow_pickle=False`` (object arrays are refused)."""
+    p = check_input_file(name, path)
+    try:
+        arr = np.load(p, allow_pickle=False)
+    except ValueError as exc:
+        raise InvalidInputError(_numpy_refusal(name, p, exc, ".npy")) from None
+    except (OSError, EOFError) as exc:
+        raise InvalidInputError(
+            f"{name}: cannot read {str(p)!r} as .npy: {one_line(exc)}"
+        ) from None
+    if not isinstance(arr, np.ndarray):
+        arr.close()
+        raise InvalidInputError(f"{name}: {str(p)!r} is an .npz archive, expected one .npy array")
+    return arr

@@ -1,0 +1,79 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+# --- file fixtures ---
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+class _Payload:
+    """A pickle that, when unpickled by an unrestricted loader, writes ``marker``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (exec, (f"open({self.marker!r}, 'w').write('payload ran')",))
+
+
+class PlantedPayload:
+    """Writes files carrying a code-execution payload; ``ran`` tells whether it executed."""
+
+    def __init__(self, folder: Path) -> None:
+        self.marker = folder / "PAYLOAD_RAN"
+
+    @property
+    def ran(self) -> bool:
+        return self.marker.exists()
+
+    def instance(self) -> object:
+        """An object whose unpickling (by an unrestricted loader) runs the payload."""
+        return _Payload(self.marker)
+
+    def pickle_bytes(self, protocol: int = 2) -> bytes:
+        return pickle.dumps(_Payload(self.marker), protocol=protocol)
+
+    def pickle_file(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(self.pickle_bytes())
+        return path
+
+    def torch_file(self, path: Path, wrap: bool = True) -> Path:
+        """A ``torch.save`` file whose object (a dict of tensors with the payload inside when
+        ``wrap``) needs full unpickling."""
+        import torch
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        obj = (
+            {"x": torch.zeros(2, 2), "evil": _Payload(self.marker)}
+            if wrap
+            else _Payload(self.marker)
+        )
+        torch.save(obj, path)
+        return path
+
+    def npz_file(self, path: Path) -> Path:
+        """An ``.npz`` whose arrays look right but one is an object array holding the payload."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        evil = np.empty(1, dtype=object)
+        evil[0] = _Payload(self.marker)
+        np.savez(
+            path,
+            features=np.zeros((3, 2), dtype=np.float32),
+            target=np.arange(3),
+            edges=evil,
+        )
+        return path
+
+
+@pytest.fixture
+def payload(tmp_path) -> PlantedPayload:
+    """Plants pickle payloads; assert ``not payload.ran`` after loading a planted file."""
+    return PlantedPayload(tmp_path)
+
+
+# --- end file fixtures ---
