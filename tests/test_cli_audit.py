@@ -77,7 +77,7 @@ def test_audit_errors_exit_2(tmp_path, capsys):
         main(["audit", *SMALL, "--checkpoint", str(tmp_path / "none.ckpt"), "--out", str(tmp_path)])
         == 2
     )
-    assert "checkpoint file not found" in capsys.readouterr().err
+    assert "none.ckpt' does not exist" in capsys.readouterr().err
     assert (
         main(["audit", *SMALL, "--sensitive", "shoe_size", "--no-finetune", "--out", str(tmp_path)])
         == 2

@@ -110,11 +110,11 @@ class _Payload:
 
 
 def test_load_node_classifier_rejects_bad_files(tmp_path):
-    with pytest.raises(InvalidInputError, match="not found"):
+    with pytest.raises(InvalidInputError, match="does not exist"):
         load_node_classifier(tmp_path / "missing.ckpt")
     unsafe = tmp_path / "unsafe.ckpt"
     torch.save({"state_dict": {}, "hyper_parameters": {}, "x": _Payload()}, unsafe)
-    with pytest.raises(InvalidInputError, match="safely"):
+    with pytest.raises(InvalidInputError, match="refused: it needs"):
         load_node_classifier(unsafe)
     plain = tmp_path / "plain.ckpt"
     torch.save({"weights": torch.zeros(2)}, plain)

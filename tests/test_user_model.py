@@ -135,7 +135,10 @@ def test_pickle_payload_in_weights_never_runs(models_file, tmp_path):
     path = tmp_path / "evil.pt"
     with open(path, "wb") as fh:
         pickle.dump({"conv1.bias": _Payload(str(marker))}, fh)
-    with pytest.raises(InvalidInputError, match="cannot be read safely"):
+    with pytest.raises(InvalidInputError, match="legacy or foreign format refused"):
+        load_user_model(f"{models_file}:GCN", 3, 2, weights=path)
+    torch.save({"conv1.bias": _Payload(str(marker))}, path)  # a torch zip file this time
+    with pytest.raises(InvalidInputError, match="refused: it needs"):
         load_user_model(f"{models_file}:GCN", 3, 2, weights=path)
     assert not marker.exists()
 

@@ -34,6 +34,7 @@ from gnnaudit.audit.report_section import (
     findings_frame,
 )
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.safe_io import atomic_write_text, read_json
 
 __all__ = ["AuditReport", "FORMAT_VERSION"]
 
@@ -174,7 +175,7 @@ class AuditReport:
         """The report as JSON text; also written to ``path`` (atomically) when given."""
         text = json.dumps(self.to_dict(), indent=2, allow_nan=False)
         if path is not None:
-            _write_atomic(Path(path), text)
+            atomic_write_text(path, text, name="path", force=True)
         return text
 
     @classmethod
@@ -185,11 +186,7 @@ class AuditReport:
             path = path / REPORT_FILES["json"]
         if not path.is_file():
             raise InvalidInputError(f"path {str(path)!r} is not a report.json file")
-        try:
-            payload = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidInputError(f"path {str(path)!r} is not valid JSON: {exc}") from None
-        return cls.from_dict(payload)
+        return cls.from_dict(read_json("path", path))
 
     # ---------------------------------------------------------------------------- render
     def to_markdown(self) -> str:
@@ -226,10 +223,10 @@ class AuditReport:
         }
         try:
             out.mkdir(parents=True, exist_ok=True)
-            for kind, text in texts.items():
-                _write_atomic(paths[kind], text)
         except OSError as exc:
             raise InvalidInputError(f"cannot write the report into {str(out)!r}: {exc}") from None
+        for kind, text in texts.items():
+            atomic_write_text(paths[kind], text, name="out_dir", force=True)
         logger.info("audit report written to %s", out)
         return paths
 
@@ -240,18 +237,3 @@ class AuditReport:
             mark = "FLAG" if row.flagged else "    "
             lines.append(f"[{mark}] {row.explanation}")
         return lines
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

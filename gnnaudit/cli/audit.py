@@ -1,59 +1,119 @@
-"""``gnnaudit audit``: train (or load) a GNN, audit it with counterfactual evidences, write a report.
+"""``gnnaudit audit``: audit a GNN node classifier on a graph and write the report.
 
-Writes ``<out>/report.json``, ``<out>/report.md``, ``<out>/report.html`` (and ``model.ckpt`` when
-it trains), prints the top discrimination scores, the group-fairness gaps and the error
-verification, and where the report is.
+Two ways in:
+
+* **your model, your graph**: ``--graph PATH`` (a ``.pt`` / ``.npz`` file or a folder with
+  ``nodes.csv`` and ``edges.csv``, see :func:`gnnaudit.datasets.load_graph`) and ``--model
+  MODULE:NAME`` (your class or factory) with ``--weights PATH`` (a state dict) or
+  ``--lightning-checkpoint PATH``;
+* **built-in data**: ``--dataset NAME`` with a gnnaudit backbone trained on the spot
+  (``--model gcn``) or loaded from ``--checkpoint``.
+
+Writes ``<out>/report.json``, ``report.md`` and ``report.html`` (and ``model.ckpt`` when it
+trains) into a private temporary folder that replaces ``--out`` only when everything succeeded;
+prints the verdict and the findings.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from gnnaudit.cli._datasets import add_dataset_arguments
 
-MODELS: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
+#: gnnaudit's own backbones (``--model``); anything with a ``:`` is the user's MODULE:NAME
+BACKBONE_CHOICES: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
 BACKENDS: tuple[str, ...] = ("exact", "index", "faiss")
+
+TRUST_NOTE = (
+    "Importing MODULE (your model code) is the one trusted step: it runs that code, as your "
+    "training script does. Graph, weight and checkpoint files are read as data only (never "
+    "unpickled into arbitrary objects); a file that would need that is refused."
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "audit",
-        help="audit a GNN node classifier with counterfactual evidences and write a report",
+        help="audit a GNN node classifier (yours or a built-in one) and write a report",
         description=(
-            "Train a GNN (or load --checkpoint), search counterfactual evidences among the test "
-            "nodes, compute discrimination scores (CE paper Eq. 12), group fairness, error "
-            "verification and fine-tuning on evidences, and write report.json/.md/.html."
+            "Audit a node classifier on a graph: model quality, group fairness with intervals, "
+            "counterfactual evidences (CE paper), discrimination scores, error verification, "
+            "and optionally fine-tuning on evidences. " + TRUST_NOTE
         ),
     )
     add_dataset_arguments(p)
+    own = p.add_argument_group("your graph (instead of --dataset)")
+    own.add_argument(
+        "--graph",
+        default=None,
+        help="a .pt file (dict of tensors or a saved PyG Data), an .npz of arrays, or a folder "
+        "with nodes.csv and edges.csv",
+    )
+    own.add_argument("--label", default=None, help="label column of nodes.csv (optional)")
+    own.add_argument(
+        "--mask-column",
+        default=None,
+        help="boolean / 0-1 column of nodes.csv selecting the audited nodes",
+    )
     model = p.add_argument_group("model")
-    model.add_argument("--model", default="gcn", choices=MODELS, help="GNN backbone (default gcn)")
+    model.add_argument(
+        "--model",
+        default="gcn",
+        help="a gnnaudit backbone to train (gcn, gat, gin, sage, mpnn; default gcn) or your "
+        "model as MODULE:NAME (an importable module or path/to/file.py, and a class or factory "
+        "called as NAME(in_channels, out_channels) or NAME())",
+    )
+    weights = model.add_mutually_exclusive_group()
+    weights.add_argument("--weights", default=None, help="state dict of your --model")
+    weights.add_argument(
+        "--lightning-checkpoint",
+        default=None,
+        help="Lightning checkpoint of your LightningModule class --model",
+    )
+    weights.add_argument("--checkpoint", default=None, help="a gnnaudit NodeClassifier checkpoint")
+    model.add_argument(
+        "--num-classes",
+        type=int,
+        default=None,
+        help="out_channels for your factory (default: number of label classes)",
+    )
     model.add_argument("--epochs", type=int, default=200, help="training epochs (default 200)")
     model.add_argument(
-        "--checkpoint",
-        default=None,
-        help="audit this NodeClassifier checkpoint instead of training",
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="where the model runs (default auto: the model's own device, a GPU if present)",
     )
     audit = p.add_argument_group("audit")
     audit.add_argument(
         "--sensitive",
         default=None,
-        help="sensitive feature name (default: the dataset's sensitive attribute, if any)",
+        help="sensitive attribute: a feature or column name (default: the dataset's, if any)",
     )
-    audit.add_argument("--k", type=int, default=10, help="local evidences per test node (10)")
+    audit.add_argument("--k", type=int, default=10, help="local evidences per audited node (10)")
     audit.add_argument("--backend", default="exact", choices=BACKENDS, help="evidence search")
     audit.add_argument(
         "--min-support",
         type=int,
         default=5,
-        help="score only feature values held by at least this many test nodes (default 5: a "
-        "value held by one or two nodes scores 1.0 by chance; 1 = every value, as in the paper)",
+        help="score only feature values held by at least this many audited nodes (default 5: "
+        "a value held by one or two nodes scores 1.0 by chance; 1 = every value, as in the "
+        "paper)",
     )
     audit.add_argument("--top", type=int, default=5, help="discrimination scores printed (5)")
-    audit.add_argument("--no-finetune", action="store_true", help="skip fine-tuning on evidences")
+    ft = audit.add_mutually_exclusive_group()
+    ft.add_argument(
+        "--finetune",
+        dest="finetune",
+        action="store_true",
+        default=None,
+        help="fine-tune on evidences (default: on for gnnaudit backbones up to 50,000 nodes)",
+    )
+    ft.add_argument("--no-finetune", dest="finetune", action="store_false")
     audit.add_argument("--finetune-m", type=int, default=50, help="fine-tuning budget m (50)")
     audit.add_argument("--finetune-epochs", type=int, default=30, help="fine-tuning epochs (30)")
-    audit.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    audit.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     audit.add_argument(
         "--threads",
         type=int,
@@ -62,86 +122,161 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "on a busy machine)",
     )
     p.add_argument("--out", required=True, help="output folder for the report")
+    p.add_argument(
+        "--force", action="store_true", help="replace an --out folder that holds other files"
+    )
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def _load_data(args: argparse.Namespace) -> tuple[Any, str]:
+    from gnnaudit.cli._datasets import dataset_from_args
+
+    if args.graph is not None:
+        from gnnaudit.datasets import load_graph
+
+        data = load_graph(
+            args.graph,
+            label=args.label,
+            sensitive=args.sensitive,
+            mask_column=args.mask_column,
+            name="--graph",
+        )
+        return data, str(args.graph)
+    for flag in ("label", "mask_column"):
+        if getattr(args, flag) is not None:
+            raise _error(f"--{flag.replace('_', '-')} needs --graph")
+    return dataset_from_args(args), args.dataset
+
+
+def _error(message: str) -> Exception:
+    from gnnaudit.errors import InvalidInputError
+
+    return InvalidInputError(message)
+
+
+def _num_classes(args: argparse.Namespace, data: Any) -> int:
+    if args.num_classes is not None:
+        from gnnaudit._validation import check_int
+
+        return check_int("--num-classes", args.num_classes, minimum=2)
+    y = getattr(data, "y", None)
+    if y is None:
+        raise _error("the graph has no labels: give --num-classes for your --model factory")
+    return max(int(y.max()) + 1, 2)
+
+
+def _load_model(args: argparse.Namespace, data: Any, out_dir: str) -> tuple[Any, dict[str, Any]]:
+    """The model to audit and its description for the report."""
+    from gnnaudit.training import load_node_classifier, train_node_classifier
+
+    in_channels = int(data.x.size(1))
+    if ":" in args.model:
+        from gnnaudit.training.user_model import load_user_model
+
+        if args.checkpoint:
+            raise _error("--checkpoint is for gnnaudit backbones; use --weights for --model")
+        module = load_user_model(
+            args.model,
+            in_channels,
+            _num_classes(args, data),
+            weights=args.weights,
+            lightning_checkpoint=args.lightning_checkpoint,
+        )
+        source = args.weights or args.lightning_checkpoint or "factory (no weights given)"
+        return module, {"source": f"{args.model} from {source}"}
+    if args.model not in BACKBONE_CHOICES:
+        raise _error(
+            f"--model must be one of {', '.join(BACKBONE_CHOICES)} or MODULE:NAME, got "
+            f"{args.model!r}"
+        )
+    if args.weights or args.lightning_checkpoint:
+        raise _error("--weights and --lightning-checkpoint need --model MODULE:NAME")
+    if args.checkpoint:
+        module = load_node_classifier(args.checkpoint)
+        if module.hparams["in_channels"] != in_channels:
+            raise _error(
+                f"--checkpoint {args.checkpoint} expects {module.hparams['in_channels']} input "
+                f"features but the graph has {in_channels}"
+            )
+        return module, {"source": f"checkpoint {args.checkpoint}"}
+    if getattr(data, "y", None) is None or getattr(data, "train_mask", None) is None:
+        raise _error(
+            "training a gnnaudit backbone needs labels and a train mask; give --model "
+            "MODULE:NAME with --weights to audit your own trained model"
+        )
     import os
+
+    module, metrics = train_node_classifier(
+        data,
+        backbone=args.model,
+        max_epochs=args.epochs,
+        seed=args.seed,
+        checkpoint_path=os.path.join(out_dir, "model.ckpt"),
+    )
+    return module, {
+        "source": "trained",
+        "backbone": args.model,
+        "epochs": args.epochs,
+        "seed": args.seed,
+        "fit_seconds": round(metrics.get("fit_seconds", 0.0), 3),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
     import time
 
+    import lightning as L
     import pandas as pd
 
     from gnnaudit._validation import check_int
-    from gnnaudit.cli._datasets import dataset_from_args
-    from gnnaudit.errors import InvalidInputError
-    from gnnaudit.training import load_node_classifier, train_node_classifier
+    from gnnaudit.safe_io import atomic_output_dir, check_output_dir
     from gnnaudit.training.audit_pipeline import FINETUNE_MAX_NODES, run_audit
 
     start = time.perf_counter()
+    check_output_dir("--out", args.out, force=args.force)
     check_int("--k", args.k, minimum=1)
+    check_int("--top", args.top, minimum=0)
     if args.threads is not None:
         import torch
 
         torch.set_num_threads(check_int("--threads", args.threads, minimum=1))
-    check_int("--top", args.top, minimum=0)
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise InvalidInputError(f"--out must be a folder, got the file {args.out}")
-    os.makedirs(args.out, exist_ok=True)
     from tqdm.auto import tqdm
 
-    steps = tqdm(total=3, desc="gnnaudit audit", disable=args.no_progress)
-    steps.set_postfix_str("load data")
-    data = dataset_from_args(args)
-    steps.update(1)
-    if args.checkpoint:
+    with atomic_output_dir(args.out, force=args.force, name="--out") as out_dir:
+        steps = tqdm(total=3, desc="gnnaudit audit", disable=args.no_progress)
+        steps.set_postfix_str("load data")
+        data, data_name = _load_data(args)
+        steps.update(1)
         steps.set_postfix_str("load model")
-        module = load_node_classifier(args.checkpoint)
-        if module.hparams["in_channels"] != data.x.size(1):
-            raise InvalidInputError(
-                f"--checkpoint {args.checkpoint} expects {module.hparams['in_channels']} input "
-                f"features but dataset {args.dataset!r} has {data.x.size(1)}"
-            )
-        info = {"source": f"checkpoint {args.checkpoint}"}
-    else:
-        steps.set_postfix_str(f"train {args.model}")
-        module, metrics = train_node_classifier(
+        module, info = _load_model(args, data, str(out_dir))
+        steps.update(1)
+        steps.set_postfix_str("audit")
+        own_lightning = isinstance(module, L.LightningModule)
+        wanted = args.finetune if args.finetune is not None else own_lightning
+        finetune = bool(wanted) and data.num_nodes <= FINETUNE_MAX_NODES
+        report = run_audit(
+            module,
             data,
-            backbone=args.model,
-            max_epochs=args.epochs,
-            seed=args.seed,
-            checkpoint_path=os.path.join(args.out, "model.ckpt"),
+            k=args.k,
+            sensitive=args.sensitive,
+            backend=args.backend,
+            min_support=args.min_support,
+            finetune=finetune,
+            finetune_kwargs={"m": args.finetune_m, "epochs": args.finetune_epochs},
+            dataset_name=data_name,
+            model_info=info,
+            random_state=args.seed,
+            progress=not args.no_progress,
+            device=args.device,
         )
-        info = {
-            "source": "trained",
-            "epochs": args.epochs,
-            "seed": args.seed,
-            "fit_seconds": round(metrics.get("fit_seconds", 0.0), 3),
-        }
-    steps.update(1)
-    steps.set_postfix_str("audit")
-    finetune = not args.no_finetune and data.num_nodes <= FINETUNE_MAX_NODES
-    report = run_audit(
-        module,
-        data,
-        k=args.k,
-        sensitive=args.sensitive,
-        backend=args.backend,
-        min_support=args.min_support,
-        finetune=finetune,
-        finetune_kwargs={"m": args.finetune_m, "epochs": args.finetune_epochs},
-        dataset_name=args.dataset,
-        model_info=info,
-        random_state=args.seed,
-        progress=not args.no_progress,
-    )
-    if not args.no_finetune and not finetune:
-        report.run_info.setdefault("notes", []).append(
-            f"fine-tuning on evidences skipped: the graph has {data.num_nodes} nodes, more than "
-            f"{FINETUNE_MAX_NODES}"
-        )
-    paths = report.save(args.out, force=True)
-    steps.update(1)
-    steps.close()
+        if wanted and not finetune:
+            report.run_info.setdefault("notes", []).append(
+                f"fine-tuning on evidences skipped: the graph has {data.num_nodes} nodes, more "
+                f"than {FINETUNE_MAX_NODES} (pass --finetune on a smaller graph)"
+            )
+        report.save(out_dir, force=True)
+        steps.update(1)
+        steps.close()
 
     with pd.option_context("display.width", 120, "display.max_columns", 20):
         accuracies = [
@@ -151,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
         ]
         print(
             f"Model: {report.model.get('backbone', report.model.get('class'))} "
-            f"({info['source']}); accuracy {', '.join(accuracies) or 'n/a'}\n"
+            f"({info['source']}); accuracy {', '.join(accuracies) or 'n/a (no labels)'}\n"
         )
         print("\n".join(report.summary_lines()))
         if report.has_section("discrimination") and report.section("discrimination").tables:
@@ -162,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
             table = report.table("discrimination", "scores").head(args.top)
             print(table.to_string(index=False, float_format="%.3f"))
     print(
-        f"\nReport: {paths['html']} (also report.md, report.json); "
+        f"\nReport: {args.out}/report.html (also report.md, report.json); "
         f"{time.perf_counter() - start:.1f} s"
     )
     return 0

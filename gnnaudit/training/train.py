@@ -27,6 +27,7 @@ from torch_geometric.data import Data
 
 from gnnaudit._validation import check_int
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.safe_io import atomic_file, safe_torch_load
 from gnnaudit.training.data_module import GraphDataModule, check_node_data
 from gnnaudit.training.node_classifier import NodeClassifier
 
@@ -238,7 +239,8 @@ def train_node_classifier(
         if checkpoint_path is not None:
             path = os.fspath(checkpoint_path)
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            trainer.save_checkpoint(path, weights_only=False)
+            with atomic_file(path, name="checkpoint_path", force=True) as tmp:
+                trainer.save_checkpoint(tmp, weights_only=False)
     metrics: dict[str, Any] = module.evaluate(data)
     metrics["majority_rate"] = majority_rate(data)
     metrics["best_epoch"] = best.best_epoch if keep_best else trainer.current_epoch - 1
@@ -284,17 +286,12 @@ def load_node_classifier(
 ) -> NodeClassifier:
     """Rebuild a :class:`NodeClassifier` from a Lightning checkpoint, safely.
 
-    The file is read with ``torch.load(path, weights_only=True)`` (tensors and plain containers
-    only); the module is rebuilt from ``hyper_parameters`` and ``state_dict`` and returned in
+    The file is read with :func:`~gnnaudit.safe_io.safe_torch_load` (``torch.load`` with
+    ``weights_only=True``, tensors and plain containers only, no fallback); the module is rebuilt from ``hyper_parameters`` and ``state_dict`` and returned in
     eval mode.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise InvalidInputError(f"checkpoint file not found: {path}")
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:  # unpickling errors come in many types
-        raise InvalidInputError(f"cannot read checkpoint {path} safely: {exc}") from None
+    ckpt = safe_torch_load(path, name="checkpoint", map_location=map_location)
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "hyper_parameters" not in ckpt:
         raise InvalidInputError(
             f"{path} is not a NodeClassifier checkpoint (needs 'state_dict' and 'hyper_parameters')"

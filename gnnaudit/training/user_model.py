@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.safe_io import safe_torch_load
 
 __all__ = [
     "import_object",
@@ -132,17 +133,7 @@ def build_model(
 
 
 def _read(path: str | os.PathLike[str], name: str) -> Any:
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise InvalidInputError(f"{name}: file not found: {path}")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # unpickling errors come in many types
-        raise InvalidInputError(
-            f"{name}: {path} cannot be read safely with torch.load(weights_only=True) "
-            f"(it would need to run code from the file, which gnnaudit refuses): "
-            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        ) from None
+    return safe_torch_load(path, name=name)
 
 
 def _check_state(model: torch.nn.Module, state: Any, name: str, path: str) -> None:
