@@ -1,0 +1,293 @@
+r"""Seeded resampling helpers shared by the audit statistics: percentile bootstrap intervals
+and a paired sign-flip permutation test.
+
+Every function takes ``random_state`` (an int >= 0 or a :class:`numpy.random.Generator`), so
+a fixed seed gives the same interval on every machine, and draws its resamples in chunks of at
+most ``max_cells`` array cells (default :data:`MAX_CELLS`, 4 M cells = 32 MiB of float64), so
+memory stays bounded whatever ``n_boot`` and the sample size.
+
+Percentile bootstrap of a mean
+    Resample the ``m`` values with replacement ``n_boot`` times; the interval is the
+    ``(1 - c) / 2`` and ``(1 + c) / 2`` quantiles of the resampled means (confidence ``c``).
+    **0/1 shortcut**: for indicators with observed mean :math:`\hat p`, the number of ones in a
+    resample of size ``m`` is exactly :math:`\mathrm{Binomial}(m, \hat p)`, so the bootstrap
+    distribution of the mean is :math:`\mathrm{Binomial}(m, \hat p) / m`; it is drawn directly,
+    in O(n_boot) time and memory, without a resampling matrix. A rate of exactly 0 or 1 then has
+    the degenerate interval [0, 0] or [1, 1] (the percentile bootstrap cannot see beyond the
+    sample; read it as "no node of the sample changed").
+
+Difference of two group rates (statistical parity, equal opportunity, by-group flip rates)
+    Stratified bootstrap: each group is resampled within itself (its size fixed), the
+    statistic is recomputed on every resample, the interval is percentile. With 0/1 values each
+    group's resampled rate is drawn by the binomial shortcut.
+
+Paired sign-flip permutation test
+    For paired differences :math:`d_v = a_v - b_v`, the null hypothesis "``a_v`` and ``b_v``
+    are exchangeable within each pair" makes every sign pattern :math:`s \in \{\pm 1\}^m`
+    equally likely. With :math:`T = \bar d` and :math:`T^*_j = \frac1m \sum_v s_{jv} d_v` for
+    ``n_perm`` random sign patterns, the one-sided (H1: mean > 0) p-value is
+
+    .. math:: p = \frac{1 + \#\{j : T^*_j \ge T\}}{1 + n_{perm}},
+
+    which is valid (never below its nominal level) for any ``n_perm``. The test treats the
+    pairs as independent; dependence between pairs (shared neighbours) is not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gnnaudit._validation import check_array, check_float, check_int
+from gnnaudit.errors import InvalidInputError
+
+__all__ = [
+    "MAX_CELLS",
+    "Interval",
+    "as_generator",
+    "check_confidence",
+    "percentile_interval",
+    "bootstrap_mean_draws",
+    "bootstrap_mean",
+    "group_rate_draws",
+    "bootstrap_rate_difference",
+    "bootstrap_group_rates",
+    "sign_flip_pvalue",
+]
+
+#: largest number of array cells one resampling chunk may hold (32 MiB of float64)
+MAX_CELLS = 4_000_000
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with its percentile bootstrap interval."""
+
+    estimate: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    n_boot: int
+
+    def as_tuple(self) -> tuple[float, float, float]:
+        return self.estimate, self.ci_low, self.ci_high
+
+
+def as_generator(random_state: Any) -> np.random.Generator:
+    """``random_state`` as a Generator: an int >= 0 seeds a new one, a Generator is used as is."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    seed = check_int("random_state", random_state, minimum=0)
+    return np.random.default_rng(seed)
+
+
+def check_confidence(confidence: Any) -> float:
+    """``confidence`` as a float in [0.5, 1)."""
+    return check_float("confidence", confidence, minimum=0.5, maximum=1.0, inclusive=(True, False))
+
+
+def percentile_interval(draws: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of ``draws``."""
+    confidence = check_confidence(confidence)
+    draws = np.asarray(draws, dtype=np.float64)
+    if draws.size == 0:
+        raise InvalidInputError("draws must hold at least one bootstrap value")
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(draws, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
+
+
+def _values(name: str, values: Any) -> np.ndarray:
+    arr = check_array(name, values, ndim=1, dtype=np.float64, min_rows=1)
+    return arr
+
+
+def _is_binary(values: np.ndarray) -> bool:
+    return bool(np.all((values == 0.0) | (values == 1.0)))
+
+
+def _chunk_rows(width: int, max_cells: int) -> int:
+    return max(1, int(max_cells) // max(1, int(width)))
+
+
+def bootstrap_mean_draws(
+    values: Any, n_boot: int, random_state: Any = 0, *, max_cells: int = MAX_CELLS
+) -> np.ndarray:
+    """``n_boot`` bootstrap replicates of the mean of ``values`` (0/1 values: binomial
+    shortcut, see the module docstring). Memory: at most ``max_cells`` cells per chunk."""
+    arr = _values("values", values)
+    n_boot = check_int("n_boot", n_boot, minimum=1)
+    rng = as_generator(random_state)
+    m = arr.size
+    if _is_binary(arr):
+        return rng.binomial(m, float(arr.mean()), size=n_boot) / m
+    out = np.empty(n_boot, dtype=np.float64)
+    rows = _chunk_rows(m, max_cells)
+    for start in range(0, n_boot, rows):
+        stop = min(start + rows, n_boot)
+        idx = rng.integers(0, m, size=(stop - start, m))
+        out[start:stop] = arr[idx].mean(axis=1)
+    return out
+
+
+def bootstrap_mean(
+    values: Any,
+    n_boot: int = 1000,
+    random_state: Any = 0,
+    confidence: float = 0.95,
+    *,
+    max_cells: int = MAX_CELLS,
+) -> Interval:
+    """Mean of ``values`` with its percentile bootstrap interval (see the module docstring)."""
+    arr = _values("values", values)
+    confidence = check_confidence(confidence)
+    draws = bootstrap_mean_draws(arr, n_boot, random_state, max_cells=max_cells)
+    lo, hi = percentile_interval(draws, confidence)
+    return Interval(float(arr.mean()), lo, hi, confidence, int(n_boot))
+
+
+def _groups(values: Any, groups: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    arr = _values("values", values)
+    g = np.asarray(groups.detach().cpu().numpy() if hasattr(groups, "detach") else groups)
+    if g.ndim != 1 or g.shape[0] != arr.size:
+        raise InvalidInputError(
+            f"groups must be 1-D with one entry per value ({arr.size}), got shape {g.shape}"
+        )
+    if g.dtype.kind == "f" and not np.isfinite(g).all():
+        raise InvalidInputError("groups must not hold NaN or inf")
+    labels, codes = np.unique(g, return_inverse=True)
+    return arr, labels, codes.reshape(-1)
+
+
+def group_rate_draws(
+    values: Any,
+    groups: Any,
+    n_boot: int,
+    random_state: Any = 0,
+    *,
+    max_cells: int = MAX_CELLS,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Stratified bootstrap of the mean of ``values`` in every group of ``groups``.
+
+    Returns ``(labels, sizes, estimates, draws)``: the sorted group labels, their sizes, the
+    observed group means and an ``(n_boot, G)`` array of resampled group means (each group
+    resampled within itself; 0/1 values by the binomial shortcut). The groups are drawn one
+    after the other from one generator, in label order.
+    """
+    arr, labels, codes = _groups(values, groups)
+    n_boot = check_int("n_boot", n_boot, minimum=1)
+    rng = as_generator(random_state)
+    sizes = np.bincount(codes, minlength=labels.size)
+    estimates = np.bincount(codes, weights=arr, minlength=labels.size) / sizes
+    draws = np.empty((n_boot, labels.size), dtype=np.float64)
+    for j in range(labels.size):  # loop over groups (few), never over nodes
+        draws[:, j] = bootstrap_mean_draws(arr[codes == j], n_boot, rng, max_cells=max_cells)
+    return labels, sizes, estimates, draws
+
+
+def bootstrap_group_rates(
+    values: Any,
+    groups: Any,
+    n_boot: int = 1000,
+    random_state: Any = 0,
+    confidence: float = 0.95,
+    *,
+    max_cells: int = MAX_CELLS,
+) -> pd.DataFrame:
+    """Per-group mean of ``values`` with percentile bootstrap intervals.
+
+    Returns a DataFrame with columns ``group, size, rate, ci_low, ci_high`` (groups sorted).
+    """
+    confidence = check_confidence(confidence)
+    labels, sizes, est, draws = group_rate_draws(
+        values, groups, n_boot, random_state, max_cells=max_cells
+    )
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(draws, [alpha, 1.0 - alpha], axis=0)
+    return pd.DataFrame(
+        {
+            "group": labels,
+            "size": sizes.astype(np.int64),
+            "rate": est,
+            "ci_low": lo,
+            "ci_high": hi,
+        }
+    )
+
+
+def bootstrap_rate_difference(
+    values: Any,
+    groups: Any,
+    *,
+    group_a: Any = None,
+    group_b: Any = None,
+    n_boot: int = 1000,
+    random_state: Any = 0,
+    confidence: float = 0.95,
+    max_cells: int = MAX_CELLS,
+) -> Interval:
+    """``rate(group_a) - rate(group_b)`` with a stratified percentile bootstrap interval.
+
+    ``values``: per-node numbers (0/1 for rates, e.g. "predicted positive" for statistical
+    parity, or "predicted positive" restricted to label-1 nodes for equal opportunity);
+    ``groups``: the group of each value. Default ``group_a`` / ``group_b``: the larger and the
+    smaller label when there are exactly two groups. Only the two named groups are resampled.
+    """
+    arr, labels, codes = _groups(values, groups)
+    if group_a is None and group_b is None:
+        if labels.size != 2:
+            raise InvalidInputError(
+                f"groups holds {labels.size} distinct groups; name group_a and group_b"
+            )
+        group_a, group_b = labels[1], labels[0]
+    picked = []
+    for name, label in (("group_a", group_a), ("group_b", group_b)):
+        hit = np.flatnonzero(labels == label)
+        if hit.size != 1:
+            raise InvalidInputError(
+                f"{name}={label!r} is not a group of groups; groups are {labels.tolist()[:20]}"
+            )
+        picked.append(int(hit[0]))
+    if picked[0] == picked[1]:
+        raise InvalidInputError("group_a and group_b must be different groups")
+    keep = np.isin(codes, picked)
+    sub_labels, _, est, draws = group_rate_draws(
+        arr[keep], codes[keep], n_boot, random_state, max_cells=max_cells
+    )
+    ia, ib = int(np.searchsorted(sub_labels, picked[0])), int(np.searchsorted(sub_labels, picked[1]))
+    diff = draws[:, ia] - draws[:, ib]
+    lo, hi = percentile_interval(diff, confidence)
+    return Interval(float(est[ia] - est[ib]), lo, hi, check_confidence(confidence), int(n_boot))
+
+
+def sign_flip_pvalue(
+    differences: Any,
+    n_perm: int = 1000,
+    random_state: Any = 0,
+    *,
+    max_cells: int = MAX_CELLS,
+) -> float:
+    """One-sided paired sign-flip permutation p-value of H1: mean(differences) > 0.
+
+    ``p = (1 + #{perm >= observed}) / (1 + n_perm)`` (see the module docstring). A permuted
+    mean counts as ``>=`` when it is within ``1e-12 * sum|d|`` below the observed one, so exact
+    ties are not lost to rounding. Memory: at most ``max_cells`` signs per chunk.
+    """
+    d = _values("differences", differences)
+    n_perm = check_int("n_perm", n_perm, minimum=1)
+    rng = as_generator(random_state)
+    m = d.size
+    observed = float(d.mean())
+    tol = 1e-12 * float(np.abs(d).sum()) / m
+    rows = _chunk_rows(m, max_cells)
+    hits = 0
+    for start in range(0, n_perm, rows):
+        stop = min(start + rows, n_perm)
+        signs = rng.integers(0, 2, size=(stop - start, m), dtype=np.int8) * 2 - 1
+        perm = (signs @ d) / m
+        hits += int(np.count_nonzero(perm >= observed - tol))
+    return (1.0 + hits) / (1.0 + n_perm)
+
