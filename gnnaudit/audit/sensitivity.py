@@ -144,6 +144,8 @@ class FlipResult:
         passes included when :func:`counterfactual_flip` ran them).
     n_batches, num_hops : node-scope batches and the radius they are exact for (None at graph
         scope).
+    extra : ``n_alternatives`` (counterfactual values per node) and ``batch`` (node scope: the
+        batch of each audited node, aligned with ``nodes``).
     """
 
     feature: str
@@ -506,7 +508,10 @@ def _result(
         confidence=confidence,
         n_boot=n_boot,
         sensitive_name=setup.sensitive_name,
-        extra={"n_alternatives": n_alternatives},
+        extra={
+            "n_alternatives": n_alternatives,
+            "batch": None if plan is None else plan.colours,
+        },
     )
 
 
