@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy import stats
 
 from gnnaudit import InvalidInputError
@@ -13,6 +14,7 @@ from gnnaudit.audit.bootstrap import (
     bootstrap_mean_draws,
     bootstrap_rate_difference,
     percentile_interval,
+    shared_multiplier_draws,
     sign_flip_pvalue,
 )
 
@@ -118,6 +120,34 @@ def test_sign_flip_pvalue_detects_a_shift_and_counts_ties():
     assert sign_flip_pvalue(-np.abs(shifted), n_perm=99) > 0.9
     # the smallest p-value with n_perm permutations is 1 / (n_perm + 1)
     assert sign_flip_pvalue(np.ones(50), n_perm=9, random_state=1) == pytest.approx(0.1)
+
+
+def test_shared_multiplier_variance_is_the_overlap_kernel_estimate():
+    rng = np.random.default_rng(14)
+    m, units = 40, 60
+    inc = (rng.random((m, units)) < 0.08).astype(float)
+    inc[np.arange(m), rng.integers(0, units, m)] = 1.0  # no empty row
+    d = rng.normal(size=m)
+    dc = d - d.mean()
+    w = inc / np.sqrt(inc.sum(axis=1, keepdims=True))
+    kernel_var = dc @ (w @ w.T) @ dc / m**2
+    draws = shared_multiplier_draws(d, sp.csr_matrix(inc), 20000, 0)
+    assert draws.mean() == pytest.approx(0.0, abs=4 * np.sqrt(kernel_var / 20000))
+    assert draws.var() == pytest.approx(kernel_var, rel=0.05)
+    # singleton sets: the centred sign-flip multiplier, variance sum(dc^2) / m^2
+    single = shared_multiplier_draws(d, sp.identity(m, format="csr"), 20000, 0)
+    assert single.var() == pytest.approx(np.sum(dc**2) / m**2, rel=0.05)
+    again = shared_multiplier_draws(d, sp.csr_matrix(inc), 20000, 0, max_cells=100)
+    assert stats.ks_2samp(draws, again).pvalue > 0.01
+
+
+def test_shared_multiplier_bad_input():
+    with pytest.raises(InvalidInputError, match="one row per difference"):
+        shared_multiplier_draws(np.ones(3), sp.identity(4, format="csr"), 10)
+    with pytest.raises(InvalidInputError, match="empty row"):
+        shared_multiplier_draws(np.ones(2), sp.csr_matrix(np.array([[1.0, 0], [0, 0]])), 10)
+    with pytest.raises(InvalidInputError, match="n_draws"):
+        shared_multiplier_draws(np.ones(2), sp.identity(2, format="csr"), 0)
 
 
 def test_percentile_interval_levels():

@@ -347,7 +347,9 @@ def test_max_nodes_samples_deterministically(sparse_graph):
     assert res.n_nodes == 10 and res.sampled and res.n_audited == 35
     np.testing.assert_array_equal(res.nodes, again.nodes)
     assert np.isin(res.nodes, np.flatnonzero(sparse_graph.test_mask.numpy())).all()
-    np.testing.assert_array_equal(res.flipped, oracle(model, sparse_graph, "b0", res.nodes, "node")[0])
+    np.testing.assert_array_equal(
+        res.flipped, oracle(model, sparse_graph, "b0", res.nodes, "node")[0]
+    )
 
 
 def test_plain_callable_needs_num_hops(sparse_graph):

@@ -299,7 +299,9 @@ class _Intervener:
         self.setup = setup
         self.work = setup.x.clone()
         self.passes = 0
-        self.bar = tqdm(total=total, desc="counterfactual passes", disable=not progress, leave=False)
+        self.bar = tqdm(
+            total=total, desc="counterfactual passes", disable=not progress, leave=False
+        )
         base = setup.base_logits
         self.base_pred = base.argmax(dim=1)
         self.base_prob = torch.softmax(base.to(torch.float64), dim=1)
