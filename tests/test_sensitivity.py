@@ -401,3 +401,5 @@ def test_feature_sensitivity_bad_input(sparse_graph):
         feature_sensitivity(model, sparse_graph, features=[])
     with pytest.raises(InvalidInputError, match="kinds names features"):
         feature_sensitivity(model, sparse_graph, features=["b0"], kinds={"c0": "continuous"})
+    with pytest.raises(InvalidInputError, match=r"unknown option\(s\) \['hops'\]"):
+        feature_sensitivity(model, sparse_graph, hops=2)

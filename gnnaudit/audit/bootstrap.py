@@ -73,6 +73,7 @@ __all__ = [
     "bootstrap_rate_difference",
     "bootstrap_group_rates",
     "sign_flip_pvalue",
+    "upper_tail_pvalue",
     "shared_multiplier_draws",
 ]
 
@@ -293,24 +294,32 @@ def sign_flip_pvalue(
 ) -> float:
     """One-sided paired sign-flip permutation p-value of H1: mean(differences) > 0.
 
-    ``p = (1 + #{perm >= observed}) / (1 + n_perm)`` (see the module docstring). A permuted
-    mean counts as ``>=`` when it is within ``1e-12 * sum|d|`` below the observed one, so exact
-    ties are not lost to rounding. Memory: at most ``max_cells`` signs per chunk.
+    ``p = (1 + #{perm >= observed}) / (1 + n_perm)`` (see the module docstring and
+    :func:`upper_tail_pvalue` for ties). Memory: at most ``max_cells`` signs per chunk plus the
+    ``n_perm`` permuted means.
     """
     d = _values("differences", differences)
     n_perm = check_int("n_perm", n_perm, minimum=1)
     rng = as_generator(random_state)
     m = d.size
-    observed = float(d.mean())
-    tol = 1e-12 * float(np.abs(d).sum()) / m
+    draws = np.empty(n_perm, dtype=np.float64)
     rows = _chunk_rows(m, max_cells)
-    hits = 0
     for start in range(0, n_perm, rows):
         stop = min(start + rows, n_perm)
         signs = rng.integers(0, 2, size=(stop - start, m), dtype=np.int8) * 2 - 1
-        perm = (signs @ d) / m
-        hits += int(np.count_nonzero(perm >= observed - tol))
-    return (1.0 + hits) / (1.0 + n_perm)
+        draws[start:stop] = (signs @ d) / m
+    return upper_tail_pvalue(draws, d)
+
+
+def upper_tail_pvalue(draws: Any, differences: Any) -> float:
+    """``(1 + #{draw >= mean(differences)}) / (1 + len(draws))``: the one-sided p-value of an
+    observed mean against null draws. A draw counts as ``>=`` when it is within
+    ``1e-12 * mean|d|`` below the observed mean, so exact ties are not lost to rounding."""
+    d = _values("differences", differences)
+    null = np.asarray(draws, dtype=np.float64).reshape(-1)
+    observed = float(d.mean())
+    tol = 1e-12 * float(np.abs(d).mean())
+    return (1.0 + float(np.count_nonzero(null >= observed - tol))) / (1.0 + null.size)
 
 
 def shared_multiplier_draws(

@@ -67,6 +67,7 @@ from gnnaudit.audit.bootstrap import (
     percentile_interval,
     shared_multiplier_draws,
     sign_flip_pvalue,
+    upper_tail_pvalue,
 )
 from gnnaudit.audit.context import resolve_nodes
 from gnnaudit.audit.evidence_result import LocalEvidence
@@ -358,8 +359,7 @@ def evidence_contrast(
     else:
         inc = _shared_units(nodes[keep], ev[keep], same[keep], int(x.shape[0]))
         null = shared_multiplier_draws(d, inc, n_perm, perm_rng)
-        tol = 1e-12 * float(np.abs(d).sum()) / d.size
-        p = (1.0 + np.count_nonzero(null >= estimate - tol)) / (1.0 + n_perm)
+        p = upper_tail_pvalue(null, d)
         q_lo, q_hi = percentile_interval(
             shared_multiplier_draws(d, inc, n_boot, boot_rng), confidence
         )

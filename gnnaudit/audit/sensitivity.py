@@ -58,28 +58,24 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
-from gnnaudit._validation import check_choice, check_edge_index, check_int
+from gnnaudit._validation import check_choice, check_int
 from gnnaudit.audit.bootstrap import bootstrap_group_rates, bootstrap_mean, check_confidence
-from gnnaudit.audit.context import resolve_nodes, resolve_sensitive
 from gnnaudit.audit.interventions import (
     MAX_CATEGORIES,
-    Alternative,
     FeatureSpec,
-    alternatives,
-    detect_kind,
-    quantile_bins,
     resolve_feature,
     resolve_features,
 )
-from gnnaudit.audit.model_adapter import ModelAdapter
-from gnnaudit.audit.receptive_field import (
-    BatchPlan,
-    hop_adjacency,
-    l_hop_ball,
-    plan_batches,
-    resolve_num_hops,
+from gnnaudit.audit.receptive_field import BatchPlan
+from gnnaudit.audit.sensitivity_engine import (
+    MAX_NODES,
+    SAFEGUARD_NODES,
+    AuditedGraph,
+    FlipArrays,
+    prepare,
+    run_interventions,
+    seeded,
 )
 from gnnaudit.errors import InvalidInputError
 
@@ -98,12 +94,18 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SCOPES = ("node", "graph")
-#: default largest number of audited nodes at node scope (a seeded sample above it)
-MAX_NODES = 2000
-#: nodes re-predicted one at a time by the exactness safeguard (node scope)
-SAFEGUARD_NODES = 3
-#: relative tolerance of the safeguard's comparisons of logits
-SAFEGUARD_RTOL = 1e-5
+#: keyword options shared by counterfactual_flip, feature_sensitivity and sensitivity_results
+OPTIONS = (
+    "num_hops",
+    "max_nodes",
+    "sensitive",
+    "forward_kwargs",
+    "predict_fn",
+    "device",
+    "confidence",
+    "base_logits",
+    "progress",
+)
 #: columns of :func:`feature_sensitivity`
 SENSITIVITY_COLUMNS = [
     "feature",
@@ -119,8 +121,8 @@ SENSITIVITY_COLUMNS = [
     "n_alternatives",
     "n_forward",
 ]
-#: seed streams (independent generators from one random_state)
-_SAMPLE, _PLAN, _CHECK, _BOOT = 0, 1, 2, 3
+#: first seed stream of the bootstrap (streams 0-2: sample, batching plan, safeguard)
+_BOOT = 3
 
 
 @dataclass
@@ -200,289 +202,26 @@ class FlipResult:
         return frame
 
 
-# ----------------------------------------------------------------------------------------------
-# inputs
-# ----------------------------------------------------------------------------------------------
-def _check_graph(data: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    x = getattr(data, "x", None)
-    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.size(0) == 0:
-        raise InvalidInputError(
-            "data.x must be a 2-D tensor [num_nodes, num_features] with at least one node"
-        )
-    if not x.is_floating_point():
-        raise InvalidInputError(f"data.x must be a floating-point tensor, got {x.dtype}")
-    edge_index = getattr(data, "edge_index", None)
-    if edge_index is None:
-        raise InvalidInputError("data.edge_index is missing")
-    return x, check_edge_index("data.edge_index", edge_index, int(x.size(0)))
-
-
-def _rng(random_state: int, stream: int) -> np.random.Generator:
-    return np.random.default_rng([random_state, stream])
-
-
-def _group_labels(values: np.ndarray) -> np.ndarray:
-    """Sensitive values as group labels; a continuous attribute in quartile bins."""
-    if detect_kind(values, MAX_CATEGORIES) != "continuous":
-        return values
-    codes, edges = quantile_bins(values, 4)
-    bounds = np.concatenate([[-np.inf], edges, [np.inf]])
-    labels = np.array([f"[{bounds[b]:.4g}, {bounds[b + 1]:.4g})" for b in range(edges.size + 1)])
-    return labels[codes]
-
-
-@dataclass
-class _Setup:
-    adapter: ModelAdapter
-    x: torch.Tensor
-    edge_index: torch.Tensor
-    nodes: np.ndarray
-    n_audited: int
-    base_logits: torch.Tensor
-    n_forward: int
-    groups: np.ndarray | None
-    sensitive_name: str | None
-
-
-def _setup(
-    model: Any,
-    data: Any,
-    mask: Any,
-    scope: str,
-    random_state: int,
-    max_nodes: int,
-    sensitive: Any,
-    forward_kwargs: Mapping[str, Any] | None,
-    predict_fn: Callable[..., Any] | None,
-    device: Any,
-    base_logits: Any,
-) -> _Setup:
-    x, edge_index = _check_graph(data)
-    n = int(x.size(0))
-    adapter = ModelAdapter.wrap(
-        model, forward_kwargs=forward_kwargs, predict_fn=predict_fn, device=device
-    )
-    nodes = resolve_nodes(data, mask)
-    n_audited = nodes.size
-    if scope == "node" and nodes.size > max_nodes:
-        pick = _rng(random_state, _SAMPLE).choice(nodes.size, size=max_nodes, replace=False)
-        nodes = np.sort(nodes[pick])
-        logger.info("auditing a seeded sample of %d of %d nodes", max_nodes, n_audited)
-    x_dev = x.to(adapter.device)
-    ei_dev = edge_index.to(adapter.device)
-    n_forward = 0
-    if base_logits is None:
-        base = adapter.logits(x_dev, ei_dev, to_cpu=False)
-        n_forward = 1
-    else:
-        base = base_logits if torch.is_tensor(base_logits) else torch.as_tensor(base_logits)
-        if base.dim() != 2 or base.size(0) != n or not base.is_floating_point():
-            raise InvalidInputError(
-                f"base_logits must be float logits of shape [{n}, num_classes], got "
-                f"{tuple(base.shape)} {base.dtype}"
-            )
-        base = base.to(adapter.device)
-    values, name, _ = resolve_sensitive(data, sensitive)
-    groups = None if values is None else _group_labels(values[nodes])
-    return _Setup(adapter, x_dev, ei_dev, nodes, n_audited, base, n_forward, groups, name)
-
-
-# ----------------------------------------------------------------------------------------------
-# the engine
-# ----------------------------------------------------------------------------------------------
-class _Intervener:
-    """Runs forward passes with some rows of some columns of ``x`` replaced, then restores."""
-
-    def __init__(self, setup: _Setup, progress: bool, total: int) -> None:
-        from tqdm.auto import tqdm
-
-        self.setup = setup
-        self.work = setup.x.clone()
-        self.passes = 0
-        self.bar = tqdm(
-            total=total, desc="counterfactual passes", disable=not progress, leave=False
-        )
-        base = setup.base_logits
-        self.base_pred = base.argmax(dim=1)
-        self.base_prob = torch.softmax(base.to(torch.float64), dim=1)
-        self.base_prob = self.base_prob.gather(1, self.base_pred[:, None])[:, 0]
-
-    def logits(self, changes: list[tuple[np.ndarray, tuple[int, ...], np.ndarray]]) -> torch.Tensor:
-        """Full logits with ``x[ids, cols] = values`` for every ``(ids, cols, values)``."""
-        dev = self.work.device
-        saved = []
-        for ids, cols, vals in changes:
-            rows = torch.from_numpy(ids).to(dev)[:, None]
-            cidx = torch.tensor(cols, device=dev)[None, :]
-            saved.append((rows, cidx, self.work[rows, cidx].clone()))
-            v = torch.as_tensor(
-                np.array(np.broadcast_to(vals, (ids.size, len(cols)))),
-                dtype=self.work.dtype,
-            )
-            self.work[rows, cidx] = v.to(dev)
-        try:
-            out = self.setup.adapter.logits(self.work, self.setup.edge_index, to_cpu=False)
-        finally:
-            for rows, cidx, old in reversed(saved):
-                self.work[rows, cidx] = old
-        self.passes += 1
-        self.bar.update(1)
-        return out
-
-    def effect(self, out: torch.Tensor, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Flip indicator and probability change at ``ids``."""
-        idx = torch.from_numpy(ids).to(out.device)
-        rows = out[idx]
-        pred = rows.argmax(dim=1)
-        base_pred = self.base_pred[idx]
-        prob = torch.softmax(rows.to(torch.float64), dim=1).gather(1, base_pred[:, None])[:, 0]
-        flip = (pred != base_pred).cpu().numpy()
-        delta = (prob - self.base_prob[idx]).abs().cpu().numpy()
-        return flip, delta
-
-
-def _alt_values(alt: Alternative, ids: np.ndarray) -> np.ndarray:
-    return alt.values[ids] if alt.values.shape[0] > 1 else alt.values
-
-
-def _node_scope(
-    eng: _Intervener,
-    plan: BatchPlan,
-    specs: list[FeatureSpec],
-    alts: list[list[Alternative]],
-    checks: np.ndarray,
-) -> tuple[list[np.ndarray], list[np.ndarray], list[int], dict[int, torch.Tensor]]:
-    nodes = plan.nodes
-    m = nodes.size
-    flipped = [np.zeros(m, dtype=bool) for _ in specs]
-    delta = [np.zeros(m) for _ in specs]
-    passes = [0 for _ in specs]
-    check_rows: dict[int, torch.Tensor] = {}
-    for batch in plan.batches():
-        pos = np.searchsorted(nodes, batch)
-        for f, spec in enumerate(specs):
-            for a, alt in enumerate(alts[f]):
-                sel = alt.changes[batch]
-                ids = batch[sel]
-                if ids.size == 0:
-                    continue
-                out = eng.logits([(ids, spec.columns, _alt_values(alt, ids))])
-                passes[f] += 1
-                flip, dp = eng.effect(out, ids)
-                p = pos[sel]
-                flipped[f][p] |= flip
-                delta[f][p] = np.maximum(delta[f][p], dp)
-                if len(specs) == 1:
-                    for v in np.intersect1d(ids, checks):
-                        first = _first_change(alts[f], int(v))
-                        if first == a:
-                            check_rows[int(v)] = out[int(v)].clone()
-    return flipped, delta, passes, check_rows
-
-
-def _first_change(alts: list[Alternative], v: int) -> int:
-    """Index of the first alternative that changes node ``v`` (-1 if none)."""
-    for a, alt in enumerate(alts):
-        if alt.changes[v]:
-            return a
-    return -1
-
-
-def _graph_scope(
-    eng: _Intervener, nodes: np.ndarray, specs: list[FeatureSpec], alts: list[list[Alternative]]
-) -> tuple[list[np.ndarray], list[np.ndarray], list[int]]:
-    m = nodes.size
-    flipped = [np.zeros(m, dtype=bool) for _ in specs]
-    delta = [np.zeros(m) for _ in specs]
-    passes = [0 for _ in specs]
-    for f, spec in enumerate(specs):
-        for alt in alts[f]:
-            ids = np.flatnonzero(alt.changes)
-            if ids.size == 0:
-                continue
-            out = eng.logits([(ids, spec.columns, _alt_values(alt, ids))])
-            passes[f] += 1
-            sel = alt.compares[nodes]
-            flip, dp = eng.effect(out, nodes[sel])
-            flipped[f][sel] |= flip
-            delta[f][sel] = np.maximum(delta[f][sel], dp)
-    return flipped, delta, passes
-
-
-def _pick_checks(
-    adj: Any, nodes: np.ndarray, alts: list[list[Alternative]], random_state: int
-) -> np.ndarray:
-    """Seeded safeguard nodes: audited nodes with a neighbour and some changed value."""
-    has_nbr = np.diff(adj.indptr)[nodes] > 1
-    changed = np.zeros(nodes.size, dtype=bool)
-    for feature_alts in alts:
-        for alt in feature_alts:
-            changed |= alt.changes[nodes]
-    eligible = nodes[has_nbr & changed]
-    if eligible.size == 0:
-        return eligible
-    k = min(SAFEGUARD_NODES, eligible.size)
-    return np.sort(_rng(random_state, _CHECK).choice(eligible, size=k, replace=False))
-
-
-def _safeguard(
-    eng: _Intervener,
-    adj: Any,
-    checks: np.ndarray,
-    num_hops: int,
-    specs: list[FeatureSpec],
-    alts: list[list[Alternative]],
-    check_rows: dict[int, torch.Tensor],
-) -> None:
-    base = eng.setup.base_logits
-    tol = SAFEGUARD_RTOL * (1.0 + float(base.abs().max()))
-    for v in checks:
-        v = int(v)
-        changes = []
-        for f, spec in enumerate(specs):
-            a = _first_change(alts[f], v)
-            if a >= 0:
-                ids = np.array([v])
-                changes.append((ids, spec.columns, _alt_values(alts[f][a], ids)))
-        out = eng.logits(changes)
-        moved = ((out - base).abs().max(dim=1).values > tol).cpu().numpy()
-        outside = moved & ~l_hop_ball(adj, v, num_hops)
-        batched = check_rows.get(v)
-        own = batched is not None and float((out[v] - batched).abs().max()) > tol
-        if outside.any() or own:
-            where = (
-                f"the output of node {int(np.flatnonzero(outside)[0])}, more than "
-                f"{num_hops} hops away,"
-                if outside.any()
-                else "its own batched output"
-            )
-            raise InvalidInputError(
-                f"the model's receptive field exceeds num_hops={num_hops}: changing node {v} "
-                f"alone changed {where} so node-scope batching would not be exact; pass a "
-                "larger num_hops (the number of message-passing hops of the model)"
-            )
-
-
 def _result(
     spec: FeatureSpec,
-    scope: str,
-    setup: _Setup,
-    flipped: np.ndarray,
-    delta: np.ndarray,
-    n_forward: int,
+    f: int,
+    arrays: FlipArrays,
+    setup: AuditedGraph,
     plan: BatchPlan | None,
+    scope: str,
     n_boot: int,
     random_state: int,
     confidence: float,
-    stream: int,
-    n_alternatives: int,
 ) -> FlipResult:
-    rng = _rng(random_state, _BOOT + 2 * stream)
+    """The :class:`FlipResult` of feature number ``f``: rates and bootstrap intervals (seed
+    streams ``3 + 2 f`` overall and ``4 + 2 f`` by group)."""
+    flipped, delta = arrays.flipped[f], arrays.delta[f]
+    rng = seeded(random_state, _BOOT + 2 * f)
     rate = bootstrap_mean(flipped.astype(np.float64), n_boot, rng, confidence)
     prob = bootstrap_mean(delta, n_boot, rng, confidence)
     by_group = None
     if setup.groups is not None:
-        grng = _rng(random_state, _BOOT + 2 * stream + 1)
+        grng = seeded(random_state, _BOOT + 2 * f + 1)
         by_group = bootstrap_group_rates(
             flipped.astype(np.float64), setup.groups, n_boot, grng, confidence
         )
@@ -504,14 +243,14 @@ def _result(
         by_group=by_group,
         n_nodes=int(setup.nodes.size),
         n_audited=int(setup.n_audited),
-        n_forward=int(n_forward),
+        n_forward=int(arrays.passes[f]),
         n_batches=None if plan is None else plan.n_batches,
         num_hops=None if plan is None else plan.num_hops,
         confidence=confidence,
         n_boot=n_boot,
         sensitive_name=setup.sensitive_name,
         extra={
-            "n_alternatives": n_alternatives,
+            "n_alternatives": arrays.n_alternatives[f],
             "batch": None if plan is None else plan.colours,
         },
     )
@@ -548,7 +287,7 @@ def sensitivity_results(
     confidence = check_confidence(confidence)
     if not specs:
         raise InvalidInputError("features must name at least one feature")
-    setup = _setup(
+    setup = prepare(
         model,
         data,
         mask,
@@ -561,39 +300,14 @@ def sensitivity_results(
         device,
         base_logits,
     )
-    alts = [alternatives(data, spec) for spec in specs]
-    plan = None
-    if scope == "node":
-        hops = resolve_num_hops(setup.adapter, num_hops)
-        adj = hop_adjacency(setup.edge_index.cpu(), int(setup.x.size(0)))
-        plan = plan_batches(adj, setup.nodes, hops, _rng(random_state, _PLAN))
-        checks = _pick_checks(adj, setup.nodes, alts, random_state)
-        total = plan.n_batches * sum(len(a) for a in alts) + checks.size
-        eng = _Intervener(setup, progress, total)
-        flipped, delta, passes, rows = _node_scope(eng, plan, specs, alts, checks)
-        _safeguard(eng, adj, checks, hops, specs, alts, rows)
-    else:
-        eng = _Intervener(setup, progress, sum(len(a) for a in alts))
-        flipped, delta, passes = _graph_scope(eng, setup.nodes, specs, alts)
-    eng.bar.close()
+    arrays, plan, total = run_interventions(
+        setup, data, specs, scope, random_state, num_hops, progress
+    )
     results = [
-        _result(
-            spec,
-            scope,
-            setup,
-            flipped[f],
-            delta[f],
-            passes[f],
-            plan,
-            n_boot,
-            random_state,
-            confidence,
-            f,
-            len(alts[f]),
-        )
+        _result(spec, f, arrays, setup, plan, scope, n_boot, random_state, confidence)
         for f, spec in enumerate(specs)
     ]
-    return results, setup.n_forward + eng.passes
+    return results, total
 
 
 def counterfactual_flip(
@@ -713,22 +427,16 @@ def feature_sensitivity(
     random_state: int = 0,
     *,
     kinds: Mapping[str, str] | None = None,
-    num_hops: int | None = None,
-    max_nodes: int = MAX_NODES,
-    sensitive: Any = None,
-    forward_kwargs: Mapping[str, Any] | None = None,
-    predict_fn: Callable[..., Any] | None = None,
-    device: Any = "auto",
-    confidence: float = 0.95,
     max_categories: int = MAX_CATEGORIES,
-    base_logits: Any = None,
-    progress: bool = False,
+    **options: Any,
 ) -> pd.DataFrame:
     """The counterfactual flip of every feature, ranked (see the module docstring).
 
     ``features``: names / indices / one-hot groups (default: every non-constant column, each
-    alone); ``kinds``: optional ``{name: kind}`` overrides of the detected kinds. Binary
-    features are flipped, categorical ones and one-hot groups moved to each other value,
+    alone); ``kinds``: optional ``{name: kind}`` overrides of the detected kinds;
+    ``options``: the keyword options of :func:`counterfactual_flip` (``num_hops, max_nodes,
+    sensitive, forward_kwargs, predict_fn, device, confidence, base_logits, progress``).
+    Binary features are flipped, categorical ones and one-hot groups moved to each other value,
     continuous ones swapped to the opposite quantile :math:`F^{-1}(1 - F(x))`: a rank-based
     move that is comparable across features of any scale and skew, stays inside the observed
     values, and is exactly the flip for a balanced binary column.
@@ -745,23 +453,14 @@ def feature_sensitivity(
     every feature), graph scope one.
     """
     specs = resolve_features(data, features, kinds=kinds, max_categories=max_categories)
+    allowed = set(OPTIONS)
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise InvalidInputError(
+            f"feature_sensitivity got unknown option(s) {unknown}; allowed: {sorted(allowed)}"
+        )
     results, total = sensitivity_results(
-        model,
-        data,
-        specs,
-        mask,
-        scope,
-        n_boot,
-        random_state,
-        num_hops=num_hops,
-        max_nodes=max_nodes,
-        sensitive=sensitive,
-        forward_kwargs=forward_kwargs,
-        predict_fn=predict_fn,
-        device=device,
-        confidence=confidence,
-        base_logits=base_logits,
-        progress=progress,
+        model, data, specs, mask, scope, n_boot, random_state, **options
     )
     table = sensitivity_table(results)
     table.attrs.update(
