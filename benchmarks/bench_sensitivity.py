@@ -56,11 +56,13 @@ def trained(n: int, bias: float, seed: int, backbone: str, epochs: int):
 def sensitivity(module, data, scope: str, base_logits) -> tuple[Any, Any, float]:
     """Every feature's flip at one scope: (gender's FlipResult, ranking table, seconds)."""
     from gnnaudit.audit.interventions import resolve_features
-    from gnnaudit.audit.sensitivity import sensitivity_results, sensitivity_table
+    from gnnaudit.audit.sensitivity import FlipOptions, sensitivity_results, sensitivity_table
 
     start = time.perf_counter()
     specs = resolve_features(data)
-    results, total = sensitivity_results(module, data, specs, scope=scope, base_logits=base_logits)
+    results, total = sensitivity_results(
+        module, data, specs, scope=scope, options=FlipOptions(base_logits=base_logits)
+    )
     seconds = time.perf_counter() - start
     table = sensitivity_table(results)
     table.attrs["n_forward_total"] = total

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -89,23 +89,12 @@ __all__ = [
     "MAX_NODES",
     "SAFEGUARD_NODES",
     "SENSITIVITY_COLUMNS",
+    "FlipOptions",
 ]
 
 logger = logging.getLogger(__name__)
 
 SCOPES = ("node", "graph")
-#: keyword options shared by counterfactual_flip, feature_sensitivity and sensitivity_results
-OPTIONS = (
-    "num_hops",
-    "max_nodes",
-    "sensitive",
-    "forward_kwargs",
-    "predict_fn",
-    "device",
-    "confidence",
-    "base_logits",
-    "progress",
-)
 #: columns of :func:`feature_sensitivity`
 SENSITIVITY_COLUMNS = [
     "feature",
@@ -123,6 +112,31 @@ SENSITIVITY_COLUMNS = [
 ]
 #: first seed stream of the bootstrap (streams 0-2: sample, batching plan, safeguard)
 _BOOT = 3
+
+
+@dataclass(frozen=True)
+class FlipOptions:
+    """Keyword options shared by :func:`counterfactual_flip`, :func:`feature_sensitivity` and
+    :func:`sensitivity_results` (see :func:`counterfactual_flip` for their meaning)."""
+
+    num_hops: int | None = None
+    max_nodes: int = MAX_NODES
+    sensitive: Any = None
+    forward_kwargs: Mapping[str, Any] | None = None
+    predict_fn: Callable[..., Any] | None = None
+    device: Any = "auto"
+    confidence: float = 0.95
+    base_logits: Any = None
+    progress: bool = False
+
+    @classmethod
+    def from_kwargs(cls, caller: str, options: Mapping[str, Any]) -> FlipOptions:
+        """Options from keyword arguments; an unknown name raises :class:`InvalidInputError`."""
+        allowed = sorted(f.name for f in fields(cls))
+        unknown = sorted(set(options) - set(allowed))
+        if unknown:
+            raise InvalidInputError(f"{caller} got unknown option(s) {unknown}; allowed: {allowed}")
+        return cls(**options)
 
 
 @dataclass
@@ -264,27 +278,20 @@ def sensitivity_results(
     scope: str = "node",
     n_boot: int = 1000,
     random_state: int = 0,
-    *,
-    num_hops: int | None = None,
-    max_nodes: int = MAX_NODES,
-    sensitive: Any = None,
-    forward_kwargs: Mapping[str, Any] | None = None,
-    predict_fn: Callable[..., Any] | None = None,
-    device: Any = "auto",
-    confidence: float = 0.95,
-    base_logits: Any = None,
-    progress: bool = False,
+    options: FlipOptions | None = None,
 ) -> tuple[list[FlipResult], int]:
     """One :class:`FlipResult` per resolved feature (``specs`` from
     :func:`~gnnaudit.audit.interventions.resolve_features`), sharing the factual pass, the
-    node-scope batching plan and the safeguard. Returns ``(results, total_forward_passes)``;
-    each result's ``n_forward`` counts its own counterfactual passes only.
+    node-scope batching plan and the safeguard; ``options`` as in :func:`counterfactual_flip`.
+    Returns ``(results, total_forward_passes)``; each result's ``n_forward`` counts its own
+    counterfactual passes only.
     """
+    opts = FlipOptions() if options is None else options
     scope = check_choice("scope", scope, SCOPES)
     n_boot = check_int("n_boot", n_boot, minimum=1)
     random_state = check_int("random_state", random_state, minimum=0)
-    max_nodes = check_int("max_nodes", max_nodes, minimum=1)
-    confidence = check_confidence(confidence)
+    max_nodes = check_int("max_nodes", opts.max_nodes, minimum=1)
+    confidence = check_confidence(opts.confidence)
     if not specs:
         raise InvalidInputError("features must name at least one feature")
     setup = prepare(
@@ -294,14 +301,14 @@ def sensitivity_results(
         scope,
         random_state,
         max_nodes,
-        sensitive,
-        forward_kwargs,
-        predict_fn,
-        device,
-        base_logits,
+        opts.sensitive,
+        opts.forward_kwargs,
+        opts.predict_fn,
+        opts.device,
+        opts.base_logits,
     )
     arrays, plan, total = run_interventions(
-        setup, data, specs, scope, random_state, num_hops, progress
+        setup, data, specs, scope, random_state, opts.num_hops, opts.progress
     )
     results = [
         _result(spec, f, arrays, setup, plan, scope, n_boot, random_state, confidence)
@@ -372,15 +379,17 @@ def counterfactual_flip(
         scope,
         n_boot,
         random_state,
-        num_hops=num_hops,
-        max_nodes=max_nodes,
-        sensitive=sensitive,
-        forward_kwargs=forward_kwargs,
-        predict_fn=predict_fn,
-        device=device,
-        confidence=confidence,
-        base_logits=base_logits,
-        progress=progress,
+        FlipOptions(
+            num_hops=num_hops,
+            max_nodes=max_nodes,
+            sensitive=sensitive,
+            forward_kwargs=forward_kwargs,
+            predict_fn=predict_fn,
+            device=device,
+            confidence=confidence,
+            base_logits=base_logits,
+            progress=progress,
+        ),
     )
     result = results[0]
     result.n_forward = total
@@ -453,14 +462,9 @@ def feature_sensitivity(
     every feature), graph scope one.
     """
     specs = resolve_features(data, features, kinds=kinds, max_categories=max_categories)
-    allowed = set(OPTIONS)
-    unknown = sorted(set(options) - allowed)
-    if unknown:
-        raise InvalidInputError(
-            f"feature_sensitivity got unknown option(s) {unknown}; allowed: {sorted(allowed)}"
-        )
+    opts = FlipOptions.from_kwargs("feature_sensitivity", options)
     results, total = sensitivity_results(
-        model, data, specs, mask, scope, n_boot, random_state, **options
+        model, data, specs, mask, scope, n_boot, random_state, opts
     )
     table = sensitivity_table(results)
     table.attrs.update(
