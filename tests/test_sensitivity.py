@@ -188,6 +188,21 @@ def test_colouring_is_maximal_and_seeded():
         assert not dense[np.ix_(a == c, a == c)].any()
 
 
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 40), p=st.floats(0.0, 1.0), seed=st.integers(0, 10_000))
+def test_colouring_is_first_fit_in_priority_order(m, p, seed):
+    rng = np.random.default_rng(seed)
+    upper = np.triu(rng.random((m, m)) < p, 1)
+    dense = upper | upper.T
+    got = independent_set_colouring(sp.csr_matrix(dense), random_state=seed)
+    priority = np.random.default_rng(seed).permutation(m)
+    expected = np.full(m, -1)
+    for v in np.argsort(-priority):  # sequential oracle: highest priority first
+        used = set(expected[dense[v] & (expected >= 0)].tolist())
+        expected[v] = next(c for c in range(m + 1) if c not in used)
+    np.testing.assert_array_equal(got, expected)
+
+
 # ------------------------------------------------------------------------ interventions
 def test_opposite_quantile_swap():
     np.testing.assert_array_equal(opposite_quantile([0, 1, 1, 0, 1, 0]), [1, 0, 0, 1, 0, 1])

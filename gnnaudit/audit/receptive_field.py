@@ -17,14 +17,15 @@ such sets:
    cut so the sum of these bounds stays below ``max_entries`` (default :data:`MAX_ENTRIES` =
    2^24, about 150 MiB of indices and flags), except that a single row is never split (at most
    ``n`` entries). Only the m x m conflict matrix (one entry per conflicting pair) is kept.
-2. **Colouring.** Repeated maximal independent sets: with seeded random priorities (a
-   permutation), each colour class is the maximal independent set of the still uncoloured
-   nodes found by Luby's rounds (a node joins when its priority beats every uncoloured
-   candidate neighbour; it and its neighbours then leave the round), vectorised over the CSR
-   arrays; no Python loop over nodes. With fixed priorities this is the greedy colouring in
-   priority order, so the number of colour classes (forward passes per counterfactual value) is
-   at most :math:`\Delta + 1`, :math:`\Delta` = the largest number of audited nodes within L
-   hops of one audited node (at most m - 1, at most the largest L-hop ball minus one).
+2. **Colouring.** Repeated maximal independent sets in a seeded random priority order (a
+   permutation): colour class ``c`` is the greedy maximal independent set of the nodes left
+   uncoloured by classes ``0 .. c-1``, which is the greedy first-fit colouring in priority
+   order. It is computed in Jones-Plassmann (Luby-style) rounds, vectorised over the CSR arrays,
+   with no Python loop over nodes: each round colours every node whose higher-priority
+   conflicting nodes are all coloured. The number of colour classes (forward passes per
+   counterfactual value) is at most :math:`\Delta + 1`, :math:`\Delta` = the largest number of
+   audited nodes within L hops of one audited node (at most m - 1, at most the largest L-hop
+   ball minus one).
 """
 
 from __future__ import annotations
@@ -175,47 +176,62 @@ def l_hop_ball(adj: sp.csr_matrix, node: int, num_hops: int) -> np.ndarray:
     return reach
 
 
-def _maximal_independent_set(conflicts: sp.csr_matrix, priority: np.ndarray) -> np.ndarray:
-    """Greedy maximal independent set in decreasing ``priority`` (distinct), by Luby rounds."""
-    m = conflicts.shape[0]
-    indptr, indices = conflicts.indptr, conflicts.indices
-    owner = np.repeat(np.arange(m), np.diff(indptr))
-    empty = indptr[:-1] == indptr[1:]
-    candidate = np.ones(m, dtype=bool)
-    chosen = np.zeros(m, dtype=bool)
-    while candidate.any():
-        best = np.full(m, -1, dtype=np.int64)
-        if indices.size:
-            live = np.where(candidate[indices], priority[indices], -1)
-            best[~empty] = np.maximum.reduceat(live, indptr[:-1][~empty])
-        winners = candidate & (priority > best)
-        chosen |= winners
-        candidate &= ~winners
-        candidate[indices[winners[owner]]] = False
-    return chosen
+def _row_entries(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions into a CSR's ``indices`` of the entries of ``rows``, and the index into
+    ``rows`` each belongs to (vectorised gather of several CSR rows)."""
+    starts = indptr[rows]
+    lengths = indptr[rows + 1] - starts
+    owner = np.repeat(np.arange(rows.size), lengths)
+    offset = np.arange(owner.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return starts[owner] + offset, owner
+
+
+def _smallest_missing(owner: np.ndarray, values: np.ndarray, n_rows: int) -> np.ndarray:
+    """Per row, the smallest integer >= 0 absent from that row's ``values`` (all >= 0)."""
+    if owner.size == 0:
+        return np.zeros(n_rows, dtype=np.int64)
+    width = int(values.max()) + 2
+    keys = np.unique(owner * width + values)
+    row, val = keys // width, keys % width
+    start = np.searchsorted(row, np.arange(n_rows))
+    rank = np.arange(keys.size) - start[row]
+    mex = np.bincount(row, minlength=n_rows).astype(np.int64)  # no gap: the row's count
+    gap = val != rank  # first position whose value skips its rank
+    np.minimum.at(mex, row[gap], rank[gap])
+    return mex
 
 
 def independent_set_colouring(conflicts: sp.csr_matrix, random_state: Any = 0) -> np.ndarray:
     """Colour the nodes of a symmetric conflict graph so no two conflicting nodes share a colour.
 
-    Repeated maximal independent sets with seeded random priorities (module docstring); returns
+    The greedy first-fit colouring in a seeded random priority order (every node takes the
+    smallest colour not used by its higher-priority neighbours), which is the same as taking
+    colour class after colour class as the greedy maximal independent set of the uncoloured
+    nodes (module docstring). Computed in Jones-Plassmann rounds, vectorised: every round colours
+    all uncoloured nodes whose higher-priority neighbours are all coloured (they are pairwise
+    non-adjacent), reading only their own CSR rows, so the total work is O(nnz log nnz) plus a
+    small constant per round (rounds = the longest chain of decreasing priorities). Returns
     ``(m,)`` int64 colours ``0 .. C-1`` with ``C <= max degree + 1``.
     """
     conflicts = sp.csr_matrix(conflicts)
+    conflicts.sum_duplicates()
     m = conflicts.shape[0]
-    rng = as_generator(random_state)
-    priority = rng.permutation(m).astype(np.int64)
+    indptr, indices = conflicts.indptr.astype(np.int64), conflicts.indices.astype(np.int64)
+    priority = as_generator(random_state).permutation(m).astype(np.int64)
+    owner = np.repeat(np.arange(m), np.diff(indptr))
+    higher = priority[indices] > priority[owner]
+    waiting = np.bincount(owner[higher], minlength=m)  # uncoloured higher-priority neighbours
     colour = np.full(m, -1, dtype=np.int64)
-    active = np.arange(m)
-    sub = conflicts
-    c = 0
-    while active.size:
-        chosen = _maximal_independent_set(sub, priority[active])
-        colour[active[chosen]] = c
-        c += 1
-        keep = ~chosen
-        active = active[keep]
-        sub = sub[keep][:, keep].tocsr()
+    ready = np.flatnonzero(waiting == 0)
+    while ready.size:
+        pos, row = _row_entries(indptr, ready)
+        nbr = indices[pos]
+        done = colour[nbr] >= 0
+        colour[ready] = _smallest_missing(row[done], colour[nbr[done]], ready.size)
+        lower = nbr[priority[nbr] < priority[ready[row]]]
+        np.subtract.at(waiting, lower, 1)
+        cand = np.unique(lower)
+        ready = cand[(waiting[cand] == 0) & (colour[cand] < 0)]
     return colour
 
 
