@@ -403,6 +403,24 @@ def test_bad_input_is_named(sparse_graph, kwargs, fragment):
         counterfactual_flip(Stack(GCNConv, 2, 9), sparse_graph, **kwargs)
 
 
+def test_inputs_are_not_modified_and_bad_tensors_are_named(sparse_graph):
+    x = sparse_graph.x.clone()
+    model = Stack(GCNConv, 2, 9)
+    counterfactual_flip(model, sparse_graph, "cat", n_boot=10)
+    feature_sensitivity(model, sparse_graph, scope="graph", n_boot=10)
+    assert torch.equal(sparse_graph.x, x)
+    bad = sparse_graph.clone()
+    bad.x = bad.x.clone()
+    bad.x[0, 3] = float("nan")
+    with pytest.raises(InvalidInputError, match="data.x must be finite"):
+        counterfactual_flip(model, bad, "b0")
+    with pytest.raises(InvalidInputError, match="base_logits must be float logits of shape"):
+        counterfactual_flip(model, sparse_graph, "b0", base_logits=torch.zeros(3, 2))
+    nan_logits = torch.full((70, 3), float("nan"))
+    with pytest.raises(InvalidInputError, match="base_logits must be finite"):
+        counterfactual_flip(model, sparse_graph, "b0", base_logits=nan_logits)
+
+
 def test_model_with_wrong_output_shape_is_rejected(sparse_graph):
     with pytest.raises(InvalidInputError, match="logits of shape"):
         counterfactual_flip(lambda x, ei: x[:, 0], sparse_graph, "b0", num_hops=0)

@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from gnnaudit._validation import check_edge_index
+from gnnaudit._validation import check_edge_index, check_finite_tensor
 from gnnaudit.audit.context import resolve_nodes, resolve_sensitive
 from gnnaudit.audit.interventions import (
     MAX_CATEGORIES,
@@ -81,6 +81,7 @@ def _check_graph(data: Any) -> tuple[torch.Tensor, torch.Tensor]:
         )
     if not x.is_floating_point():
         raise InvalidInputError(f"data.x must be a floating-point tensor, got {x.dtype}")
+    check_finite_tensor("data.x", x)
     edge_index = getattr(data, "edge_index", None)
     if edge_index is None:
         raise InvalidInputError("data.edge_index is missing")
@@ -104,6 +105,11 @@ def _group_labels(values: np.ndarray) -> np.ndarray:
 
 @dataclass
 class AuditedGraph:
+    """What every counterfactual pass shares: the model adapter, ``x`` and ``edge_index`` on its
+    device, the audited node ids (ascending, sampled at node scope above ``max_nodes``) and how
+    many there were before sampling, the factual logits (and whether computing them cost a
+    pass), and the sensitive group of each audited node."""
+
     adapter: ModelAdapter
     x: torch.Tensor
     edge_index: torch.Tensor
@@ -128,6 +134,8 @@ def prepare(
     device: Any,
     base_logits: Any,
 ) -> AuditedGraph:
+    """Validate the inputs and build the :class:`AuditedGraph` (module docstring); the factual
+    logits are computed here unless ``base_logits`` gives them."""
     x, edge_index = _check_graph(data)
     n = int(x.size(0))
     adapter = ModelAdapter.wrap(
@@ -152,6 +160,7 @@ def prepare(
                 f"base_logits must be float logits of shape [{n}, num_classes], got "
                 f"{tuple(base.shape)} {base.dtype}"
             )
+        check_finite_tensor("base_logits", base)
         base = base.to(adapter.device)
     values, name, _ = resolve_sensitive(data, sensitive)
     groups = None if values is None else _group_labels(values[nodes])
