@@ -214,7 +214,8 @@ def resolve_features(
     kinds: Any = None,
     max_categories: int = MAX_CATEGORIES,
 ) -> list[FeatureSpec]:
-    """Resolve a list of features (default: every non-constant column, each alone).
+    """Resolve a list of features (default: every non-constant column, each alone); an entry
+    is a name, an index, or a nested sequence of names forming a one-hot group.
 
     ``kinds``: optional mapping from a feature name to its kind (overrides detection).
     """

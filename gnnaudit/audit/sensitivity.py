@@ -441,8 +441,8 @@ def feature_sensitivity(
 ) -> pd.DataFrame:
     """The counterfactual flip of every feature, ranked (see the module docstring).
 
-    ``features``: names / indices / one-hot groups (default: every non-constant column, each
-    alone); ``kinds``: optional ``{name: kind}`` overrides of the detected kinds;
+    ``features``: names / indices / one-hot groups as nested sequences (default: every
+    non-constant column, each alone); ``kinds``: optional ``{name: kind}`` overrides of the detected kinds;
     ``options``: the keyword options of :func:`counterfactual_flip` (``num_hops, max_nodes,
     sensitive, forward_kwargs, predict_fn, device, confidence, base_logits, progress``).
     Binary features are flipped, categorical ones and one-hot groups moved to each other value,
