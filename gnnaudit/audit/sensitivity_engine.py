@@ -1,0 +1,388 @@
+r"""The engine of the counterfactual sensitivity statistics: the audited inputs, and the forward
+passes with changed feature values, exact and batched.
+
+:func:`prepare` validates the graph, wraps the model in a
+:class:`~gnnaudit.audit.model_adapter.ModelAdapter`, resolves the audited nodes (a seeded sample
+of ``max_nodes`` at node scope) and the sensitive groups, and computes the factual logits once.
+:func:`run_interventions` then runs, for every feature and every counterfactual value
+(:func:`~gnnaudit.audit.interventions.alternatives`):
+
+* node scope: one pass per batch of the receptive-field plan
+  (:func:`~gnnaudit.audit.receptive_field.plan_batches`, computed once for all features) with
+  the batch's own values changed, then the exactness safeguard (:data:`SAFEGUARD_NODES` nodes
+  re-predicted alone with every audited feature changed: no output outside their L-hop
+  neighbourhood may move beyond a relative tolerance of :data:`SAFEGUARD_RTOL`, and with one
+  feature their own output must equal the batched one);
+* graph scope: one pass with every node's value changed.
+
+Every pass changes the rows of a single working copy of ``x`` on the model's device and restores
+them afterwards; only the rows of the audited nodes of the pass are read back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from gnnaudit._validation import check_edge_index, check_finite_tensor
+from gnnaudit.audit.context import resolve_nodes, resolve_sensitive
+from gnnaudit.audit.interventions import (
+    MAX_CATEGORIES,
+    Alternative,
+    FeatureSpec,
+    alternatives,
+    detect_kind,
+    quantile_bins,
+)
+from gnnaudit.audit.model_adapter import ModelAdapter
+from gnnaudit.audit.receptive_field import (
+    BatchPlan,
+    hop_adjacency,
+    l_hop_ball,
+    plan_batches,
+    resolve_num_hops,
+)
+from gnnaudit.errors import InvalidInputError
+
+__all__ = [
+    "MAX_NODES",
+    "SAFEGUARD_NODES",
+    "SAFEGUARD_RTOL",
+    "AuditedGraph",
+    "FlipArrays",
+    "prepare",
+    "run_interventions",
+    "seeded",
+]
+
+logger = logging.getLogger(__name__)
+
+#: default largest number of audited nodes at node scope (a seeded sample above it)
+MAX_NODES = 2000
+#: nodes re-predicted one at a time by the exactness safeguard (node scope)
+SAFEGUARD_NODES = 3
+#: relative tolerance of the safeguard's comparisons of logits
+SAFEGUARD_RTOL = 1e-5
+#: seed streams of one random_state (the bootstrap uses streams >= 3)
+SAMPLE_STREAM, PLAN_STREAM, CHECK_STREAM = 0, 1, 2
+
+
+def _check_graph(data: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    x = getattr(data, "x", None)
+    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.size(0) == 0:
+        raise InvalidInputError(
+            "data.x must be a 2-D tensor [num_nodes, num_features] with at least one node"
+        )
+    if not x.is_floating_point():
+        raise InvalidInputError(f"data.x must be a floating-point tensor, got {x.dtype}")
+    check_finite_tensor("data.x", x)
+    edge_index = getattr(data, "edge_index", None)
+    if edge_index is None:
+        raise InvalidInputError("data.edge_index is missing")
+    return x, check_edge_index("data.edge_index", edge_index, int(x.size(0)))
+
+
+def seeded(random_state: int, stream: int) -> np.random.Generator:
+    """An independent generator for ``stream`` of one ``random_state``."""
+    return np.random.default_rng([random_state, stream])
+
+
+def _group_labels(values: np.ndarray) -> np.ndarray:
+    """Sensitive values as group labels; a continuous attribute in quartile bins."""
+    if detect_kind(values, MAX_CATEGORIES) != "continuous":
+        return values
+    codes, edges = quantile_bins(values, 4)
+    bounds = np.concatenate([[-np.inf], edges, [np.inf]])
+    labels = np.array([f"[{bounds[b]:.4g}, {bounds[b + 1]:.4g})" for b in range(edges.size + 1)])
+    return labels[codes]
+
+
+@dataclass
+class AuditedGraph:
+    """What every counterfactual pass shares: the model adapter, ``x`` and ``edge_index`` on its
+    device, the audited node ids (ascending, sampled at node scope above ``max_nodes``) and how
+    many there were before sampling, the factual logits (and whether computing them cost a
+    pass), and the sensitive group of each audited node."""
+
+    adapter: ModelAdapter
+    x: torch.Tensor
+    edge_index: torch.Tensor
+    nodes: np.ndarray
+    n_audited: int
+    base_logits: torch.Tensor
+    n_forward: int
+    groups: np.ndarray | None
+    sensitive_name: str | None
+
+
+def prepare(
+    model: Any,
+    data: Any,
+    mask: Any,
+    scope: str,
+    random_state: int,
+    max_nodes: int,
+    sensitive: Any,
+    forward_kwargs: Mapping[str, Any] | None,
+    predict_fn: Callable[..., Any] | None,
+    device: Any,
+    base_logits: Any,
+) -> AuditedGraph:
+    """Validate the inputs and build the :class:`AuditedGraph` (module docstring); the factual
+    logits are computed here unless ``base_logits`` gives them."""
+    x, edge_index = _check_graph(data)
+    n = int(x.size(0))
+    adapter = ModelAdapter.wrap(
+        model, forward_kwargs=forward_kwargs, predict_fn=predict_fn, device=device
+    )
+    nodes = resolve_nodes(data, mask)
+    n_audited = nodes.size
+    if scope == "node" and nodes.size > max_nodes:
+        pick = seeded(random_state, SAMPLE_STREAM).choice(nodes.size, size=max_nodes, replace=False)
+        nodes = np.sort(nodes[pick])
+        logger.info("auditing a seeded sample of %d of %d nodes", max_nodes, n_audited)
+    x_dev = x.to(adapter.device)
+    ei_dev = edge_index.to(adapter.device)
+    n_forward = 0
+    if base_logits is None:
+        base = adapter.logits(x_dev, ei_dev, to_cpu=False)
+        n_forward = 1
+    else:
+        base = base_logits if torch.is_tensor(base_logits) else torch.as_tensor(base_logits)
+        if base.dim() != 2 or base.size(0) != n or not base.is_floating_point():
+            raise InvalidInputError(
+                f"base_logits must be float logits of shape [{n}, num_classes], got "
+                f"{tuple(base.shape)} {base.dtype}"
+            )
+        check_finite_tensor("base_logits", base)
+        base = base.to(adapter.device)
+    values, name, _ = resolve_sensitive(data, sensitive)
+    groups = None if values is None else _group_labels(values[nodes])
+    return AuditedGraph(adapter, x_dev, ei_dev, nodes, n_audited, base, n_forward, groups, name)
+
+
+# ----------------------------------------------------------------------------------------------
+# the engine
+# ----------------------------------------------------------------------------------------------
+class _Intervener:
+    """Runs forward passes with some rows of some columns of ``x`` replaced, then restores."""
+
+    def __init__(self, setup: AuditedGraph, progress: bool, total: int) -> None:
+        from tqdm.auto import tqdm
+
+        self.setup = setup
+        self.work = setup.x.clone()
+        self.passes = 0
+        self.bar = tqdm(
+            total=total, desc="counterfactual passes", disable=not progress, leave=False
+        )
+        base = setup.base_logits
+        self.base_pred = base.argmax(dim=1)
+        self.base_prob = torch.softmax(base.to(torch.float64), dim=1)
+        self.base_prob = self.base_prob.gather(1, self.base_pred[:, None])[:, 0]
+
+    def logits(self, changes: list[tuple[np.ndarray, tuple[int, ...], np.ndarray]]) -> torch.Tensor:
+        """Full logits with ``x[ids, cols] = values`` for every ``(ids, cols, values)``."""
+        dev = self.work.device
+        saved = []
+        for ids, cols, vals in changes:
+            rows = torch.from_numpy(ids).to(dev)[:, None]
+            cidx = torch.tensor(cols, device=dev)[None, :]
+            saved.append((rows, cidx, self.work[rows, cidx].clone()))
+            v = torch.as_tensor(
+                np.array(np.broadcast_to(vals, (ids.size, len(cols)))),
+                dtype=self.work.dtype,
+            )
+            self.work[rows, cidx] = v.to(dev)
+        try:
+            out = self.setup.adapter.logits(self.work, self.setup.edge_index, to_cpu=False)
+        finally:
+            for rows, cidx, old in reversed(saved):
+                self.work[rows, cidx] = old
+        self.passes += 1
+        self.bar.update(1)
+        return out
+
+    def effect(self, out: torch.Tensor, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Flip indicator and probability change at ``ids``."""
+        idx = torch.from_numpy(ids).to(out.device)
+        rows = out[idx]
+        pred = rows.argmax(dim=1)
+        base_pred = self.base_pred[idx]
+        prob = torch.softmax(rows.to(torch.float64), dim=1).gather(1, base_pred[:, None])[:, 0]
+        flip = (pred != base_pred).cpu().numpy()
+        delta = (prob - self.base_prob[idx]).abs().cpu().numpy()
+        return flip, delta
+
+
+def _alt_values(alt: Alternative, ids: np.ndarray) -> np.ndarray:
+    return alt.values[ids] if alt.values.shape[0] > 1 else alt.values
+
+
+def _node_scope(
+    eng: _Intervener,
+    plan: BatchPlan,
+    specs: list[FeatureSpec],
+    alts: list[list[Alternative]],
+    checks: np.ndarray,
+) -> tuple[list[np.ndarray], list[np.ndarray], list[int], dict[int, torch.Tensor]]:
+    nodes = plan.nodes
+    m = nodes.size
+    flipped = [np.zeros(m, dtype=bool) for _ in specs]
+    delta = [np.zeros(m) for _ in specs]
+    passes = [0 for _ in specs]
+    check_rows: dict[int, torch.Tensor] = {}
+    for batch in plan.batches():
+        pos = np.searchsorted(nodes, batch)
+        for f, spec in enumerate(specs):
+            for a, alt in enumerate(alts[f]):
+                sel = alt.changes[batch]
+                ids = batch[sel]
+                if ids.size == 0:
+                    continue
+                out = eng.logits([(ids, spec.columns, _alt_values(alt, ids))])
+                passes[f] += 1
+                flip, dp = eng.effect(out, ids)
+                p = pos[sel]
+                flipped[f][p] |= flip
+                delta[f][p] = np.maximum(delta[f][p], dp)
+                if len(specs) == 1:
+                    for v in np.intersect1d(ids, checks):
+                        first = _first_change(alts[f], int(v))
+                        if first == a:
+                            check_rows[int(v)] = out[int(v)].clone()
+    return flipped, delta, passes, check_rows
+
+
+def _first_change(alts: list[Alternative], v: int) -> int:
+    """Index of the first alternative that changes node ``v`` (-1 if none)."""
+    for a, alt in enumerate(alts):
+        if alt.changes[v]:
+            return a
+    return -1
+
+
+def _graph_scope(
+    eng: _Intervener, nodes: np.ndarray, specs: list[FeatureSpec], alts: list[list[Alternative]]
+) -> tuple[list[np.ndarray], list[np.ndarray], list[int]]:
+    m = nodes.size
+    flipped = [np.zeros(m, dtype=bool) for _ in specs]
+    delta = [np.zeros(m) for _ in specs]
+    passes = [0 for _ in specs]
+    for f, spec in enumerate(specs):
+        for alt in alts[f]:
+            ids = np.flatnonzero(alt.changes)
+            if ids.size == 0:
+                continue
+            out = eng.logits([(ids, spec.columns, _alt_values(alt, ids))])
+            passes[f] += 1
+            sel = alt.compares[nodes]
+            flip, dp = eng.effect(out, nodes[sel])
+            flipped[f][sel] |= flip
+            delta[f][sel] = np.maximum(delta[f][sel], dp)
+    return flipped, delta, passes
+
+
+def _pick_checks(
+    adj: sp.csr_matrix, nodes: np.ndarray, alts: list[list[Alternative]], random_state: int
+) -> np.ndarray:
+    """Seeded safeguard nodes: audited nodes with a neighbour and some changed value."""
+    has_nbr = np.diff(adj.indptr)[nodes] > 1
+    changed = np.zeros(nodes.size, dtype=bool)
+    for feature_alts in alts:
+        for alt in feature_alts:
+            changed |= alt.changes[nodes]
+    eligible = nodes[has_nbr & changed]
+    if eligible.size == 0:
+        return eligible
+    k = min(SAFEGUARD_NODES, eligible.size)
+    return np.sort(seeded(random_state, CHECK_STREAM).choice(eligible, size=k, replace=False))
+
+
+def _safeguard(
+    eng: _Intervener,
+    adj: sp.csr_matrix,
+    checks: np.ndarray,
+    num_hops: int,
+    specs: list[FeatureSpec],
+    alts: list[list[Alternative]],
+    check_rows: dict[int, torch.Tensor],
+) -> None:
+    base = eng.setup.base_logits
+    tol = SAFEGUARD_RTOL * (1.0 + float(base.abs().max()))
+    for v in checks:
+        v = int(v)
+        changes = []
+        for f, spec in enumerate(specs):
+            a = _first_change(alts[f], v)
+            if a >= 0:
+                ids = np.array([v])
+                changes.append((ids, spec.columns, _alt_values(alts[f][a], ids)))
+        out = eng.logits(changes)
+        moved = ((out - base).abs().max(dim=1).values > tol).cpu().numpy()
+        outside = moved & ~l_hop_ball(adj, v, num_hops)
+        batched = check_rows.get(v)
+        own = batched is not None and float((out[v] - batched).abs().max()) > tol
+        if outside.any() or own:
+            where = (
+                f"the output of node {int(np.flatnonzero(outside)[0])}, more than "
+                f"{num_hops} hops away,"
+                if outside.any()
+                else "its own batched output"
+            )
+            raise InvalidInputError(
+                f"the model's receptive field exceeds num_hops={num_hops}: changing node {v} "
+                f"alone changed {where} so node-scope batching would not be exact; pass a "
+                "larger num_hops (the number of message-passing hops of the model)"
+            )
+
+
+@dataclass
+class FlipArrays:
+    """Per feature (in ``specs`` order): flip indicators and probability changes of the audited
+    nodes, the counterfactual passes the feature used and its number of counterfactual values."""
+
+    flipped: list[np.ndarray]
+    delta: list[np.ndarray]
+    passes: list[int]
+    n_alternatives: list[int]
+
+
+def run_interventions(
+    graph: AuditedGraph,
+    data: Any,
+    specs: list[FeatureSpec],
+    scope: str,
+    random_state: int,
+    num_hops: int | None,
+    progress: bool,
+) -> tuple[FlipArrays, BatchPlan | None, int]:
+    """Run every counterfactual pass of ``specs`` at ``scope`` (module docstring).
+
+    Returns ``(arrays, plan, passes)``: the per-feature results, the node-scope batching plan
+    (None at graph scope) and the number of forward passes run, the factual one (when
+    :func:`prepare` ran it) and the safeguard's included.
+    """
+    alts = [alternatives(data, spec) for spec in specs]
+    plan = None
+    if scope == "node":
+        hops = resolve_num_hops(graph.adapter, num_hops)
+        adj = hop_adjacency(graph.edge_index.cpu(), int(graph.x.size(0)))
+        plan = plan_batches(adj, graph.nodes, hops, seeded(random_state, PLAN_STREAM))
+        checks = _pick_checks(adj, graph.nodes, alts, random_state)
+        total = plan.n_batches * sum(len(a) for a in alts) + checks.size
+        eng = _Intervener(graph, progress, total)
+        flipped, delta, passes, rows = _node_scope(eng, plan, specs, alts, checks)
+        _safeguard(eng, adj, checks, hops, specs, alts, rows)
+    else:
+        eng = _Intervener(graph, progress, sum(len(a) for a in alts))
+        flipped, delta, passes = _graph_scope(eng, graph.nodes, specs, alts)
+    eng.bar.close()
+    arrays = FlipArrays(flipped, delta, passes, [len(a) for a in alts])
+    return arrays, plan, graph.n_forward + eng.passes
