@@ -63,9 +63,10 @@ def _bin_of(column, bins=4, max_values=10):
         all(float(v).is_integer() for v in values) and len(values) <= max_values
     ):
         return [values.index(v) for v in column.tolist()]
-    edges = sorted(set(np.quantile(column, np.linspace(0, 1, bins + 1)).tolist()))
-    inner = edges[1:-1]
-    return [sum(1 for e in inner if e <= v) for v in column.tolist()]
+    inner = sorted(set(np.quantile(column, [j / bins for j in range(1, bins)]).tolist()))
+    raw = [sum(1 for e in inner if e <= v) for v in column.tolist()]
+    used = sorted(set(raw))
+    return [used.index(r) for r in raw]
 
 
 def _oracle(x, names, pred, test_mask, frame, k, cols):

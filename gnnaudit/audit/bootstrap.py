@@ -378,9 +378,7 @@ def shared_multiplier_draws(
 # ----------------------------------------------------------------------------------------------
 # rates from counts (the binomial shortcut on aggregated counts)
 # ----------------------------------------------------------------------------------------------
-def binomial_rates(
-    successes: Any, trials: Any, n_boot: int, random_state: Any = 0
-) -> np.ndarray:
+def binomial_rates(successes: Any, trials: Any, n_boot: int, random_state: Any = 0) -> np.ndarray:
     """``(n_boot, g)`` stratified bootstrap replicates of ``g`` rates ``successes / trials``:
     one independent ``Binomial(trials, p_hat) / trials`` per entry (the 0/1 shortcut of the
     module docstring applied to counts); ``trials == 0`` gives NaN."""

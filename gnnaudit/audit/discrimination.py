@@ -10,9 +10,11 @@ counterfactual evidences of a test node ``v`` with ``x_v[f] = a`` carry a *diffe
 
 **Values.** Binary columns and categorical columns (whole numbers, at most ``max_values``
 distinct values over all nodes) are scored per value. A continuous column would make every
-distinct float a "value"; instead it is cut into ``bins`` quantile bins over all nodes (edges at
-the ``i / bins`` quantiles, repeated edges merged) and ``a`` is a bin, labelled by its interval
-``[lo, hi)``; "carries a different value" then means "falls in another bin".
+distinct float a "value"; instead it is cut into ``bins`` quantile bins over all nodes
+(:func:`~gnnaudit.audit.interventions.quantile_bins`: inner edges at the ``j / bins``
+quantiles, repeated edges merged; the bins of the evidence contrast) and ``a`` is a bin,
+labelled by its interval ``[lo, hi)``; "carries a different value" then means "falls in another
+bin".
 
 **Baseline and lift.** A high score can arise by construction: if value ``a`` is rare among
 ``v``'s candidates (test nodes with a different prediction), *any* set of evidences mostly
@@ -52,6 +54,7 @@ from gnnaudit.audit.evidence_inputs import (
     node_features,
 )
 from gnnaudit.audit.evidence_result import LocalEvidence
+from gnnaudit.audit.interventions import quantile_bins
 from gnnaudit.audit.report_section import Figure, ReportSection
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
@@ -157,12 +160,14 @@ def code_features(
             labels.append([_num(v) for v in values])
             kinds.append("categorical")
             continue
-        edges = np.unique(np.quantile(col, np.linspace(0.0, 1.0, bins + 1)))
-        inner = edges[1:-1]
-        codes[:, j] = np.searchsorted(inner, col, side="right")
-        labs = [f"[{_num(lo)}, {_num(hi)})" for lo, hi in zip(edges[:-2], edges[1:-1], strict=True)]
-        labs.append(f"[{_num(edges[-2])}, {_num(edges[-1])}]")
-        labels.append(labs)
+        raw, inner = quantile_bins(col, bins)
+        used = np.unique(raw)  # ties can leave a bin empty: keep the codes consecutive
+        codes[:, j] = np.searchsorted(used, raw)
+        lows = np.concatenate([[col.min()], inner])
+        highs = np.concatenate([inner, [col.max()]])
+        labels.append(
+            [f"[{_num(lows[b])}, {_num(highs[b])}{']' if b == inner.size else ')'}" for b in used]
+        )
         kinds.append("binned")
     return FeatureCoding(
         columns=cols, names=[names[c] for c in cols], codes=codes, labels=labels, kinds=kinds

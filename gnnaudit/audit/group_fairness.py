@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_array, check_class_array, check_float, check_int
-from gnnaudit.audit.bootstrap import binomial_rates, gap_interval, percentile_interval
+from gnnaudit.audit.bootstrap import binomial_rates, finite_interval, gap_interval
 from gnnaudit.audit.report_section import Figure, Finding, ReportSection
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
@@ -316,7 +316,7 @@ def group_fairness(
     reps = binomial_rates(pos_pred, size, n_boot, rng)
     with np.errstate(invalid="ignore", divide="ignore"):
         di_reps = reps.min(axis=1) / reps.max(axis=1)
-    di_ci = percentile_interval(di_reps, confidence)
+    di_ci = finite_interval(di_reps, confidence)
     defined = np.isfinite(tpr)
     if y is not None and (~defined).any():
         logger.warning(
