@@ -6,13 +6,13 @@ import itertools
 
 import numpy as np
 import pytest
+from clustering_oracles import honours, labelled_pairs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.distance import pdist, squareform
-from sklearn.datasets import load_iris
 
 from gnnaudit.clustering import TreeClustering, generate_constraints
-from gnnaudit.clustering.tree_clustering import _scale
+from gnnaudit.clustering.tree_clustering import scale_features
 from gnnaudit.errors import InfeasibleError, InvalidInputError, NotFittedError
 
 # ----------------------------------------------------------------------------- oracles
@@ -20,16 +20,7 @@ from gnnaudit.errors import InfeasibleError, InvalidInputError, NotFittedError
 
 def scaled(X):
     lo, hi = X.min(0), X.max(0)
-    return _scale(X, lo, hi - lo)
-
-
-def honours(labels, ml, cl):
-    ml = np.asarray(ml, dtype=int).reshape(-1, 2)
-    cl = np.asarray(cl, dtype=int).reshape(-1, 2)
-    return bool(
-        np.all(labels[ml[:, 0]] == labels[ml[:, 1]])
-        and np.all(labels[cl[:, 0]] != labels[cl[:, 1]])
-    )
+    return scale_features(X, lo, hi - lo)
 
 
 def md_ms(D, labels):
@@ -91,11 +82,8 @@ def class_rank(D, values):
 def random_instance(rng, n, F, k, m):
     X = rng.integers(0, 9, size=(n, F)).astype(float)
     y = rng.integers(0, k, size=n)
-    i, j = rng.integers(0, n, size=(2, m))
-    keep = i != j
-    i, j = i[keep], j[keep]
-    same = y[i] == y[j]
-    return X, np.stack([i[same], j[same]], 1), np.stack([i[~same], j[~same]], 1)
+    ml, cl = labelled_pairs(rng, y, m)
+    return X, ml, cl
 
 
 # ----------------------------------------------------------------------------- optimality
@@ -169,9 +157,8 @@ def test_all_solvers_agree(seed, objective):
     assert a.status_ == b.status_ == c.status_ and a.cost_ == b.cost_ == c.cost_
 
 
-def test_epsilon_bound_on_the_diameter():
-    X, y = load_iris(return_X_y=True)
-    X = X[::3]
+def test_epsilon_bound_on_the_diameter(iris):
+    X = iris[0][::3]
     exact = TreeClustering(3, depth=2, objective="md", epsilon=0.0).fit(X)
     for eps in (0.5, 5.0):
         approx = TreeClustering(3, depth=2, objective="md", epsilon=eps).fit(X)
@@ -183,8 +170,8 @@ def test_epsilon_bound_on_the_diameter():
 
 
 @pytest.fixture(scope="module")
-def iris_fit():
-    X, y = load_iris(return_X_y=True)
+def iris_fit(iris):
+    X, y = iris
     ml, cl = generate_constraints(y, 0.5, random_state=3)
     m = TreeClustering(3, depth=3, objective="md-ms", epsilon=0.1).fit(X, ml, cl)
     return X, y, ml, cl, m
@@ -284,8 +271,8 @@ def test_uncolourable_cannot_links_are_infeasible_not_one_cluster():
     assert m.status_ == "infeasible"
 
 
-def test_time_limit_statuses():
-    X, y = load_iris(return_X_y=True)
+def test_time_limit_statuses(iris):
+    X, y = iris
     ml, cl = generate_constraints(y, 0.25, random_state=0)
     for solver in ("rc2", "lsu", "binary"):
         m = TreeClustering(3, depth=3, solver=solver, time_limit=1e-3).fit(X, ml, cl)

@@ -13,7 +13,7 @@ import numpy as np
 
 from gnnaudit._validation import check_array, check_float
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.graph_ops.constraints import pairs_from_condensed
+from gnnaudit.graph_ops._distances import pairs_from_condensed
 
 __all__ = ["Constraints", "generate_constraints"]
 

@@ -39,7 +39,9 @@ from gnnaudit.clustering.fair_spectral import (
 from gnnaudit.clustering.goodall import Goodall1, encode_columns
 from gnnaudit.clustering.metrics.fairness import balance
 from gnnaudit.errors import InfeasibleError, InvalidInputError
+from gnnaudit.graph_ops._distances import rowwise_distances
 from gnnaudit.graph_ops.dc_tree import DCTree
+from gnnaudit.graph_ops.mst import core_distances
 
 __all__ = ["FairDen"]
 
@@ -134,11 +136,18 @@ class FairDen:
         min_pts = check_int("min_pts", min_pts, minimum=1)
         return k, X, groups, cat, min_pts
 
-    def fit(self, X: Any, sensitive: Any, categorical: Any = None) -> FairDen:
+    def fit(
+        self, X: Any, sensitive: Any, categorical: Any = None, *, dc_tree: DCTree | None = None
+    ) -> FairDen:
         """Cluster ``X`` (n, d_n numerical) fairly w.r.t. ``sensitive`` (n,) or (n, a).
 
         ``categorical`` (n, d_c), optional: categorical attributes (any hashable codes),
-        compared with Goodall1 (Eq. 15). Returns ``self``.
+        compared with Goodall1 (Eq. 15). ``dc_tree``, optional: a fitted
+        :class:`~gnnaudit.graph_ops.DCTree` of the clustered points built beforehand (``X``, or
+        ``X`` without the points ``min_group_size`` excludes), with ``min_pts`` equal to this
+        estimator's ``minPts`` (capped at the number of points); its core distances and MST
+        weights are checked against ``X`` (:class:`~gnnaudit.errors.InvalidInputError` when
+        they do not match). Returns ``self``.
         """
         k0, X, groups, cat, min_pts = self._validate(X, sensitive, categorical)
         n = X.shape[0]
@@ -185,7 +194,10 @@ class FairDen:
         timings = {"dc_tree": 0.0, "affinity": 0.0, "eigensolver": 0.0, "kmeans": 0.0}
         bar = tqdm(total=3, desc="FairDen", disable=not self.progress, leave=False)
         t0 = time.perf_counter()
-        tree = DCTree(min_pts=min(min_pts, m), progress=self.progress).fit(Xu)
+        if dc_tree is None:
+            tree = DCTree(min_pts=min(min_pts, m), progress=self.progress).fit(Xu)
+        else:
+            tree = self._check_dc_tree(dc_tree, Xu, min(min_pts, m), n)
         timings["dc_tree"] = time.perf_counter() - t0
         bar.set_postfix_str("dc-tree done")
         bar.update()
@@ -254,6 +266,38 @@ class FairDen:
         self.timings_ = timings
         self.balance_ = balance(labels, groups)
         return self
+
+    @staticmethod
+    def _check_dc_tree(tree: Any, Xu: np.ndarray, min_pts: int, n: int) -> DCTree:
+        """``tree`` if it is a fitted DCTree of the points ``Xu`` with ``min_pts``."""
+        if not isinstance(tree, DCTree):
+            raise InvalidInputError(
+                f"dc_tree must be a gnnaudit.graph_ops.DCTree, got {type(tree).__name__}"
+            )
+        if getattr(tree, "mst_", None) is None or getattr(tree, "core_distances_", None) is None:
+            raise InvalidInputError("dc_tree is not fitted; call DCTree(min_pts=...).fit(X)")
+        m = Xu.shape[0]
+        if tree.n_ != m:
+            extra = f" ({n - m} points of too-small groups are excluded)" if m < n else ""
+            raise InvalidInputError(
+                f"dc_tree was fitted on {tree.n_} points but FairDen clusters {m}{extra}"
+            )
+        if tree.min_pts != min_pts:
+            raise InvalidInputError(
+                f"dc_tree was built with min_pts={tree.min_pts} but FairDen uses minPts="
+                f"{min_pts}; build it with DCTree(min_pts={min_pts}) or set FairDen(min_pts=...)"
+            )
+        cd = core_distances(Xu, min_pts)
+        u, v = tree.mst_.u, tree.mst_.v
+        w = np.maximum(rowwise_distances(Xu[u], Xu[v], "euclidean"), np.maximum(cd[u], cd[v]))
+        scale = max(float(np.abs(cd).max(initial=0.0)), float(np.abs(w).max(initial=0.0)))
+        same = np.allclose(tree.core_distances_, cd, rtol=1e-9, atol=1e-12 * scale)
+        if not (same and np.allclose(tree.mst_.weight, w, rtol=1e-9, atol=1e-12 * scale)):
+            raise InvalidInputError(
+                "dc_tree does not match X: its core distances or MST weights differ from those "
+                "of X (fitted on other data, or on the rows in another order)"
+            )
+        return tree
 
     def fit_predict(self, X: Any, sensitive: Any, categorical: Any = None) -> np.ndarray:
         """``fit`` and return ``labels_``."""

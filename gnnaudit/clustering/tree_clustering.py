@@ -22,7 +22,6 @@ an (epsilon-)optimal constrained clustering with no interpretability requirement
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -32,8 +31,11 @@ from scipy.spatial.distance import pdist
 
 from gnnaudit._validation import check_array, check_choice, check_float, check_int
 from gnnaudit.clustering.tree_encoding import TreeEncoding, build_encoding
+from gnnaudit.clustering.tree_pairs import all_pairs, smart_pairs
+from gnnaudit.clustering.tree_search import SOLVERS
 from gnnaudit.errors import InfeasibleError, InvalidInputError, NotFittedError
-from gnnaudit.graph_ops.constraints import ConstraintGraph, distance_classes
+from gnnaudit.graph_ops.constraints import ConstraintGraph
+from gnnaudit.graph_ops.distance_classes import distance_classes
 
 __all__ = ["ClusteringTree", "TreeClustering"]
 
@@ -111,154 +113,7 @@ class ClusteringTree:
         return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class _SolveResult:
-    status: str
-    values: np.ndarray | None  # values[v] = truth value of variable v (index 0 unused)
-    cost: int | None
-    time: float
-
-
-def _values(model: list[int], n_vars: int) -> np.ndarray:
-    m = np.asarray(model, dtype=np.int64)
-    m = m[(m > 0) & (m <= n_vars)]
-    values = np.zeros(n_vars + 1, dtype=bool)
-    values[m] = True
-    return values
-
-
-def _with_timer(time_limit: float | None, interrupt: Any) -> threading.Timer | None:
-    if time_limit is None:
-        return None
-    timer = threading.Timer(time_limit, interrupt)
-    timer.daemon = True
-    timer.start()
-    return timer
-
-
-def _solve_rc2(enc: TreeEncoding, time_limit: float | None, sat_solver: str) -> _SolveResult:
-    """Core-guided RC2. It holds no solution before it proves optimality, so a time limit that
-    stops it yields ``unknown``."""
-    from pysat.examples.rc2 import RC2
-    from pysat.formula import WCNF
-
-    wcnf = WCNF()
-    wcnf.nv = enc.n_vars
-    wcnf.hard = enc.hard
-    wcnf.soft = [list(c) for c in enc.soft]
-    wcnf.wght = [1] * len(enc.soft)
-    t0 = time.perf_counter()
-    rc2 = RC2(wcnf, solver=sat_solver, exhaust=True, minz=True)
-    timer = _with_timer(time_limit, rc2.interrupt)
-    try:
-        model = rc2.compute(expect_interrupt=time_limit is not None)
-        interrupted = rc2.interrupted
-    finally:
-        if timer is not None:
-            timer.cancel()
-        rc2.delete()
-    elapsed = time.perf_counter() - t0
-    if model is None:
-        return _SolveResult("unknown" if interrupted else "infeasible", None, None, elapsed)
-    values = _values(model, enc.n_vars)
-    return _SolveResult("optimal", values, enc.cost(values), elapsed)
-
-
-def _solve_lsu(enc: TreeEncoding, time_limit: float | None, sat_solver: str) -> _SolveResult:
-    """Anytime SAT-UNSAT linear search: each model tightens the cost bound with the binary
-    clauses of :meth:`TreeEncoding.bound_clauses` (the class chains make a totalizer
-    unnecessary). A time limit that stops it with a model yields ``feasible``."""
-    from pysat.solvers import Solver
-
-    t0 = time.perf_counter()
-    best: np.ndarray | None = None
-    best_cost: int | None = None
-    lower = enc.lower_bound
-    status = "unknown"
-    with Solver(name=sat_solver, bootstrap_with=enc.hard) as oracle:
-        timer = _with_timer(time_limit, oracle.interrupt)
-        try:
-            while True:
-                res = oracle.solve_limited(expect_interrupt=time_limit is not None)
-                if res is None:
-                    status = "feasible" if best is not None else "unknown"
-                    break
-                if not res:
-                    status = "optimal" if best is not None else "infeasible"
-                    break
-                best = _values(oracle.get_model(), enc.n_vars)
-                best_cost = enc.cost(best)
-                logger.debug("linear search: cost %d", best_cost)
-                if best_cost <= lower:
-                    status = "optimal"
-                    break
-                for clause in enc.bound_clauses(best_cost - 1):
-                    oracle.add_clause(clause)
-        finally:
-            if timer is not None:
-                timer.cancel()
-    return _SolveResult(status, best, best_cost, time.perf_counter() - t0)
-
-
-def _solve_binary(enc: TreeEncoding, time_limit: float | None, sat_solver: str) -> _SolveResult:
-    """Anytime binary search on the cost with one incremental SAT oracle.
-
-    The chains Eq. (32)-(33) make every bound ``cost <= c`` a handful of binary clauses
-    (:meth:`TreeEncoding.bound_clauses`); each probe adds them under a fresh activation literal
-    and assumes it. A satisfiable probe lowers the upper bound to the model's cost (and the
-    clauses stay); an unsatisfiable one raises the lower bound and its activation literal is
-    negated for good. About :math:`\\log_2 \\mu` probes instead of one core per unit of cost
-    (RC2) or one model per improvement (linear search). Stopped by the time limit with a model:
-    ``feasible``.
-    """
-    from pysat.solvers import Solver
-
-    t0 = time.perf_counter()
-    best: np.ndarray | None = None
-    status = "unknown"
-    lower = enc.lower_bound
-    top = enc.n_vars
-    expect = time_limit is not None
-    with Solver(name=sat_solver, bootstrap_with=enc.hard) as oracle:
-        timer = _with_timer(time_limit, oracle.interrupt)
-        try:
-            res = oracle.solve_limited(expect_interrupt=expect)
-            if res is None or not res:
-                status = "unknown" if res is None else "infeasible"
-            else:
-                best = _values(oracle.get_model(), enc.n_vars)
-                upper = enc.cost(best)
-                status = "feasible"
-                while lower < upper:
-                    mid = (lower + upper - 1) // 2  # probe cost <= mid
-                    clauses = enc.bound_clauses(mid)
-                    if clauses == [[]]:
-                        lower = mid + 1
-                        continue
-                    top += 1
-                    for clause in clauses:
-                        oracle.add_clause([*clause, -top])
-                    res = oracle.solve_limited(assumptions=[top], expect_interrupt=expect)
-                    if res is None:
-                        break
-                    if res:
-                        oracle.add_clause([top])
-                        best = _values(oracle.get_model(), enc.n_vars)
-                        upper = enc.cost(best)
-                    else:
-                        oracle.add_clause([-top])
-                        lower = mid + 1
-                    logger.debug("binary search: cost in [%d, %d]", lower, upper)
-                if lower >= upper:
-                    status = "optimal"
-        finally:
-            if timer is not None:
-                timer.cancel()
-    cost = enc.cost(best) if best is not None else None
-    return _SolveResult(status, best, cost, time.perf_counter() - t0)
-
-
-def _scale(X: np.ndarray, lo: np.ndarray, rng: np.ndarray) -> np.ndarray:
+def scale_features(X: np.ndarray, lo: np.ndarray, rng: np.ndarray) -> np.ndarray:
     safe = np.where(rng > 0, rng, 1.0)
     return np.where(rng > 0, (X - lo) / safe * 100.0, 0.0)
 
@@ -402,31 +257,41 @@ class TreeClustering:
         return k, depth, k_min, eps, limit
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X: Any, must_link: Any = None, cannot_link: Any = None) -> TreeClustering:
+    def fit(
+        self,
+        X: Any,
+        must_link: Any = None,
+        cannot_link: Any = None,
+        *,
+        constraints: ConstraintGraph | None = None,
+    ) -> TreeClustering:
         """Solve the MaxSAT model for ``X`` (n, F) under the constraints.
 
         ``must_link`` / ``cannot_link``: ``None``, a list of pairs or an integer array of
         shape (m, 2) with point indices in ``[0, n)`` (e.g. from
-        :func:`~gnnaudit.clustering.generate_constraints`).
+        :func:`~gnnaudit.clustering.generate_constraints`). ``constraints``: a
+        :class:`~gnnaudit.graph_ops.ConstraintGraph` built beforehand over the ``n`` points
+        (instead of the pair lists; :class:`~gnnaudit.errors.InvalidInputError` if its ``n``
+        differs or pair lists are given too).
         """
         X = check_array("X", X, ndim=2, min_rows=2)
         if X.shape[1] < 1:
             raise InvalidInputError(f"X must have at least one feature, got shape {X.shape}")
         n = X.shape[0]
         k, depth, k_min, eps, limit = self._check_params(n)
-        graph = ConstraintGraph(n, must_link, cannot_link)
+        graph = self._constraint_graph(n, must_link, cannot_link, constraints)
         graph.check_feasible()  # contradictory constraints: InfeasibleError before solving
 
         t0 = time.perf_counter()
         lo, hi = X.min(axis=0), X.max(axis=0)
         rng = hi - lo
-        Xs = _scale(X, lo, rng)
+        Xs = scale_features(X, lo, rng)
         classes = distance_classes(Xs, eps)
         pareto = self.objective == "md-ms"
         pairs = (
-            graph.smart_pairs(classes, together=pareto)
+            smart_pairs(graph, classes, together=pareto)
             if self.smart_pairs
-            else graph.all_pairs(classes)
+            else all_pairs(graph, classes)
         )
         enc = build_encoding(
             Xs,
@@ -450,8 +315,7 @@ class TreeClustering:
             enc.n_vars, enc.n_clauses, classes.n_classes, self.build_time_,
         )  # fmt: skip
 
-        solve = {"lsu": _solve_lsu, "rc2": _solve_rc2, "binary": _solve_binary}[self.solver]
-        res = solve(enc, limit, self.sat_solver)
+        res = SOLVERS[self.solver](enc, limit, self.sat_solver)
         self.status_ = res.status
         self.solve_time_ = res.time
         self.cost_ = res.cost
@@ -473,6 +337,28 @@ class TreeClustering:
         self.labels_ = labels
         self.max_diameter_, self.min_split_ = _md_ms(Xs, labels)
         return self
+
+    @staticmethod
+    def _constraint_graph(
+        n: int, must_link: Any, cannot_link: Any, constraints: Any
+    ) -> ConstraintGraph:
+        if constraints is None:
+            return ConstraintGraph(n, must_link, cannot_link)
+        if not isinstance(constraints, ConstraintGraph):
+            raise InvalidInputError(
+                f"constraints must be a gnnaudit.graph_ops.ConstraintGraph, got "
+                f"{type(constraints).__name__}"
+            )
+        if must_link is not None or cannot_link is not None:
+            raise InvalidInputError(
+                "pass the constraints either as must_link= / cannot_link= pairs or as "
+                "constraints= (a ConstraintGraph), not both"
+            )
+        if constraints.n != n:
+            raise InvalidInputError(
+                f"constraints is a ConstraintGraph over n={constraints.n} points but X has {n} rows"
+            )
+        return constraints
 
     @staticmethod
     def _decode_tree(

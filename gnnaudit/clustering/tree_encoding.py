@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gnnaudit.graph_ops.constraints import DistanceClasses, SmartPairs
+from gnnaudit.clustering.tree_pairs import SmartPairs
+from gnnaudit.graph_ops.distance_classes import DistanceClasses
 
 __all__ = ["TreeEncoding", "build_encoding"]
 
