@@ -64,15 +64,15 @@ def test_exdbscan_core_graph_and_dbscan_are_exclusive(blobs3):
 @pytest.mark.parametrize("solver", ["dense", "matrix_free"])
 def test_fairden_on_a_dc_tree_equals_the_internal_one(fair_blobs, solver):
     X, s = fair_blobs
-    inner = FairDen(n_clusters=2, solver=solver).fit(X, s)
+    inner = FairDen(n_clusters=2, solver=solver).fit(X, sensitive_features=s)
     tree = DCTree(min_pts=5).fit(X)  # default minPts = 2 * 3 - 1
-    outer = FairDen(n_clusters=2, solver=solver).fit(X, s, dc_tree=tree)
+    outer = FairDen(n_clusters=2, solver=solver).fit(X, sensitive_features=s, dc_tree=tree)
     assert outer.dc_tree_ is tree
     np.testing.assert_array_equal(inner.labels_, outer.labels_)
     np.testing.assert_allclose(inner.eigenvalues_, outer.eigenvalues_)
     # a tree from precomputed MST edges (Boruvka) serves as well
     boruvka = DCTree(min_pts=5, mst_method="boruvka").fit(X)
-    again = FairDen(n_clusters=2, solver=solver).fit(X, s, dc_tree=boruvka)
+    again = FairDen(n_clusters=2, solver=solver).fit(X, sensitive_features=s, dc_tree=boruvka)
     np.testing.assert_array_equal(inner.labels_, again.labels_)
 
 
@@ -81,11 +81,11 @@ def test_fairden_dc_tree_of_the_used_points_when_groups_are_excluded(fair_blobs)
     s = s.copy()
     s[:2] = 5  # a group of two points, excluded by min_group_size=3
     model = FairDen(n_clusters=2, min_group_size=3)
-    inner = model.fit(X, s).labels_
+    inner = model.fit(X, sensitive_features=s).labels_
     tree = DCTree(min_pts=5).fit(X[2:])
-    np.testing.assert_array_equal(model.fit(X, s, dc_tree=tree).labels_, inner)
+    np.testing.assert_array_equal(model.fit(X, sensitive_features=s, dc_tree=tree).labels_, inner)
     with pytest.raises(InvalidInputError, match="excluded"):
-        model.fit(X, s, dc_tree=DCTree(min_pts=5).fit(X))
+        model.fit(X, sensitive_features=s, dc_tree=DCTree(min_pts=5).fit(X))
 
 
 @pytest.mark.parametrize(
@@ -102,7 +102,7 @@ def test_fairden_dc_tree_of_the_used_points_when_groups_are_excluded(fair_blobs)
 def test_fairden_rejects_a_mismatched_dc_tree(fair_blobs, tree, match):
     X, s = fair_blobs
     with pytest.raises(InvalidInputError, match=match):
-        FairDen(n_clusters=2).fit(X, s, dc_tree=tree(X))
+        FairDen(n_clusters=2).fit(X, sensitive_features=s, dc_tree=tree(X))
 
 
 # ----------------------------------------------------------------------------- TreeClustering
@@ -112,7 +112,7 @@ def test_tree_clustering_on_a_constraint_graph_equals_pairs(iris):
     X, y = iris[0][::3], iris[1][::3]
     ml, cl = generate_constraints(y, 0.5, random_state=2)
     kw = dict(depth=2, objective="md-ms", epsilon=0.5)
-    a = TreeClustering(3, **kw).fit(X, ml, cl)
+    a = TreeClustering(3, **kw).fit(X, must_link=ml, cannot_link=cl)
     b = TreeClustering(3, **kw).fit(X, constraints=ConstraintGraph(len(X), ml, cl))
     assert a.status_ == b.status_ == "optimal"
     assert a.cost_ == b.cost_ and a.n_clauses_ == b.n_clauses_
@@ -124,6 +124,6 @@ def test_tree_clustering_rejects_a_mismatched_constraint_graph():
     with pytest.raises(InvalidInputError, match="n=9"):
         TreeClustering(2).fit(X, constraints=ConstraintGraph(9, [(0, 1)]))
     with pytest.raises(InvalidInputError, match="not both"):
-        TreeClustering(2).fit(X, [(0, 1)], constraints=ConstraintGraph(8))
+        TreeClustering(2).fit(X, must_link=[(0, 1)], constraints=ConstraintGraph(8))
     with pytest.raises(InvalidInputError, match="ConstraintGraph"):
         TreeClustering(2).fit(X, constraints=[(0, 1)])

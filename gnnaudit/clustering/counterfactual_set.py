@@ -61,6 +61,7 @@ class CounterfactualSet:
     metric: str = "euclidean"
 
     def __len__(self) -> int:
+        """Number of counterfactuals."""
         return int(self.counterfactuals.shape[0])
 
     def _names(self, feature_names: Sequence[str] | None) -> list[str]:

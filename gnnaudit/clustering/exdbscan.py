@@ -54,11 +54,16 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
 from gnnaudit._validation import check_array, check_choice, check_float, check_int
+from gnnaudit.clustering._estimator_input import (
+    DenseInputTagsMixin,
+    EstimatorNotFittedError,
+    validate_fit_input,
+)
 from gnnaudit.clustering._exdbscan_energy import CandidateCores, select_reference_cores
 from gnnaudit.clustering._exdbscan_placement import eligible_cores
 from gnnaudit.clustering.counterfactual_set import CounterfactualSet
 from gnnaudit.clustering.exdbscan_constraints import parse_constraints
-from gnnaudit.errors import InfeasibleError, InvalidInputError, NotFittedError
+from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.graph_ops._distances import canonical_metric, rowwise_distances
 from gnnaudit.graph_ops.core_graph import CoreGraph
 
@@ -69,7 +74,7 @@ logger = logging.getLogger(__name__)
 STRATEGIES: tuple[str, ...] = ("energy", "random", "nearest", "furthest")
 
 
-class ExDBSCAN(ClusterMixin, BaseEstimator):
+class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
     """Counterfactual explanations of a DBSCAN clustering (ExDBSCAN, scikit-learn style).
 
     Parameters
@@ -142,7 +147,10 @@ class ExDBSCAN(ClusterMixin, BaseEstimator):
     ) -> ExDBSCAN:
         """Cluster ``X`` with DBSCAN and build its core graph; returns ``self``.
 
-        ``X`` may be a pandas DataFrame (its columns name the features). ``y`` is ignored.
+        ``X`` may be a pandas DataFrame of numeric columns (its columns name the features, as
+        do ``feature_names``). ``y`` is ignored. Input is validated by scikit-learn
+        (:class:`~gnnaudit.errors.InvalidInputError` for sparse, complex, non-numeric,
+        non-finite or ragged input).
         The clustering comes from, in this order of preference:
 
         * ``core_graph``: a :class:`~gnnaudit.graph_ops.CoreGraph` built beforehand (e.g.
@@ -153,17 +161,7 @@ class ExDBSCAN(ClusterMixin, BaseEstimator):
         * otherwise DBSCAN runs here with the estimator's parameters.
         """
         self._check_params()
-        names = None
-        if hasattr(X, "columns"):
-            names = [str(c) for c in X.columns]
-            X = X.to_numpy(dtype=np.float64)
-        if feature_names is not None:
-            names = [str(n) for n in feature_names]
-        X = check_array("X", X)
-        if names is not None and len(names) != X.shape[1]:
-            raise InvalidInputError(
-                f"feature_names must have {X.shape[1]} entries, got {len(names)}"
-            )
+        X = validate_fit_input(self, X, feature_names=feature_names)
         if core_graph is not None:
             if dbscan is not None:
                 raise InvalidInputError(
@@ -179,8 +177,6 @@ class ExDBSCAN(ClusterMixin, BaseEstimator):
         self.labels_ = cg.labels.copy()
         self.core_sample_indices_ = np.flatnonzero(cg.core_mask)
         self.eps_, self.min_samples_, self.metric_ = cg.eps, cg.min_samples, cg.metric
-        self.n_features_in_ = X.shape[1]
-        self.feature_names_in_ = np.asarray(names, dtype=object) if names is not None else None
         if cg.n_clusters == 0:
             warnings.warn(
                 f"DBSCAN(eps={cg.eps}, min_samples={cg.min_samples}) found no cluster: every "
@@ -320,7 +316,9 @@ class ExDBSCAN(ClusterMixin, BaseEstimator):
             message names the excluding constraint).
         """
         if getattr(self, "core_graph_", None) is None:
-            raise NotFittedError("ExDBSCAN is not fitted yet (missing core_graph_); call fit first")
+            raise EstimatorNotFittedError(
+                "ExDBSCAN is not fitted yet (missing core_graph_); call fit first"
+            )
         cg = self.core_graph_
         k = self.n_counterfactuals if n_counterfactuals is None else n_counterfactuals
         k = check_int("n_counterfactuals", k, minimum=1)
@@ -332,7 +330,7 @@ class ExDBSCAN(ClusterMixin, BaseEstimator):
         targets = self._resolve_targets(target, source, x, indexed)
         cons = parse_constraints(
             self.n_features_in_,
-            self._feature_names() if self.feature_names_in_ is not None else None,
+            self._feature_names() if getattr(self, "feature_names_in_", None) is not None else None,
             immutable,
             monotone,
             correlated,

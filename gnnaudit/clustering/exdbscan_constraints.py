@@ -51,6 +51,7 @@ class FeatureConstraints:
 
     @property
     def empty(self) -> bool:
+        """True when no constraint is set (every core is eligible, Eq. 4 placement)."""
         return not (self.immutable.size or self.monotone or self.correlated)
 
     def stage_boxes(self) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -90,6 +91,8 @@ class FeatureConstraints:
         return stages
 
     def describe(self, stage: str, names: Sequence[str]) -> str:
+        """The constraints of ``stage`` (immutable / monotone / correlated) in user terms,
+        features named by ``names``, for error messages."""
         if stage == "immutable":
             return "immutable=" + repr([names[i] for i in self.immutable.tolist()])
         if stage == "monotone":

@@ -28,12 +28,19 @@ from typing import Any
 
 import numpy as np
 from scipy.spatial.distance import pdist
+from sklearn.base import BaseEstimator, ClusterMixin
 
-from gnnaudit._validation import check_array, check_choice, check_float, check_int
+from gnnaudit._validation import check_choice, check_float, check_int
+from gnnaudit.clustering._estimator_input import (
+    DenseInputTagsMixin,
+    EstimatorNotFittedError,
+    validate_fit_input,
+    validate_predict_input,
+)
 from gnnaudit.clustering.tree_encoding import TreeEncoding, build_encoding
 from gnnaudit.clustering.tree_pairs import all_pairs, smart_pairs
 from gnnaudit.clustering.tree_search import SOLVERS
-from gnnaudit.errors import InfeasibleError, InvalidInputError, NotFittedError
+from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.graph_ops.constraints import ConstraintGraph
 from gnnaudit.graph_ops.distance_classes import distance_classes
 
@@ -70,6 +77,7 @@ class ClusteringTree:
 
     @property
     def n_leaves(self) -> int:
+        """Number of leaves, ``2 ** depth``."""
         return 2**self.depth
 
     def apply(self, X: np.ndarray) -> np.ndarray:
@@ -87,11 +95,23 @@ class ClusteringTree:
         """Cluster of every row of ``X`` (original units)."""
         return self.leaf_cluster[self.apply(X)]
 
-    def export_text(self, feature_names: list[str] | None = None, decimals: int = 3) -> str:
-        """The tree as indented text, one line per split side and per leaf."""
+    def export_text(
+        self, feature_names: list[str] | None = None, decimals: int = 3, show_empty: bool = False
+    ) -> str:
+        """The tree as indented text, one line per split side and per leaf.
+
+        Split lines name the feature (``feature_names[j]``, else ``x[j]``) and the threshold;
+        leaf lines give the cluster and the number of training points. Leaves no training
+        point reaches, and split sides leading only to such leaves, are left out unless
+        ``show_empty``.
+        """
         names = feature_names
         lines: list[str] = []
         first_leaf = 2**self.depth - 1
+        size = np.zeros(2 * first_leaf + 1, dtype=np.int64)  # training points per node
+        size[first_leaf:] = self.leaf_size
+        for t in range(first_leaf - 1, -1, -1):
+            size[t] = size[2 * t + 1] + size[2 * t + 2]
 
         def walk(t: int, level: int) -> None:
             pad = "|   " * level + "|--- "
@@ -104,16 +124,18 @@ class ClusteringTree:
             f = int(self.feature[t])
             name = names[f] if names is not None else f"x[{f}]"
             thr = f"{self.threshold[t]:.{decimals}f}"
-            lines.append(f"{pad}{name} <= {thr}")
-            walk(2 * t + 1, level + 1)
-            lines.append(f"{pad}{name} >  {thr}")
-            walk(2 * t + 2, level + 1)
+            for child, op in ((2 * t + 1, "<= "), (2 * t + 2, ">  ")):
+                if size[child] or show_empty:
+                    lines.append(f"{pad}{name} {op}{thr}")
+                    walk(child, level + 1)
 
         walk(0, 0)
         return "\n".join(lines)
 
 
 def scale_features(X: np.ndarray, lo: np.ndarray, rng: np.ndarray) -> np.ndarray:
+    """Min-max scale the columns of ``X`` to [0, 100] (the paper's feature scale), given each
+    column's minimum ``lo`` and range ``rng``; constant columns become 0."""
     safe = np.where(rng > 0, rng, 1.0)
     return np.where(rng > 0, (X - lo) / safe * 100.0, 0.0)
 
@@ -129,11 +151,12 @@ def _md_ms(Xs: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
     return md, ms
 
 
-class TreeClustering:
-    """Optimal constrained clustering tree of depth ``depth`` (MaxSAT, Eq. 7-38).
+class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
+    """Optimal constrained clustering tree of depth ``depth`` (MaxSAT, Eq. 7-38), a
+    scikit-learn clusterer.
 
     Args:
-        n_clusters: ``k``, the largest number of clusters (>= 2).
+        n_clusters: ``k``, the largest number of clusters (>= 2, default 2).
         depth: tree depth ``d`` (>= 1); the tree has ``2^d`` leaves, several leaves may share a
             cluster. ``2^depth`` must be at least ``min_clusters`` (else
             :class:`~gnnaudit.errors.InvalidInputError`: no tree can use that many clusters).
@@ -183,7 +206,7 @@ class TreeClustering:
 
     def __init__(
         self,
-        n_clusters: int,
+        n_clusters: int = 2,
         depth: int = 3,
         objective: str = "md-ms",
         epsilon: float = 0.1,
@@ -206,12 +229,6 @@ class TreeClustering:
         self.random_state = random_state
         self.tree = tree
         self.sat_solver = sat_solver
-
-    def __repr__(self) -> str:
-        return (
-            f"TreeClustering(n_clusters={self.n_clusters}, depth={self.depth}, "
-            f"objective={self.objective!r}, epsilon={self.epsilon}, tree={self.tree})"
-        )
 
     # ------------------------------------------------------------------ validation
     def _check_params(self, n: int) -> tuple[int, int, int, float, float | None]:
@@ -260,23 +277,34 @@ class TreeClustering:
     def fit(
         self,
         X: Any,
+        y: Any = None,
+        *,
         must_link: Any = None,
         cannot_link: Any = None,
-        *,
         constraints: ConstraintGraph | None = None,
     ) -> TreeClustering:
-        """Solve the MaxSAT model for ``X`` (n, F) under the constraints.
+        """Solve the MaxSAT model for ``X`` (n, F) under the constraints; returns ``self``.
 
-        ``must_link`` / ``cannot_link``: ``None``, a list of pairs or an integer array of
-        shape (m, 2) with point indices in ``[0, n)`` (e.g. from
-        :func:`~gnnaudit.clustering.generate_constraints`). ``constraints``: a
-        :class:`~gnnaudit.graph_ops.ConstraintGraph` built beforehand over the ``n`` points
-        (instead of the pair lists; :class:`~gnnaudit.errors.InvalidInputError` if its ``n``
-        differs or pair lists are given too).
+        Args:
+            X: numeric features (array or DataFrame of numeric columns), validated by
+                scikit-learn; at least two rows.
+            y: ignored (scikit-learn convention). A 2-column integer array here is taken for
+                constraint pairs passed positionally (the old signature) and refused with a
+                hint to use ``must_link=``.
+            must_link, cannot_link: ``None``, a list of pairs or an integer array of shape
+                (m, 2) with point indices in ``[0, n)`` (e.g. from
+                :func:`~gnnaudit.clustering.generate_constraints`).
+            constraints: a :class:`~gnnaudit.graph_ops.ConstraintGraph` built beforehand over
+                the ``n`` points, instead of the pair lists
+                (:class:`~gnnaudit.errors.InvalidInputError` if its ``n`` differs or pair
+                lists are given too).
         """
-        X = check_array("X", X, ndim=2, min_rows=2)
-        if X.shape[1] < 1:
-            raise InvalidInputError(f"X must have at least one feature, got shape {X.shape}")
+        if y is not None and np.ndim(y) == 2 and np.shape(y)[1] == 2:
+            raise InvalidInputError(
+                "fit(X, y): y is ignored, but this looks like constraint pairs of shape (m, 2); "
+                "pass them as fit(X, must_link=..., cannot_link=...)"
+            )
+        X = validate_fit_input(self, X, min_samples=2)
         n = X.shape[0]
         k, depth, k_min, eps, limit = self._check_params(n)
         graph = self._constraint_graph(n, must_link, cannot_link, constraints)
@@ -308,7 +336,6 @@ class TreeClustering:
         self.n_clauses_ = enc.n_clauses
         self.clause_counts_ = dict(enc.counts)
         self.n_distance_classes_ = classes.n_classes
-        self.n_features_in_ = X.shape[1]
         self._scale_min, self._scale_range = lo, rng
         logger.info(
             "TreeClustering: %d vars, %d clauses, %d distance classes, built in %.3fs",
@@ -386,16 +413,17 @@ class TreeClustering:
             leaf_size=leaf_size,
         )
 
-    def fit_predict(self, X: Any, must_link: Any = None, cannot_link: Any = None) -> np.ndarray:
-        """``fit`` and return ``labels_`` (raises :class:`InfeasibleError` without a solution)."""
-        self.fit(X, must_link, cannot_link)
+    def fit_predict(self, X: Any, y: Any = None, **kwargs: Any) -> np.ndarray:
+        """``fit(X, **kwargs)`` and return ``labels_`` (:class:`InfeasibleError` without a
+        solution)."""
+        self.fit(X, y, **kwargs)
         self._check_solution()
         return self.labels_
 
     # ------------------------------------------------------------------ using the tree
     def _check_solution(self) -> None:
         if getattr(self, "status_", None) is None:
-            raise NotFittedError("TreeClustering is not fitted yet; call fit first")
+            raise EstimatorNotFittedError("TreeClustering is not fitted yet; call fit first")
         if self.labels_ is None:
             raise InfeasibleError(
                 f"TreeClustering found no clustering (status_={self.status_!r}); "
@@ -413,16 +441,18 @@ class TreeClustering:
     def predict(self, X: Any) -> np.ndarray:
         """Route rows of ``X`` (original units) through the tree; ``predict(X_fit) == labels_``."""
         tree = self._check_tree()
-        X = check_array("X", X, ndim=2, min_rows=1)
-        if X.shape[1] != self.n_features_in_:
-            raise InvalidInputError(
-                f"X has {X.shape[1]} features but the tree was fitted on {self.n_features_in_}"
-            )
-        return tree.predict(X)
+        return tree.predict(validate_predict_input(self, X))
 
-    def export_text(self, feature_names: list[str] | None = None, decimals: int = 3) -> str:
-        """The fitted tree as text (thresholds in original units)."""
+    def export_text(
+        self, feature_names: list[str] | None = None, decimals: int = 3, show_empty: bool = False
+    ) -> str:
+        """The fitted tree as text (thresholds in original units; see
+        :meth:`ClusteringTree.export_text`). Features are named by ``feature_names``, else by
+        the names seen in ``fit`` (``feature_names_in_``, a DataFrame's columns), else
+        ``x[j]``."""
         tree = self._check_tree()
+        if feature_names is None and getattr(self, "feature_names_in_", None) is not None:
+            feature_names = list(self.feature_names_in_)
         if feature_names is not None:
             feature_names = [str(f) for f in feature_names]
             if len(feature_names) != self.n_features_in_:
@@ -431,4 +461,5 @@ class TreeClustering:
                     f"{self.n_features_in_} features"
                 )
         decimals = check_int("decimals", decimals, minimum=0, maximum=12)
-        return tree.export_text(feature_names, decimals)
+        check_choice("show_empty", show_empty, (True, False))
+        return tree.export_text(feature_names, decimals, show_empty)

@@ -181,10 +181,12 @@ class CoreGraph:
     # ------------------------------------------------------------------ structure
     @property
     def n_cores(self) -> int:
+        """Number of core points."""
         return int(self.core_indices.size)
 
     @property
     def n_clusters(self) -> int:
+        """Number of clusters (labels >= 0 that own a core point)."""
         return int(self.clusters.size)
 
     @property

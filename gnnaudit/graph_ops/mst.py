@@ -61,6 +61,7 @@ class MSTEdges:
 
     @property
     def total_weight(self) -> float:
+        """Sum of the edge weights (the MST's cost)."""
         return float(self.weight.sum())
 
 
