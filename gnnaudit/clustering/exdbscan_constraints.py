@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from gnnaudit._validation import check_array
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["FeatureConstraints", "parse_constraints", "MAX_CORRELATED_PAIRS"]
@@ -101,7 +102,12 @@ class FeatureConstraints:
 
     def satisfied(self, x: np.ndarray, c: np.ndarray) -> np.ndarray:
         """Boolean per row of ``c``: does the change ``c - x`` obey every constraint?"""
-        c = np.atleast_2d(c)
+        x = check_array("x", x, ndim=1)
+        c = np.atleast_2d(check_array("c", c, ndim=(1, 2), min_rows=0))
+        if x.shape[0] != self.n_features or c.shape[1] != self.n_features:
+            raise InvalidInputError(
+                f"x and c must have {self.n_features} features, got {x.shape[0]} and {c.shape[1]}"
+            )
         ok = np.ones(c.shape[0], dtype=bool)
         if self.immutable.size:
             ok &= (c[:, self.immutable] == x[self.immutable]).all(axis=1)

@@ -30,7 +30,7 @@ import numpy as np
 from scipy.spatial.distance import pdist
 from sklearn.base import BaseEstimator, ClusterMixin
 
-from gnnaudit._validation import check_choice, check_float, check_int
+from gnnaudit._validation import check_array, check_choice, check_float, check_int
 from gnnaudit.clustering._estimator_input import (
     DenseInputTagsMixin,
     EstimatorNotFittedError,
@@ -83,7 +83,12 @@ class ClusteringTree:
     def apply(self, X: np.ndarray) -> np.ndarray:
         """Leaf index (0 .. 2^d - 1) of every row of ``X`` (original units); one vectorised
         step per tree level."""
-        X = np.asarray(X, dtype=np.float64)
+        X = check_array("X", X, ndim=2, min_rows=0)
+        if X.shape[1] <= int(self.feature.max(initial=0)):
+            raise InvalidInputError(
+                f"X has {X.shape[1]} features but the tree splits on feature "
+                f"{int(self.feature.max(initial=0))}"
+            )
         node = np.zeros(len(X), dtype=np.int64)
         rows = np.arange(len(X))
         for _ in range(self.depth):

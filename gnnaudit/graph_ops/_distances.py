@@ -81,12 +81,18 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def rowwise_distances(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
     """Distances between matching rows, ``d(a[..., :], b[..., :])`` (broadcasting).
 
-    ``metric`` must already be canonical (:func:`canonical_metric`); the caller validates
-    the arrays (this is an inner-loop helper).
+    ``metric`` must already be canonical (:func:`canonical_metric`). Finiteness is checked on
+    the result (cheaper than on the inputs in inner loops): a NaN or inf coordinate, or a
+    difference that overflows float64, raises :class:`InvalidInputError`.
     """
-    if metric == "cosine":
-        return _cosine(a, b)
-    return _reduce(a - b, metric)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = _cosine(a, b) if metric == "cosine" else _reduce(a - b, metric)
+    if not np.all(np.isfinite(out)):
+        raise InvalidInputError(
+            f"{metric} distances need finite coordinates whose differences do not overflow "
+            "float64; got NaN or inf"
+        )
+    return out
 
 
 def metric_distances(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:

@@ -23,7 +23,6 @@ from scipy.sparse.csgraph import connected_components, shortest_path
 
 from gnnaudit._validation import check_int
 from gnnaudit.errors import InfeasibleError, InvalidInputError
-from gnnaudit.graph_ops._distances import condensed_index, pairs_from_condensed
 
 __all__ = ["ConstraintGraph", "as_pairs"]
 
@@ -82,6 +81,11 @@ class ConstraintGraph:
     cluster. Cannot-link pairs are negative edges; between two components they make the
     components mutually exclusive (:attr:`exclusions`).
 
+    Cost: time and memory proportional to the number ``m`` of pairs (``O(m log m)``), not to
+    ``n``: only the points that appear in a must-link pair enter the component search, every
+    other point is its own component. Only :attr:`components` (an array over all ``n`` points)
+    is ``O(n)``, computed on first access; :meth:`component_of` answers for given points.
+
     Args:
         n: number of points.
         must_link: ``None``, a list of pairs or an integer array of shape (m, 2) in ``[0, n)``.
@@ -93,7 +97,8 @@ class ConstraintGraph:
         must_link: canonical unique ML pairs ``(i < j)``.
         cannot_link: canonical unique CL pairs ``(i < j)``.
         n_components: number of ML components (singletons included).
-        components: ``(n,)`` ML component of every point.
+        components: ``(n,)`` ML component of every point, numbered ``0 ..`` in the order of
+            each component's smallest point (scipy's numbering).
         exclusions: ``(e, 2)`` unique pairs of mutually exclusive components ``(a < b)``.
         is_feasible: ``False`` when a pair is both ML and CL, or a CL pair lies inside an ML
             component (the only contradictions detectable without solving; a set of CL
@@ -106,19 +111,55 @@ class ConstraintGraph:
         self.must_link = as_pairs("must_link", must_link, self.n, allow_self=True)
         self.cannot_link = as_pairs("cannot_link", cannot_link, self.n, allow_self=False)
         ml = self.must_link
-        self._ml_graph = sp.csr_matrix(
-            (np.ones(len(ml)), (ml[:, 0], ml[:, 1])), shape=(self.n, self.n)
+        # the ML graph over the points that appear in a must-link pair only (O(m), not O(n))
+        self._nodes = np.unique(ml)
+        local = np.searchsorted(self._nodes, ml)
+        size = self._nodes.size
+        self._local_graph = sp.csr_matrix(
+            (np.ones(len(ml)), (local[:, 0], local[:, 1])), shape=(size, size)
         )
-        self.n_components, comps = connected_components(self._ml_graph, directed=False)
-        self.components = comps.astype(np.int64)
+        n_local, lab = connected_components(self._local_graph, directed=False)
+        first = np.full(n_local, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, lab, self._nodes)
+        self._node_root = first[lab]  # smallest point of each node's component
+        # points that are not the smallest of their component, sorted
+        self._merged = np.sort(self._nodes[self._node_root != self._nodes])
+        self.n_components = int(self.n - self._merged.size)
+        self._components: np.ndarray | None = None
         cl = self.cannot_link
-        ca, cb = self.components[cl[:, 0]], self.components[cl[:, 1]]
+        ca, cb = self.component_of(cl[:, 0]), self.component_of(cl[:, 1])
         lo, hi = np.minimum(ca, cb), np.maximum(ca, cb)
         keep = lo != hi
         ex = np.stack([lo[keep], hi[keep]], axis=1)
         self.exclusions = np.unique(ex, axis=0).reshape(-1, 2) if len(ex) else ex.reshape(-1, 2)
         self.reason = self._find_contradiction()
         self.is_feasible = self.reason is None
+
+    def component_of(self, points: Any) -> np.ndarray:
+        """ML component ids of ``points`` (integer point ids in ``[0, n)``), as in
+        :attr:`components`; ``O(len(points) log m)``."""
+        p = np.asarray(points)
+        if p.dtype.kind not in "iu":
+            raise InvalidInputError(f"points must hold integer point ids, got dtype {p.dtype}")
+        p = p.astype(np.int64)
+        if p.size and (p.min() < 0 or p.max() >= self.n):
+            raise InvalidInputError(
+                f"points hold ids in [{p.min()}, {p.max()}] but must lie in [0, {self.n - 1}]"
+            )
+        pos = np.searchsorted(self._nodes, p)
+        inside = pos < self._nodes.size
+        inside[inside] = self._nodes[pos[inside]] == p[inside]
+        root = p.copy()
+        root[inside] = self._node_root[pos[inside]]
+        # components are numbered by their smallest point: count the smaller roots
+        return root - np.searchsorted(self._merged, root)
+
+    @property
+    def components(self) -> np.ndarray:
+        """``(n,)`` ML component of every point (``O(n)``, computed on first access)."""
+        if self._components is None:
+            self._components = self.component_of(np.arange(self.n, dtype=np.int64))
+        return self._components
 
     def __repr__(self) -> str:
         return (
@@ -130,24 +171,22 @@ class ConstraintGraph:
     def _find_contradiction(self) -> str | None:
         ml, cl = self.must_link, self.cannot_link
         if len(ml) and len(cl):
-            both = np.intersect1d(
-                condensed_index(self.n, ml[:, 0], ml[:, 1]),
-                condensed_index(self.n, cl[:, 0], cl[:, 1]),
-            )
-            if len(both):
-                i, j = pairs_from_condensed(self.n, both[:1])
-                return f"pair ({int(i[0])}, {int(j[0])}) is both a must-link and a cannot-link"
-        inner = self.components[cl[:, 0]] == self.components[cl[:, 1]]
+            pairs, counts = np.unique(np.vstack([ml, cl]), axis=0, return_counts=True)
+            if (counts > 1).any():  # each list is unique: a repeated pair is in both
+                i, j = (int(v) for v in pairs[int(np.argmax(counts > 1))])
+                return f"pair ({i}, {j}) is both a must-link and a cannot-link"
+        inner = self.component_of(cl[:, 0]) == self.component_of(cl[:, 1])
         if inner.any():
             i, j = (int(v) for v in cl[np.flatnonzero(inner)[0]])
+            li, lj = np.searchsorted(self._nodes, [i, j])
             _, pred = shortest_path(
-                self._ml_graph, directed=False, unweighted=True, indices=i,
+                self._local_graph, directed=False, unweighted=True, indices=int(li),
                 return_predecessors=True,
             )  # fmt: skip
-            path = [j]
-            while path[-1] != i and len(path) <= self.n:
+            path = [int(lj)]
+            while path[-1] != li and len(path) <= self._nodes.size:
                 path.append(int(pred[path[-1]]))
-            chain = " - ".join(str(v) for v in reversed(path))
+            chain = " - ".join(str(int(self._nodes[v])) for v in reversed(path))
             return (
                 f"cannot-link ({i}, {j}) joins two points of one must-link component "
                 f"(must-link chain {chain})"

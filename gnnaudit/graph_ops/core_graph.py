@@ -271,10 +271,10 @@ class CoreGraph:
         Returns an array ``(len(sources), n_cores_of_cluster)`` whose columns follow
         :meth:`cluster_cores`. All sources must be cores of one cluster.
         """
-        src = np.atleast_1d(np.asarray(sources, dtype=np.int64))
+        src = np.atleast_1d(self._point_ids("sources", sources))
         if src.size == 0:
             raise InvalidInputError("sources must hold at least one core point index")
-        if src.min() < 0 or src.max() >= self.X.shape[0] or not self.core_mask[src].all():
+        if not self.core_mask[src].all():
             raise InvalidInputError(
                 f"sources must be data indices of core points, got {src.tolist()}"
             )
@@ -289,21 +289,40 @@ class CoreGraph:
         local = self.local_positions(src)
         return self.local_shortest_paths(c, local)
 
+    def _point_ids(self, name: str, value: Any) -> np.ndarray:
+        """``value`` as int64 data indices in ``[0, n)``, else :class:`InvalidInputError`."""
+        idx = np.asarray(value)
+        if idx.size == 0:
+            return idx.astype(np.int64)
+        if idx.dtype.kind not in "iu":
+            raise InvalidInputError(
+                f"{name} must hold integer point indices, got dtype {idx.dtype}"
+            )
+        n = self.X.shape[0]
+        if idx.min() < 0 or idx.max() >= n:
+            raise InvalidInputError(
+                f"{name} holds indices in [{idx.min()}, {idx.max()}] but must lie in [0, {n - 1}]"
+            )
+        return idx.astype(np.int64)
+
     def local_positions(self, core_data_indices: np.ndarray) -> np.ndarray:
         """Positions of core points (data indices) inside their cluster's graph."""
-        idx = np.asarray(core_data_indices, dtype=np.int64)
-        glob = self.global_positions(idx)
+        glob = self.global_positions(core_data_indices)
+        if glob.size and glob.min() < 0:
+            raise InvalidInputError("core_data_indices must be data indices of core points")
+        idx = self.core_indices[glob]
         starts = np.searchsorted(self.core_labels, self.labels[idx], side="left")
         return glob - starts
 
     def global_positions(self, core_data_indices: np.ndarray) -> np.ndarray:
         """Positions of core points (data indices) in :attr:`core_indices` order, i.e. the
         rows of :attr:`adjacency`; ``-1`` for points that are not core points."""
+        idx = self._point_ids("core_data_indices", core_data_indices)
         if not hasattr(self, "_pos_of"):
             pos_of = np.full(self.X.shape[0], -1, dtype=np.int64)
             pos_of[self.core_indices] = np.arange(self.n_cores)
             self._pos_of = pos_of
-        return self._pos_of[np.asarray(core_data_indices, dtype=np.int64)]
+        return self._pos_of[idx]
 
     def local_shortest_paths(self, cluster: int, local_sources: np.ndarray) -> np.ndarray:
         """Dijkstra from cluster-local positions ``local_sources`` inside ``cluster``."""
@@ -358,9 +377,14 @@ class CoreGraph:
         return out
 
     def distances(self, x: Any, indices: Any) -> np.ndarray:
-        """Exact distances from one point ``x`` to the data points ``indices``."""
-        x = np.asarray(x, dtype=np.float64).reshape(1, -1)
-        return rowwise_distances(x, self.X[np.asarray(indices, dtype=np.int64)], self.metric)
+        """Exact distances from one point ``x`` (``d`` finite coordinates) to the data points
+        ``indices``."""
+        x = check_array("x", x, ndim=1)
+        if x.shape[0] != self.X.shape[1]:
+            raise InvalidInputError(f"x must have {self.X.shape[1]} features, got {x.shape[0]}")
+        return rowwise_distances(
+            x[None, :], self.X[self._point_ids("indices", indices)], self.metric
+        )
 
     def __repr__(self) -> str:
         return (

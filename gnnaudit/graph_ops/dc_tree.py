@@ -168,6 +168,11 @@ class DCTree:
         n = core.size
         if not isinstance(mst, MSTEdges) or mst.u.size != n - 1:
             raise InvalidInputError(f"mst must be an MSTEdges with n - 1 = {n - 1} edges")
+        check_array("mst.weight", mst.weight, ndim=1, min_rows=0)
+        for name, ends in (("mst.u", mst.u), ("mst.v", mst.v)):
+            ends = np.asarray(ends)
+            if ends.dtype.kind not in "iu" or (ends.size and (ends.min() < 0 or ends.max() >= n)):
+                raise InvalidInputError(f"{name} must hold point ids in [0, {n - 1}]")
         tree = cls(min_pts=min_pts)
         tree.n_, tree.core_distances_, tree.mst_, tree.mst_method_ = n, core, mst, "given"
         t0 = time.perf_counter()
@@ -281,8 +286,8 @@ class DCTree:
     def matvec(self, V: Any) -> np.ndarray:
         """:math:`D_{dc} V` through the tree in ``O(n * columns)`` time and memory."""
         self._check()
-        V = np.asarray(V, dtype=np.float64)
-        if V.ndim not in (1, 2) or V.shape[0] != self.n_:
+        V = check_array("V", V, ndim=(1, 2), min_rows=0)
+        if V.shape[0] != self.n_:
             raise InvalidInputError(
                 f"V must have shape (n,) or (n, c) with n={self.n_}, got {V.shape}"
             )
