@@ -115,7 +115,7 @@ def run_single(kind: str, n: int) -> dict:
     from gnnaudit.clustering import FairDen
 
     t0 = time.perf_counter()
-    model = FairDen(n_clusters=2, solver="matrix_free", random_state=0).fit(X, s)
+    model = FairDen(n_clusters=2, solver="matrix_free", random_state=0).fit(X, sensitive_features=s)
     row["FairDen_fit_s"] = time.perf_counter() - t0
     row["FairDen_k"] = model.k_
     row["FairDen_balance"] = model.balance_
@@ -177,7 +177,7 @@ def quality() -> pd.DataFrame:
     for name, X, s, c, k in cases:
         min_pts = 2 * X.shape[1] - 1
         db = _dbscan_by_dcsi(X, min_pts)
-        fair = FairDen(n_clusters=k, random_state=0).fit(X, s, categorical=c)
+        fair = FairDen(n_clusters=k, random_state=0).fit(X, sensitive_features=s, categorical=c)
         tree = DCTree(min_pts=min_pts).fit(X)
         dn, dc = X.shape[1], 0 if c is None else c.shape[1]
         op = AffinityOperator(
@@ -193,7 +193,9 @@ def quality() -> pd.DataFrame:
             ("FairDen", fair.labels_),
         ]
         if c is not None:  # the paper's "FairDen-": categorical attributes left out
-            numeric_only = FairDen(n_clusters=k, random_state=0).fit(X, s).labels_
+            numeric_only = (
+                FairDen(n_clusters=k, random_state=0).fit(X, sensitive_features=s).labels_
+            )
             methods.append(("FairDen- (numerical only)", numeric_only))
         for method, lab in methods:
             rows.append(

@@ -82,7 +82,7 @@ def to_markdown(df: pd.DataFrame) -> str:
 
 
 def run_one(X, y, ml, cl, **kw) -> dict:
-    m = TreeClustering(3, **kw).fit(X, ml, cl)
+    m = TreeClustering(3, **kw).fit(X, must_link=ml, cannot_link=cl)
     feasible = m.labels_ is not None
     return {
         "status": m.status_,

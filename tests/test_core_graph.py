@@ -14,7 +14,7 @@ from torch_geometric.data import Data
 
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops import CoreGraph, CoreGraphTransform
-from gnnaudit.graph_ops.core_graph import metric_distances
+from gnnaudit.graph_ops._distances import metric_distances
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_duplicate_points_keep_their_edge():
     cg = CoreGraph.from_dbscan(X, eps=0.15, min_samples=2)
     assert cg.core_mask[:4].all()
     # the zero-distance pair is an edge with a tiny positive weight
-    i, j = cg._global_position(np.array([0, 1]))
+    i, j = cg.global_positions(np.array([0, 1]))
     w = cg.adjacency[i, j]
     assert 0 < w <= cg.eps * 1e-12
     D = cg.shortest_paths([0])
@@ -178,10 +178,15 @@ def test_hypothesis_assign_and_graph_match_brute_force(seed, eps, ms):
     X = np.round(rng.normal(size=(80, 2)), 1)  # rounding creates duplicates and exact ties
     cg = CoreGraph.from_dbscan(X, eps, ms)
     pts = np.round(rng.normal(size=(40, 2)), 1)
-    if cg.n_cores == 0:
-        return
-    np.testing.assert_array_equal(
-        cg.assign(pts), brute_assign(pts, X, cg.core_indices, cg.labels, eps)
-    )
+    # core points by brute force: at least ms points (itself included) within eps
+    n_within = (metric_distances(X, X, "euclidean") <= eps).sum(axis=1)
+    np.testing.assert_array_equal(cg.core_mask, n_within >= ms)
     A, _ = brute_adjacency(X, cg.core_indices, cg.labels, eps)
     np.testing.assert_array_equal(cg.adjacency.toarray() > 0, A)
+    if cg.n_cores:
+        np.testing.assert_array_equal(
+            cg.assign(pts), brute_assign(pts, X, cg.core_indices, cg.labels, eps)
+        )
+    else:  # no core point: nothing to assign to, and the error says so
+        with pytest.raises(InvalidInputError, match="no core point"):
+            cg.assign(pts)

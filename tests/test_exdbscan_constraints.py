@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
+from clustering_oracles import dbscan_membership
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.cluster import DBSCAN
@@ -17,14 +19,6 @@ from gnnaudit.clustering.exdbscan_constraints import parse_constraints
 from gnnaudit.errors import InfeasibleError, InvalidInputError
 
 NAMES = ["age", "income", "rooms", "bedrooms"]
-
-
-def oracle_cluster(c, X, db):
-    cores = X[db.core_sample_indices_]
-    labs = db.labels_[db.core_sample_indices_]
-    d = np.sqrt(((cores - c) ** 2).sum(axis=1))
-    j = int(np.argmin(d))
-    return int(labs[j]) if d[j] <= db.eps else -1
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +44,7 @@ def queries(model, target):
 
 def check(res, X, db):
     for c, t in zip(res.counterfactuals, res.targets, strict=True):
-        assert oracle_cluster(c, X, db) == t
+        assert dbscan_membership(c, X, db) == t
     assert res.valid.all()
 
 
@@ -196,7 +190,65 @@ def test_parse_constraints_boxes():
     assert not cons.satisfied(x, np.array([[0.0, -3.0, 1.0]]))[0]
 
 
-@settings(max_examples=20, deadline=None, derandomize=True)
+def allowed_boxes(d, immutable, monotone, correlated):
+    """The allowed region of the change c - x as a union of boxes, one per sign assignment of
+    all d features (closed orthants), independently of the implementation's per-pair boxes.
+    A sign assignment that breaks a correlated pair is skipped: its feasible part lies on the
+    boundary, inside the closed orthants that are kept."""
+    for signs in itertools.product((-1, 1), repeat=d):
+        s = np.array(signs)
+        lo = np.where(s > 0, 0.0, -np.inf)
+        hi = np.where(s > 0, np.inf, 0.0)
+        lo[immutable] = np.maximum(lo[immutable], 0.0)
+        hi[immutable] = np.minimum(hi[immutable], 0.0)
+        for f, spec in monotone.items():
+            direction, bound = (spec, np.inf) if isinstance(spec, str) else spec
+            if direction == "increase":
+                lo[f], hi[f] = max(lo[f], 0.0), min(hi[f], bound)
+            else:
+                lo[f], hi[f] = max(lo[f], -bound), min(hi[f], 0.0)
+        if (lo > hi).any() or any(s[f] * s[g] != sign for f, g, sign in correlated or ()):
+            continue
+        yield lo, hi
+
+
+def brute_force_eligible(X, db, x, target, boxes):
+    """Distance from every target core to the allowed region (exact: per-box clipping)."""
+    cores = X[db.core_sample_indices_][db.labels_[db.core_sample_indices_] == target]
+    best = np.full(len(cores), np.inf)
+    for lo, hi in boxes:
+        best = np.minimum(best, np.linalg.norm(cores - np.clip(cores, x + lo, x + hi), axis=1))
+    return best
+
+
+def brute_force_valid_point(X, db, x, target, boxes, grid=15):
+    """Search a grid over (allowed box) x (eps-ball of each target core) for a point the fitted
+    clustering puts in ``target``; ``None`` if there is none at this resolution."""
+    cores = X[db.core_sample_indices_]
+    labs = db.labels_[db.core_sample_indices_]
+    for q in cores[labs == target]:
+        for lo, hi in boxes:
+            a, b = np.maximum(q - db.eps, x + lo), np.minimum(q + db.eps, x + hi)
+            if (a > b).any():
+                continue
+            axes = [
+                np.array([x[f]]) if lo[f] == hi[f] else np.linspace(a[f], b[f], grid)
+                for f in range(len(x))
+            ]
+            P = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, len(x))
+            P = P[np.linalg.norm(P - q, axis=1) <= db.eps]
+            D = np.sqrt(((P[:, None, :] - cores[None]) ** 2).sum(-1))
+            j = D.argmin(axis=1)
+            ok = (labs[j] == target) & (D[np.arange(len(P)), j] <= db.eps)
+            if ok.any():
+                return P[ok][0]
+    return None
+
+
+BLOB_CENTERS = [[0, 0, 0, 0], [3, 3, 3, 3], [0, 4, 0, 4]]
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(
     seed=st.integers(0, 5000),
     n_imm=st.integers(0, 2),
@@ -205,11 +257,12 @@ def test_parse_constraints_boxes():
     corr_sign=st.sampled_from([1, -1, 0]),
 )
 def test_hypothesis_constraints_hold(seed, n_imm, direction, bound, corr_sign):
-    X, _ = make_blobs(300, centers=3, n_features=4, cluster_std=0.6, random_state=seed)
+    """Every case is checked: a result obeys the constraints and is valid; an infeasible
+    answer is confirmed by brute force over the allowed region (tiny data: 90 points, 4-D)."""
+    X, _ = make_blobs(90, centers=BLOB_CENTERS, cluster_std=0.5, random_state=seed)
     db = DBSCAN(eps=0.9, min_samples=4).fit(X)
     clusters = np.unique(db.labels_[db.labels_ >= 0])
-    if clusters.size < 2:
-        return
+    assert clusters.size >= 2  # three separated blobs: at least two clusters by construction
     model = ExDBSCAN(n_counterfactuals=3).fit(X, dbscan=db)
     rng = np.random.default_rng(seed)
     i = int(rng.integers(len(X)))
@@ -217,19 +270,55 @@ def test_hypothesis_constraints_hold(seed, n_imm, direction, bound, corr_sign):
     imm = list(range(n_imm))
     mono = {2: direction if bound is None else (direction, bound)}
     corr = [(2, 3, corr_sign)] if corr_sign else None
+    boxes = list(allowed_boxes(4, imm, mono, corr))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             res = model.explain(i, target=t, immutable=imm, monotone=mono, correlated=corr)
     except InfeasibleError as exc:
-        assert "constraint" in str(exc)
-        return
-    cons = parse_constraints(4, None, imm, mono, corr)
-    assert cons.satisfied(X[i], res.counterfactuals).all()
-    for c, tt in zip(res.counterfactuals, res.targets, strict=True):
-        assert oracle_cluster(c, X, db) == tt
-        for f in imm:
-            assert c[f].tobytes() == X[i, f].tobytes()
+        reach = brute_force_eligible(X, db, X[i], t, boxes)
+        if "no eligible core" in str(exc):
+            assert "constraint" in str(exc)
+            assert reach.min() > db.eps * (1 - 1e-9)  # no target ball meets the region
+        else:  # eligible cores exist, but no point of region and ball joins the target
+            assert reach.min() <= db.eps * (1 - 1e-9)
+            assert "no reference core yields a valid counterfactual" in str(exc)
+            assert brute_force_valid_point(X, db, X[i], t, boxes) is None
+    else:
+        cons = parse_constraints(4, None, imm, mono, corr)
+        assert len(res) >= 1
+        assert cons.satisfied(X[i], res.counterfactuals).all()
+        for c, tt in zip(res.counterfactuals, res.targets, strict=True):
+            assert dbscan_membership(c, X, db) == tt == t
+            for f in imm:
+                assert c[f].tobytes() == X[i, f].tobytes()
+            # every counterfactual lies in the brute-force region
+            assert any(np.all((c - X[i] >= lo) & (c - X[i] <= hi)) for lo, hi in boxes)
+
+
+def test_eligible_but_no_valid_counterfactual_is_truly_infeasible():
+    """A case found by a random search: a target core reaches the allowed region, but every
+    point there is nearer to a core of another cluster; brute force agrees."""
+    X, _ = make_blobs(90, centers=BLOB_CENTERS, cluster_std=0.5, random_state=3032)
+    db = DBSCAN(eps=0.9, min_samples=4).fit(X)
+    model = ExDBSCAN(n_counterfactuals=3).fit(X, dbscan=db)
+    imm, mono, corr = [0, 1], {2: "decrease"}, [(2, 3, 1)]
+    with pytest.raises(InfeasibleError, match="no reference core yields a valid"):
+        model.explain(52, target=0, immutable=imm, monotone=mono, correlated=corr)
+    boxes = list(allowed_boxes(4, imm, mono, corr))
+    assert brute_force_eligible(X, db, X[52], 0, boxes).min() <= db.eps
+    assert brute_force_valid_point(X, db, X[52], 0, boxes, grid=25) is None
+    # without the monotone and correlated constraints brute force finds a valid point: the
+    # projection of the one eligible core is nearer to another cluster, and the fallback
+    # placement (convex problem in the ball) finds one too
+    free = list(allowed_boxes(4, imm, {}, None))
+    assert brute_force_valid_point(X, db, X[52], 0, free) is not None
+    with pytest.warns(UserWarning, match="only 1 eligible"):
+        res = model.explain(52, target=0, immutable=imm)
+    assert len(res) == 1
+    check(res, X, db)
+    for f in imm:
+        assert res.counterfactuals[0, f].tobytes() == X[52, f].tobytes()
 
 
 @pytest.mark.parametrize("metric", ["manhattan", "chebyshev"])

@@ -29,7 +29,9 @@ def moons():
 
 
 def test_three_moons_fair_where_dbscan_is_not(moons):
-    model = FairDen(n_clusters=2, solver="matrix_free").fit(moons.X, moons.sensitive)
+    model = FairDen(n_clusters=2, solver="matrix_free").fit(
+        moons.X, sensitive_features=moons.sensitive
+    )
     assert model.n_clusters_ == 2
     assert model.balance_ >= 0.95
     assert set(np.unique(model.labels_)) <= {-1, 0, 1}
@@ -73,8 +75,8 @@ def test_dense_and_matrix_free_solvers_agree(n_groups, k):
 
 def test_fairden_solvers_give_the_same_clustering():
     X, s = _blobs(600, seed=7)
-    a = FairDen(n_clusters=3, solver="dense").fit(X, s)
-    b = FairDen(n_clusters=3, solver="matrix_free").fit(X, s)
+    a = FairDen(n_clusters=3, solver="dense").fit(X, sensitive_features=s)
+    b = FairDen(n_clusters=3, solver="matrix_free").fit(X, sensitive_features=s)
     assert a.k_ == b.k_
     assert adjusted_rand_score(a.labels_, b.labels_) >= 0.99
     assert np.max(subspace_angles(a.embedding_, b.embedding_)) < 1e-4
@@ -82,7 +84,7 @@ def test_fairden_solvers_give_the_same_clustering():
 
 def test_fair_clustering_beats_unconstrained_balance():
     X, s = _blobs(500, seed=3)
-    fair = FairDen(n_clusters=2).fit(X, s)
+    fair = FairDen(n_clusters=2).fit(X, sensitive_features=s)
     tree = DCTree(min_pts=9).fit(X)
     op = AffinityOperator(tree, None, 1.0, 0.0)
     plain = fair_embedding_matrix_free(op, np.zeros((500, 0)), 2)
@@ -130,7 +132,7 @@ def test_mixed_data_and_several_sensitive_attributes(moons):
     n = moons.X.shape[0]
     cat = np.column_stack([moons.labels % 2, rng.integers(0, 3, n)])
     sens = np.column_stack([moons.sensitive, rng.integers(0, 2, n)])
-    model = FairDen(n_clusters=2).fit(moons.X, sens, categorical=cat)
+    model = FairDen(n_clusters=2).fit(moons.X, sensitive_features=sens, categorical=cat)
     assert model.n_clusters_ >= 2
     assert len(np.unique(model.groups_)) == 4
     F = fairness_matrix(np.unique(model.groups_, return_inverse=True)[1])
@@ -143,7 +145,7 @@ def test_noise_loop_marks_small_clusters_as_noise():
     X = np.vstack([rng.normal(size=(200, 2)) * 0.2, rng.normal(size=(200, 2)) * 0.2 + 4])
     X = np.vstack([X, [[30.0, 30.0], [-30.0, 30.0]]])  # two far outliers
     s = np.concatenate([np.tile([0, 1], 200), [0, 1]])
-    model = FairDen(n_clusters=3, min_pts=5).fit(X, s)
+    model = FairDen(n_clusters=3, min_pts=5).fit(X, sensitive_features=s)
     # Alg. 1: k=3 spends one cluster on the outliers (< minPts -> noise), so k grows
     assert model.k_ > 3 and model.n_clusters_ >= 3
     assert np.all(np.bincount(model.labels_[model.labels_ >= 0]) >= 5)
@@ -156,13 +158,15 @@ def test_duplicates_constant_features_and_single_group():
     X = np.vstack([X, X[:30]])  # duplicated points
     X = np.column_stack([X, np.full(X.shape[0], 3.0)])  # constant feature
     s = rng.integers(0, 2, X.shape[0])
-    model = FairDen(n_clusters=2).fit(X, s)
+    model = FairDen(n_clusters=2).fit(X, sensitive_features=s)
     assert np.isfinite(model.embedding_).all() and model.n_clusters_ >= 2
-    single = FairDen(n_clusters=2).fit(X, np.zeros(X.shape[0], dtype=int))
+    single = FairDen(n_clusters=2).fit(X, sensitive_features=np.zeros(X.shape[0], dtype=int))
     assert single.n_clusters_ >= 2 and single.balance_ == pytest.approx(
         1.0 - np.mean(single.labels_ == -1)
     )
-    same = FairDen(n_clusters=2, min_pts=2).fit(np.ones((12, 2)), np.tile([0, 1], 6))
+    same = FairDen(n_clusters=2, min_pts=2).fit(
+        np.ones((12, 2)), sensitive_features=np.tile([0, 1], 6)
+    )
     assert np.isfinite(same.embedding_).all()
 
 
@@ -171,8 +175,8 @@ def test_small_groups_error_or_exclusion():
     s = s.copy()
     s[:2] = 7  # a group of two points
     with pytest.raises(InfeasibleError, match="at least 3 members"):
-        FairDen(n_clusters=3).fit(X, s)
-    model = FairDen(n_clusters=3, min_group_size=3).fit(X, s)
+        FairDen(n_clusters=3).fit(X, sensitive_features=s)
+    model = FairDen(n_clusters=3, min_group_size=3).fit(X, sensitive_features=s)
     assert model.excluded_[:2].all() and not model.excluded_[2:].any()
     assert np.all(model.labels_[:2] == -1)
 
@@ -180,12 +184,12 @@ def test_small_groups_error_or_exclusion():
 def test_parameter_and_input_errors():
     X, s = _blobs(50, seed=0)
     with pytest.raises(InvalidInputError, match="n_clusters"):
-        FairDen(n_clusters=1).fit(X, s)
+        FairDen(n_clusters=1).fit(X, sensitive_features=s)
     with pytest.raises(InvalidInputError, match="solver"):
-        FairDen(solver="qr").fit(X, s)
+        FairDen(solver="qr").fit(X, sensitive_features=s)
     with pytest.raises(InvalidInputError, match="rows"):
-        FairDen().fit(X, s[:-1])
+        FairDen().fit(X, sensitive_features=s[:-1])
     with pytest.raises(InvalidInputError, match="finite"):
-        FairDen().fit(np.full((5, 2), np.nan), np.zeros(5))
+        FairDen().fit(np.full((5, 2), np.nan), sensitive_features=np.zeros(5))
     with pytest.raises(InvalidInputError, match="categorical"):
-        FairDen().fit(X, s, categorical=np.zeros((3, 1)))
+        FairDen().fit(X, sensitive_features=s, categorical=np.zeros((3, 1)))

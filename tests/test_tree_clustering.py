@@ -5,14 +5,15 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pandas as pd
 import pytest
+from clustering_oracles import honours, labelled_pairs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.distance import pdist, squareform
-from sklearn.datasets import load_iris
 
 from gnnaudit.clustering import TreeClustering, generate_constraints
-from gnnaudit.clustering.tree_clustering import _scale
+from gnnaudit.clustering.tree_clustering import scale_features
 from gnnaudit.errors import InfeasibleError, InvalidInputError, NotFittedError
 
 # ----------------------------------------------------------------------------- oracles
@@ -20,16 +21,7 @@ from gnnaudit.errors import InfeasibleError, InvalidInputError, NotFittedError
 
 def scaled(X):
     lo, hi = X.min(0), X.max(0)
-    return _scale(X, lo, hi - lo)
-
-
-def honours(labels, ml, cl):
-    ml = np.asarray(ml, dtype=int).reshape(-1, 2)
-    cl = np.asarray(cl, dtype=int).reshape(-1, 2)
-    return bool(
-        np.all(labels[ml[:, 0]] == labels[ml[:, 1]])
-        and np.all(labels[cl[:, 0]] != labels[cl[:, 1]])
-    )
+    return scale_features(X, lo, hi - lo)
 
 
 def md_ms(D, labels):
@@ -91,11 +83,8 @@ def class_rank(D, values):
 def random_instance(rng, n, F, k, m):
     X = rng.integers(0, 9, size=(n, F)).astype(float)
     y = rng.integers(0, k, size=n)
-    i, j = rng.integers(0, n, size=(2, m))
-    keep = i != j
-    i, j = i[keep], j[keep]
-    same = y[i] == y[j]
-    return X, np.stack([i[same], j[same]], 1), np.stack([i[~same], j[~same]], 1)
+    ml, cl = labelled_pairs(rng, y, m)
+    return X, ml, cl
 
 
 # ----------------------------------------------------------------------------- optimality
@@ -109,7 +98,9 @@ def test_epsilon_zero_equals_brute_force_over_all_trees(seed, depth, k):
     X, ml, cl = random_instance(rng, n, 2, k, int(rng.integers(0, 4)))
     bf_md, bf_ms, D = brute_force(X, k, depth, ml, cl)
     for objective in ("md", "md-ms"):
-        m = TreeClustering(k, depth=depth, objective=objective, epsilon=0.0).fit(X, ml, cl)
+        m = TreeClustering(k, depth=depth, objective=objective, epsilon=0.0).fit(
+            X, must_link=ml, cannot_link=cl
+        )
         if bf_md is None:
             assert m.status_ == "infeasible" and m.labels_ is None
             continue
@@ -129,7 +120,9 @@ def test_cc_baseline_equals_brute_force_over_all_labelings(seed):
     rng = np.random.default_rng(seed)
     X, ml, cl = random_instance(rng, 7, 2, 3, 4)
     bf_md, _, _ = brute_force(X, 3, 0, ml, cl, tree=False)
-    m = TreeClustering(3, objective="md", epsilon=0.0, tree=False).fit(X, ml, cl)
+    m = TreeClustering(3, objective="md", epsilon=0.0, tree=False).fit(
+        X, must_link=ml, cannot_link=cl
+    )
     assert m.status_ == "optimal" and m.tree_ is None
     assert m.max_diameter_ == pytest.approx(bf_md.min(), abs=1e-9)
     tree_md, _, _ = brute_force(X, 3, 2, ml, cl)
@@ -149,8 +142,8 @@ def test_smart_pairs_never_change_the_optimum(seed, objective, eps, tree):
     n = int(rng.integers(6, 13))
     X, ml, cl = random_instance(rng, n, 2, 3, int(rng.integers(0, 8)))
     kw = dict(depth=2, objective=objective, epsilon=eps, tree=tree)
-    a = TreeClustering(3, smart_pairs=True, **kw).fit(X, ml, cl)
-    b = TreeClustering(3, smart_pairs=False, **kw).fit(X, ml, cl)
+    a = TreeClustering(3, smart_pairs=True, **kw).fit(X, must_link=ml, cannot_link=cl)
+    b = TreeClustering(3, smart_pairs=False, **kw).fit(X, must_link=ml, cannot_link=cl)
     assert a.status_ == b.status_
     assert a.cost_ == b.cost_
     assert a.n_clauses_ <= b.n_clauses_
@@ -163,15 +156,20 @@ def test_smart_pairs_never_change_the_optimum(seed, objective, eps, tree):
 def test_all_solvers_agree(seed, objective):
     rng = np.random.default_rng(seed)
     X, ml, cl = random_instance(rng, 12, 3, 3, 6)
-    a = TreeClustering(3, depth=2, objective=objective, solver="rc2").fit(X, ml, cl)
-    b = TreeClustering(3, depth=2, objective=objective, solver="lsu").fit(X, ml, cl)
-    c = TreeClustering(3, depth=2, objective=objective, solver="binary").fit(X, ml, cl)
+    a = TreeClustering(3, depth=2, objective=objective, solver="rc2").fit(
+        X, must_link=ml, cannot_link=cl
+    )
+    b = TreeClustering(3, depth=2, objective=objective, solver="lsu").fit(
+        X, must_link=ml, cannot_link=cl
+    )
+    c = TreeClustering(3, depth=2, objective=objective, solver="binary").fit(
+        X, must_link=ml, cannot_link=cl
+    )
     assert a.status_ == b.status_ == c.status_ and a.cost_ == b.cost_ == c.cost_
 
 
-def test_epsilon_bound_on_the_diameter():
-    X, y = load_iris(return_X_y=True)
-    X = X[::3]
+def test_epsilon_bound_on_the_diameter(iris):
+    X = iris[0][::3]
     exact = TreeClustering(3, depth=2, objective="md", epsilon=0.0).fit(X)
     for eps in (0.5, 5.0):
         approx = TreeClustering(3, depth=2, objective="md", epsilon=eps).fit(X)
@@ -183,10 +181,12 @@ def test_epsilon_bound_on_the_diameter():
 
 
 @pytest.fixture(scope="module")
-def iris_fit():
-    X, y = load_iris(return_X_y=True)
+def iris_fit(iris):
+    X, y = iris
     ml, cl = generate_constraints(y, 0.5, random_state=3)
-    m = TreeClustering(3, depth=3, objective="md-ms", epsilon=0.1).fit(X, ml, cl)
+    m = TreeClustering(3, depth=3, objective="md-ms", epsilon=0.1).fit(
+        X, must_link=ml, cannot_link=cl
+    )
     return X, y, ml, cl, m
 
 
@@ -213,14 +213,29 @@ def test_iris_constraints_predict_and_objectives(iris_fit):
 def test_export_text(iris_fit):
     X, _, _, _, m = iris_fit
     names = ["sepal length", "sepal width", "petal length", "petal width"]
-    text = m.export_text(feature_names=names)
-    lines = text.splitlines()
-    assert len(lines) == 2 * 7 + 8
-    assert sum("cluster" in ln for ln in lines) == 8
-    assert any(names[m.tree_.feature[0]] in ln for ln in lines[:1])
+    full = m.export_text(feature_names=names, show_empty=True).splitlines()
+    assert len(full) == 2 * 7 + 8
+    assert sum("cluster" in ln for ln in full) == 8
+    assert names[m.tree_.feature[0]] in full[0]
+    # by default leaves no training point reaches (and splits leading only to them) are left out
+    lines = m.export_text(feature_names=names).splitlines()
+    sizes = [int(ln.rsplit("(n=", 1)[1].rstrip(")")) for ln in lines if "cluster" in ln]
+    assert sizes == [int(v) for v in m.tree_.leaf_size if v > 0]
+    assert sum(sizes) == len(X) and "(n=0)" not in "\n".join(lines)
     assert "x[" in m.export_text()
     with pytest.raises(InvalidInputError, match="feature_names"):
         m.export_text(feature_names=["a"])
+
+
+def test_export_text_uses_the_fitted_column_names_and_drops_empty_leaves():
+    X = pd.DataFrame({"income": [0.0, 1.0, 2.0, 10.0, 11.0, 12.0], "age": [5.0] * 6})
+    m = TreeClustering(2, depth=3, objective="md", epsilon=0.0).fit(X)
+    assert m.status_ == "optimal" and list(m.feature_names_in_) == ["income", "age"]
+    text = m.export_text()
+    assert "income" in text and "x[" not in text
+    assert (m.tree_.leaf_size == 0).any()  # 6 points, 8 leaves
+    assert "(n=0)" not in text and "(n=0)" in m.export_text(show_empty=True)
+    assert text.count("cluster") == int((m.tree_.leaf_size > 0).sum())
 
 
 def test_predict_routes_new_points_by_thresholds(iris_fit):
@@ -254,13 +269,13 @@ def test_min_clusters_allows_fewer_clusters():
 def test_depth_too_small_for_constraints_is_infeasible():
     X = np.arange(8, dtype=float)[:, None]
     ml, cl = [(0, 2)], [(0, 1)]  # 0 and 2 together, 1 in between apart: needs two splits
-    m = TreeClustering(2, depth=1).fit(X, ml, cl)
+    m = TreeClustering(2, depth=1).fit(X, must_link=ml, cannot_link=cl)
     assert m.status_ == "infeasible" and m.labels_ is None and m.tree_ is None
     with pytest.raises(InfeasibleError, match="infeasible"):
         m.predict(X)
-    deeper = TreeClustering(2, depth=2).fit(X, ml, cl)
+    deeper = TreeClustering(2, depth=2).fit(X, must_link=ml, cannot_link=cl)
     assert deeper.status_ == "optimal" and honours(deeper.labels_, ml, cl)
-    cc = TreeClustering(2, depth=1, tree=False).fit(X, ml, cl)
+    cc = TreeClustering(2, depth=1, tree=False).fit(X, must_link=ml, cannot_link=cl)
     assert cc.status_ == "optimal" and honours(cc.labels_, ml, cl)
 
 
@@ -268,12 +283,14 @@ def test_depth_too_small_for_constraints_is_infeasible():
 def test_contradictory_constraints_raise_before_solving(smart):
     X = np.random.default_rng(0).normal(size=(6, 2))
     with pytest.raises(InfeasibleError, match="both"):
-        TreeClustering(2, smart_pairs=smart).fit(X, [(0, 1)], [(1, 0)])
+        TreeClustering(2, smart_pairs=smart).fit(X, must_link=[(0, 1)], cannot_link=[(1, 0)])
     with pytest.raises(InfeasibleError, match="must-link component"):
-        TreeClustering(2, smart_pairs=smart).fit(X, [(0, 1), (1, 2)], [(2, 0)])
+        TreeClustering(2, smart_pairs=smart).fit(
+            X, must_link=[(0, 1), (1, 2)], cannot_link=[(2, 0)]
+        )
     m = TreeClustering(2)
     with pytest.raises(InfeasibleError):
-        m.fit(X, [(0, 1)], [(0, 1)])
+        m.fit(X, must_link=[(0, 1)], cannot_link=[(0, 1)])
     assert getattr(m, "status_", None) is None  # nothing was solved
 
 
@@ -284,11 +301,13 @@ def test_uncolourable_cannot_links_are_infeasible_not_one_cluster():
     assert m.status_ == "infeasible"
 
 
-def test_time_limit_statuses():
-    X, y = load_iris(return_X_y=True)
+def test_time_limit_statuses(iris):
+    X, y = iris
     ml, cl = generate_constraints(y, 0.25, random_state=0)
     for solver in ("rc2", "lsu", "binary"):
-        m = TreeClustering(3, depth=3, solver=solver, time_limit=1e-3).fit(X, ml, cl)
+        m = TreeClustering(3, depth=3, solver=solver, time_limit=1e-3).fit(
+            X, must_link=ml, cannot_link=cl
+        )
         assert m.status_ in {"optimal", "feasible", "unknown"}
         if m.status_ == "unknown":
             assert m.labels_ is None
@@ -331,7 +350,7 @@ def test_input_validation():
     m = TreeClustering(2)
     with pytest.raises(InvalidInputError, match="finite"):
         m.fit(np.array([[0.0, 1.0], [np.nan, 2.0], [3.0, 4.0]]))
-    with pytest.raises(InvalidInputError, match="dimension"):
+    with pytest.raises(InvalidInputError, match="2D array"):
         m.fit(np.zeros(5))
     with pytest.raises(InvalidInputError, match="must_link"):
         m.fit(np.zeros((4, 2)), must_link=[(0, 4)])
@@ -369,7 +388,9 @@ def test_depth_three_recovers_a_planted_tree(seed):
             node = 2 * node + 1 + (X[np.arange(len(X)), feature[node]] > threshold[node])
         y = leaf_cluster[node - 7]
     ml, cl = generate_constraints(y, 3.0, random_state=seed)
-    m = TreeClustering(3, depth=3, objective="md-ms", epsilon=1.0).fit(X, ml, cl)
+    m = TreeClustering(3, depth=3, objective="md-ms", epsilon=1.0).fit(
+        X, must_link=ml, cannot_link=cl
+    )
     assert m.status_ == "optimal"
     assert honours(m.labels_, ml, cl) and np.array_equal(m.predict(X), m.labels_)
 

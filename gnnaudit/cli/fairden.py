@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         random_state=args.seed,
         min_group_size=args.min_group_size,
         progress=args.progress,
-    ).fit(data.X, data.sensitive, data.categorical)
+    ).fit(data.X, sensitive_features=data.sensitive, categorical=data.categorical)
     sens = frame[list(args.sensitive)].to_numpy(dtype=object)
     print(
         f"FairDen: {model.n_clusters_} clusters (k={model.k_}, minPts={model.min_pts_}, "

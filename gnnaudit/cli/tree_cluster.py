@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         solver=args.solver,
         time_limit=args.time_limit,
         tree=not args.no_tree,
-    ).fit(data.X, ml, cl)
+    ).fit(data.X, must_link=ml, cannot_link=cl)
 
     if model.tree_ is not None:
         print(model.export_text(feature_names=data.feature_names))

@@ -11,9 +11,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from gnnaudit._validation import check_array, check_float
+from gnnaudit._validation import check_array, check_float, check_int
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.graph_ops.constraints import pairs_from_condensed
+from gnnaudit.graph_ops._distances import pairs_from_condensed
 
 __all__ = ["Constraints", "generate_constraints"]
 
@@ -34,7 +34,7 @@ def generate_constraints(y: Any, kappa: float, random_state: Any = None) -> Cons
     Args:
         y: ``(n,)`` ground-truth labels (any comparable values, no NaN).
         kappa: constraints per point, ``0 <= kappa <= (n - 1) / 2`` (at most all pairs).
-        random_state: ``None``, an int seed or a ``numpy.random.Generator``.
+        random_state: ``None``, an int seed ``>= 0`` or a ``numpy.random.Generator``.
 
     Returns:
         :class:`Constraints` ``(must_link, cannot_link)``; pairs are sampled without
@@ -51,13 +51,14 @@ def generate_constraints(y: Any, kappa: float, random_state: Any = None) -> Cons
     m = min(round(kappa * n), n_pairs)
     if isinstance(random_state, np.random.Generator):
         rng = random_state
-    elif random_state is None or (
-        isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool)
-    ):
-        rng = np.random.default_rng(random_state)
+    elif random_state is None:
+        rng = np.random.default_rng()
+    elif isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        rng = np.random.default_rng(check_int("random_state", random_state, minimum=0))
     else:
         raise InvalidInputError(
-            f"random_state must be None, an int or a numpy Generator, got {random_state!r}"
+            f"random_state must be None, an int seed >= 0 or a numpy Generator, got "
+            f"{random_state!r}"
         )
     idx = rng.choice(n_pairs, size=m, replace=False) if m else np.zeros(0, dtype=np.int64)
     i, j = pairs_from_condensed(n, idx)

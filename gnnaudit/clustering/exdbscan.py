@@ -35,356 +35,46 @@ Note on units: the attraction term scales as :math:`L^2` and the repulsion term 
 Cost per query (k counterfactuals, n_C candidate cores, E_C target-graph edges):
 O(n_C d) distances, k-1 Dijkstra runs O(E_C + n_C log n_C), O(k n_C) greedy updates; memory
 O(n_C (d + k)).
+
+Modules: this one holds the estimator; the energy and its minimisers live in
+:mod:`gnnaudit.clustering._exdbscan_energy`, the placement and validity check in
+:mod:`gnnaudit.clustering._exdbscan_placement`, the result type in
+:mod:`gnnaudit.clustering.counterfactual_set`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import numbers
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
 from gnnaudit._validation import check_array, check_choice, check_float, check_int
-from gnnaudit.clustering.exdbscan_constraints import FeatureConstraints, parse_constraints
-from gnnaudit.errors import InfeasibleError, InvalidInputError, NotFittedError
-from gnnaudit.graph_ops.core_graph import CoreGraph, canonical_metric, rowwise_distances
+from gnnaudit.clustering._estimator_input import (
+    DenseInputTagsMixin,
+    EstimatorNotFittedError,
+    validate_fit_input,
+)
+from gnnaudit.clustering._exdbscan_energy import CandidateCores, select_reference_cores
+from gnnaudit.clustering._exdbscan_placement import eligible_cores
+from gnnaudit.clustering.counterfactual_set import CounterfactualSet
+from gnnaudit.clustering.exdbscan_constraints import parse_constraints
+from gnnaudit.errors import InfeasibleError, InvalidInputError
+from gnnaudit.graph_ops._distances import canonical_metric, rowwise_distances
+from gnnaudit.graph_ops.core_graph import CoreGraph
 
 __all__ = ["ExDBSCAN", "CounterfactualSet", "STRATEGIES"]
 
 logger = logging.getLogger(__name__)
 
 STRATEGIES: tuple[str, ...] = ("energy", "random", "nearest", "furthest")
-#: Counterfactuals are placed at radius eps * (1 - PLACE_REL) from their core ...
-PLACE_REL = 1e-9
-#: ... and accepted if the exact distance is <= eps * (1 - VERIFY_REL) and the nearest core
-#: of another cluster is further by a relative margin TIE_REL.
-VERIFY_REL = 1e-11
-TIE_REL = 1e-9
-_SHRINK = (1 - 1e-9, 1 - 1e-6, 1 - 1e-3, 0.9, 0.5, 0.25, 0.1, 0.01, 0.0)
 
 
-def _project(Q: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Clip points ``Q`` into the box ``x + [lo, hi]``; zero-width features take ``x`` bit for
-    bit (the exact projection for the separable metrics)."""
-    P = np.clip(Q, x + lo, x + hi)
-    fixed = lo == hi
-    if fixed.any():
-        P = np.where(fixed, x, P)
-    return P
-
-
-@dataclass
-class CounterfactualSet:
-    """Counterfactuals of one point.
-
-    Attributes
-    ----------
-    x : ndarray (d,)
-        The explained point.
-    counterfactuals : ndarray (k, d)
-    reference_cores : ndarray (k,)
-        Data indices of the reference core points (one per counterfactual).
-    targets : ndarray (k,)
-        Cluster of each counterfactual.
-    valid : ndarray (k,) of bool
-        ``CoreGraph.assign(counterfactuals) == targets`` (always true by construction).
-    proximity : float
-        Mean distance from ``x`` to the counterfactuals (clustering metric).
-    diversity : float
-        :math:`\\det K`, :math:`K_{ij} = 1 / (1 + D(q_i, q_j))` over the reference cores.
-    energy : float
-        Energy :math:`E(S)` of the reference cores (with the model's ``alpha``).
-    source_label : int
-        Cluster of ``x`` (``-1`` noise).
-    strategy : str
-    greedy_energy : float or None
-        Energy of the plain greedy set when ``refine`` or ``exact`` changed it (else equal
-        to ``energy``), to report the greedy gap.
-    feature_names : list of str
-    metric : str
-        Metric of the clustering (distances in :meth:`summary`).
-    """
-
-    x: np.ndarray
-    counterfactuals: np.ndarray
-    reference_cores: np.ndarray
-    targets: np.ndarray
-    valid: np.ndarray
-    proximity: float
-    diversity: float
-    energy: float
-    source_label: int
-    strategy: str = "energy"
-    greedy_energy: float | None = None
-    feature_names: list[str] = field(default_factory=list)
-    metric: str = "euclidean"
-
-    def __len__(self) -> int:
-        return int(self.counterfactuals.shape[0])
-
-    def _names(self, feature_names: Sequence[str] | None) -> list[str]:
-        d = self.x.shape[0]
-        names = list(feature_names) if feature_names is not None else list(self.feature_names)
-        if not names:
-            names = [f"x{i}" for i in range(d)]
-        if len(names) != d:
-            raise InvalidInputError(f"feature_names must have {d} entries, got {len(names)}")
-        return names
-
-    def to_frame(self, feature_names: Sequence[str] | None = None) -> Any:
-        """Per-feature changes, one row per (counterfactual, changed feature).
-
-        Columns: ``counterfactual, target, valid, feature, original, new, change``.
-        """
-        import pandas as pd
-
-        names = self._names(feature_names)
-        delta = self.counterfactuals - self.x[None, :]
-        cf, feat = np.nonzero(delta != 0)
-        return pd.DataFrame(
-            {
-                "counterfactual": cf,
-                "target": self.targets[cf],
-                "valid": self.valid[cf],
-                "feature": [names[f] for f in feat],
-                "original": self.x[feat],
-                "new": self.counterfactuals[cf, feat],
-                "change": delta[cf, feat],
-            }
-        )
-
-    def summary(self) -> Any:
-        """One row per counterfactual: target, reference core, validity, distance to ``x``
-        and number of changed features."""
-        import pandas as pd
-
-        delta = self.counterfactuals - self.x[None, :]
-        return pd.DataFrame(
-            {
-                "counterfactual": np.arange(len(self)),
-                "target": self.targets,
-                "reference_core": self.reference_cores,
-                "valid": self.valid,
-                "distance": rowwise_distances(self.x[None, :], self.counterfactuals, self.metric),
-                "n_changed": (delta != 0).sum(axis=1),
-            }
-        )
-
-
-class _Query:
-    """Candidate cores of one query with lazily computed graph distances."""
-
-    def __init__(
-        self,
-        cg: CoreGraph,
-        x: np.ndarray,
-        cand: np.ndarray,
-        box: np.ndarray,
-        lo_table: np.ndarray,
-        hi_table: np.ndarray,
-        alpha: float,
-    ) -> None:
-        self.cg = cg
-        self.x = x
-        self.cand = cand
-        self.box = box
-        self.lo_table = lo_table
-        self.hi_table = hi_table
-        self.alpha = alpha
-        self.cluster = cg.labels[cand]
-        self.local = cg.local_positions(cand)
-        self.dx = cg.distances(x, cand)
-        self.dx2 = self.dx**2
-        d_min = float(self.dx.min())
-        w_mean = cg.mean_edge_weight(np.unique(self.cluster))
-        if not np.isfinite(w_mean) or w_mean <= 0:
-            w_mean = cg.eps
-        self.coef = (1.0 - alpha) * d_min / w_mean
-        self._rows: dict[int, np.ndarray] = {}
-
-    @property
-    def n(self) -> int:
-        return int(self.cand.size)
-
-    def drow(self, j: int) -> np.ndarray:
-        """Graph distances ``D`` from candidate ``j`` to every candidate (inf across clusters)."""
-        if j not in self._rows:
-            c = int(self.cluster[j])
-            full = self.cg.local_shortest_paths(c, np.array([self.local[j]]))[0]
-            row = np.full(self.n, np.inf)
-            same = self.cluster == c
-            row[same] = full[self.local[same]]
-            row[j] = 0.0
-            self._rows[j] = row
-        return self._rows[j]
-
-    def inv_row(self, j: int) -> np.ndarray:
-        row = self.drow(j)
-        with np.errstate(divide="ignore"):
-            inv = np.where(row > 0, 1.0 / row, 0.0)
-        return inv
-
-    def dmatrix(self, sel: Sequence[int]) -> np.ndarray:
-        """Graph distances between the selected candidates, from cached rows where possible
-        (the matrix is symmetric, so the last greedy pick needs no Dijkstra run of its own)."""
-        sel = list(sel)
-        m = len(sel)
-        D = np.zeros((m, m))
-        for a in range(m):
-            for b in range(a + 1, m):
-                if sel[a] in self._rows or sel[b] not in self._rows:
-                    D[a, b] = self.drow(sel[a])[sel[b]]
-                else:
-                    D[a, b] = self._rows[sel[b]][sel[a]]
-                D[b, a] = D[a, b]
-        return D
-
-    def energy(self, sel: Sequence[int]) -> float:
-        sel = list(sel)
-        D = self.dmatrix(sel)
-        with np.errstate(divide="ignore"):
-            inv = np.where(D > 0, 1.0 / D, 0.0)
-        return float(self.alpha * self.dx2[sel].sum() + self.coef * np.triu(inv, 1).sum())
-
-    # -------------------------------------------------------------- selection strategies
-    def greedy(self, k: int, first: int, attraction: bool) -> list[int]:
-        sel = [first]
-        rep = np.zeros(self.n)
-        for _ in range(1, k):
-            rep += self.inv_row(sel[-1])
-            score = (self.alpha * self.dx2 + self.coef * rep) if attraction else rep.copy()
-            score[sel] = np.inf
-            sel.append(int(np.argmin(score)))
-        return sel
-
-    def swap(self, sel: list[int], max_iter: int = 100) -> tuple[list[int], int]:
-        """Best-improvement swaps from ``sel`` (paper App. A.3)."""
-        sel = list(sel)
-        n_swaps = 0
-        for _ in range(max_iter):
-            R = np.array([self.inv_row(j) for j in sel])
-            rsum = R.sum(axis=0)
-            inner = R[:, sel].sum(axis=1)
-            cur = self.energy(sel)
-            M = (
-                cur
-                - self.alpha * self.dx2[sel][:, None]
-                - self.coef * inner[:, None]
-                + self.alpha * self.dx2[None, :]
-                + self.coef * (rsum[None, :] - R)
-            )
-            M[:, sel] = np.inf
-            i, v = np.unravel_index(int(np.argmin(M)), M.shape)
-            if not M[i, v] < cur - 1e-12 * abs(cur):
-                break
-            sel[i] = int(v)
-            n_swaps += 1
-        return sel, n_swaps
-
-    def exact(self, k: int, max_combinations: int) -> list[int]:
-        """Exhaustive minimum of E over all k-subsets of the candidates."""
-        import itertools
-
-        total = math.comb(self.n, k)
-        if total > max_combinations:
-            raise InvalidInputError(
-                f"exact=True enumerates C({self.n}, {k}) = {total} subsets, more than "
-                f"max_exact_combinations={max_combinations}; use refine='swap', fewer "
-                "counterfactuals or constraints that shrink the candidate set"
-            )
-        inv = np.array([self.inv_row(j) for j in range(self.n)])
-        best_e, best = np.inf, None
-        chunk = max(1, 2_000_000 // max(k, 1))
-        it = itertools.combinations(range(self.n), k)
-        while True:
-            flat = np.fromiter(
-                itertools.chain.from_iterable(itertools.islice(it, chunk)), dtype=np.int64
-            )
-            if flat.size == 0:
-                break
-            combos = flat.reshape(-1, k)
-            e = self.alpha * self.dx2[combos].sum(axis=1)
-            for a in range(k):
-                for b in range(a + 1, k):
-                    e = e + self.coef * inv[combos[:, a], combos[:, b]]
-            i = int(np.argmin(e))
-            if e[i] < best_e:
-                best_e, best = float(e[i]), combos[i].tolist()
-        assert best is not None
-        return best
-
-    # -------------------------------------------------------------- placement
-    def place(self, sel: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Counterfactuals of the selected cores and a validity mask (see module doc)."""
-        cg, x = self.cg, self.x
-        sel = np.asarray(sel, dtype=np.int64)
-        Q = cg.X[self.cand[sel]]
-        lo_d = self.lo_table[self.box[sel]]
-        hi_d = self.hi_table[self.box[sel]]
-        P = np.where(lo_d == hi_d, x[None, :], np.clip(Q, x[None, :] + lo_d, x[None, :] + hi_d))
-        lo = x[None, :] + lo_d
-        hi = x[None, :] + hi_d
-        target = self.cluster[sel]
-        r = cg.eps * (1.0 - PLACE_REL)
-        B = x[None, :] - P
-        if cg.metric == "euclidean":
-            A = P - Q
-            ab = np.einsum("ij,ij->i", A, B)
-            bb = np.einsum("ij,ij->i", B, B)
-            aa = np.einsum("ij,ij->i", A, A)
-            disc = np.maximum(ab * ab - bb * (aa - r * r), 0.0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                t = np.where(bb > 0, (-ab + np.sqrt(disc)) / bb, 0.0)
-            t = np.clip(np.nan_to_num(t, nan=0.0), 0.0, 1.0)
-        else:
-            lo_t = np.zeros(len(sel))
-            hi_t = np.ones(len(sel))
-            inside = rowwise_distances(x[None, :], Q, cg.metric) <= r
-            for _ in range(64):
-                mid = 0.5 * (lo_t + hi_t)
-                ok = rowwise_distances(P + mid[:, None] * B, Q, cg.metric) <= r
-                lo_t = np.where(ok, mid, lo_t)
-                hi_t = np.where(ok, hi_t, mid)
-            t = np.where(inside, 1.0, lo_t)
-        C = self._build(P, B, t, lo, hi)
-        valid = self._valid(C, Q, target)
-        for factor in _SHRINK:
-            if valid.all():
-                break
-            bad = ~valid
-            t[bad] = t[bad] * factor
-            C[bad] = self._build(P[bad], B[bad], t[bad], lo[bad], hi[bad])
-            valid[bad] = self._valid(C[bad], Q[bad], target[bad])
-        return C, valid
-
-    def _build(
-        self, P: np.ndarray, B: np.ndarray, t: np.ndarray, lo: np.ndarray, hi: np.ndarray
-    ) -> np.ndarray:
-        C = np.clip(P + t[:, None] * B, lo, hi)
-        fixed = lo == hi  # immutable (or zero-width) features: copy x bit for bit
-        if fixed.any():
-            C = np.where(fixed, self.x[None, :], C)
-        return C
-
-    def _valid(self, C: np.ndarray, Q: np.ndarray, target: np.ndarray) -> np.ndarray:
-        cg = self.cg
-        if C.shape[0] == 0:
-            return np.zeros(0, dtype=bool)
-        dq = rowwise_distances(C, Q, cg.metric)
-        dist, idx = cg.nearest_cores(C, k=min(8, cg.n_cores))
-        is_t = cg.labels[idx] == target[:, None]
-        dt = np.minimum(dq, np.where(is_t, dist, np.inf).min(axis=1))
-        dn = np.where(is_t, np.inf, dist).min(axis=1)
-        return (dt <= cg.eps * (1.0 - VERIFY_REL)) & (dt < dn * (1.0 - TIE_REL))
-
-
-class ExDBSCAN(ClusterMixin, BaseEstimator):
+class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
     """Counterfactual explanations of a DBSCAN clustering (ExDBSCAN, scikit-learn style).
 
     Parameters
@@ -447,23 +137,39 @@ class ExDBSCAN(ClusterMixin, BaseEstimator):
             check_int("random_state", self.random_state, minimum=0)
 
     def fit(
-        self, X: Any, y: Any = None, dbscan: Any = None, feature_names: Sequence[str] | None = None
+        self,
+        X: Any,
+        y: Any = None,
+        dbscan: Any = None,
+        feature_names: Sequence[str] | None = None,
+        *,
+        core_graph: CoreGraph | None = None,
     ) -> ExDBSCAN:
-        """Cluster ``X`` with sklearn's DBSCAN (or take the fitted ``dbscan``) and build the
-        core graph. ``X`` may be a pandas DataFrame (its columns name the features)."""
+        """Cluster ``X`` with DBSCAN and build its core graph; returns ``self``.
+
+        ``X`` may be a pandas DataFrame of numeric columns (its columns name the features, as
+        do ``feature_names``). ``y`` is ignored. Input is validated by scikit-learn
+        (:class:`~gnnaudit.errors.InvalidInputError` for sparse, complex, non-numeric,
+        non-finite or ragged input).
+        The clustering comes from, in this order of preference:
+
+        * ``core_graph``: a :class:`~gnnaudit.graph_ops.CoreGraph` built beforehand (e.g.
+          ``CoreGraph.from_dbscan(X, eps, min_samples, metric)``); it must have been built on
+          ``X`` (same rows, same values) with this estimator's ``eps``, ``min_samples`` and
+          ``metric``, else :class:`~gnnaudit.errors.InvalidInputError`;
+        * ``dbscan``: a fitted ``sklearn.cluster.DBSCAN`` (its own parameters are used);
+        * otherwise DBSCAN runs here with the estimator's parameters.
+        """
         self._check_params()
-        names = None
-        if hasattr(X, "columns"):
-            names = [str(c) for c in X.columns]
-            X = X.to_numpy(dtype=np.float64)
-        if feature_names is not None:
-            names = [str(n) for n in feature_names]
-        X = check_array("X", X)
-        if names is not None and len(names) != X.shape[1]:
-            raise InvalidInputError(
-                f"feature_names must have {X.shape[1]} entries, got {len(names)}"
-            )
-        if dbscan is None:
+        X = validate_fit_input(self, X, feature_names=feature_names)
+        if core_graph is not None:
+            if dbscan is not None:
+                raise InvalidInputError(
+                    "pass either dbscan= (a fitted sklearn DBSCAN) or core_graph= (a CoreGraph), "
+                    "not both"
+                )
+            cg = self._check_core_graph(core_graph, X)
+        elif dbscan is None:
             cg = CoreGraph.from_dbscan(X, self.eps, self.min_samples, self.metric)
         else:
             cg = CoreGraph.from_fitted(X, dbscan)
@@ -471,8 +177,6 @@ class ExDBSCAN(ClusterMixin, BaseEstimator):
         self.labels_ = cg.labels.copy()
         self.core_sample_indices_ = np.flatnonzero(cg.core_mask)
         self.eps_, self.min_samples_, self.metric_ = cg.eps, cg.min_samples, cg.metric
-        self.n_features_in_ = X.shape[1]
-        self.feature_names_in_ = np.asarray(names, dtype=object) if names is not None else None
         if cg.n_clusters == 0:
             warnings.warn(
                 f"DBSCAN(eps={cg.eps}, min_samples={cg.min_samples}) found no cluster: every "
@@ -482,7 +186,44 @@ class ExDBSCAN(ClusterMixin, BaseEstimator):
             )
         return self
 
+    def _check_core_graph(self, core_graph: Any, X: np.ndarray) -> CoreGraph:
+        """``core_graph`` if it is a CoreGraph of ``X`` under this estimator's parameters."""
+        if not isinstance(core_graph, CoreGraph):
+            raise InvalidInputError(
+                f"core_graph must be a gnnaudit.graph_ops.CoreGraph, got "
+                f"{type(core_graph).__name__}"
+            )
+        if core_graph.X.shape != X.shape:
+            raise InvalidInputError(
+                f"core_graph was built on data of shape {core_graph.X.shape} but X has shape "
+                f"{X.shape}"
+            )
+        if not np.array_equal(core_graph.X, X):
+            raise InvalidInputError(
+                "core_graph was built on other data than X (same shape, different values); "
+                "build it with CoreGraph.from_dbscan(X, ...) on this X"
+            )
+        mine = {
+            "eps": float(self.eps),
+            "min_samples": int(self.min_samples),
+            "metric": canonical_metric(self.metric),
+        }
+        theirs = {
+            "eps": core_graph.eps,
+            "min_samples": core_graph.min_samples,
+            "metric": core_graph.metric,
+        }
+        for name, value in mine.items():
+            if theirs[name] != value:
+                raise InvalidInputError(
+                    f"core_graph was built with {name}={theirs[name]!r} but this ExDBSCAN has "
+                    f"{name}={value!r}; build the graph with the estimator's parameters or "
+                    f"set_params({name}={theirs[name]!r})"
+                )
+        return core_graph
+
     def fit_predict(self, X: Any, y: Any = None, **kwargs: Any) -> np.ndarray:
+        """``fit(X, **kwargs)`` and return ``labels_`` (DBSCAN labels, ``-1`` noise)."""
         return self.fit(X, **kwargs).labels_
 
     def _feature_names(self) -> list[str]:
@@ -544,48 +285,6 @@ class ExDBSCAN(ClusterMixin, BaseEstimator):
             )
         return [target]
 
-    def _eligible(
-        self, x: np.ndarray, cand: np.ndarray, cons: FeatureConstraints
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Filter candidates by the constraints.
-
-        Returns ``(mask, box_id, lo_table, hi_table)``: eligibility per candidate, the index of
-        the allowed box (sign pattern) nearest to each candidate's ball and the box bounds on
-        :math:`\\delta = c - x`. Loops over the boxes (at most ``2**10``), memory
-        O(n_candidates * d).
-        """
-        cg = self.core_graph_
-        d = x.shape[0]
-        if cons.empty:
-            return (
-                np.ones(cand.size, dtype=bool),
-                np.zeros(cand.size, dtype=np.int64),
-                np.full((1, d), -np.inf),
-                np.full((1, d), np.inf),
-            )
-        Q = cg.X[cand]
-        r = cg.eps * (1.0 - PLACE_REL)
-        names = self._feature_names()
-        count_before = cand.size
-        for stage, lo, hi in cons.stage_boxes():
-            best_d = np.full(cand.size, np.inf)
-            best = np.zeros(cand.size, dtype=np.int64)
-            for b in range(lo.shape[0]):
-                P = _project(Q, x, lo[b], hi[b])
-                dist = rowwise_distances(P, Q, cg.metric)
-                better = dist < best_d
-                best_d[better] = dist[better]
-                best[better] = b
-            ok = best_d <= r
-            if not ok.any():
-                raise InfeasibleError(
-                    f"no eligible core point: all {count_before} candidate cores were excluded "
-                    f"by the constraint {cons.describe(stage, names)} (no core's eps-ball "
-                    "reaches the region the constraints allow)"
-                )
-            count_before = int(ok.sum())
-        return ok, best, lo, hi
-
     def explain(
         self,
         x_or_index: Any,
@@ -617,7 +316,9 @@ class ExDBSCAN(ClusterMixin, BaseEstimator):
             message names the excluding constraint).
         """
         if getattr(self, "core_graph_", None) is None:
-            raise NotFittedError("ExDBSCAN is not fitted yet (missing core_graph_); call fit first")
+            raise EstimatorNotFittedError(
+                "ExDBSCAN is not fitted yet (missing core_graph_); call fit first"
+            )
         cg = self.core_graph_
         k = self.n_counterfactuals if n_counterfactuals is None else n_counterfactuals
         k = check_int("n_counterfactuals", k, minimum=1)
@@ -629,17 +330,26 @@ class ExDBSCAN(ClusterMixin, BaseEstimator):
         targets = self._resolve_targets(target, source, x, indexed)
         cons = parse_constraints(
             self.n_features_in_,
-            self._feature_names() if self.feature_names_in_ is not None else None,
+            self._feature_names() if getattr(self, "feature_names_in_", None) is not None else None,
             immutable,
             monotone,
             correlated,
         )
         cand = np.concatenate([cg.cluster_cores(c) for c in targets])
-        mask, box, lo_table, hi_table = self._eligible(x, cand, cons)
-        q = _Query(cg, x, cand[mask], box[mask], lo_table, hi_table, float(self.alpha))
+        mask, box, lo_table, hi_table = eligible_cores(cg, x, cand, cons, self._feature_names())
+        q = CandidateCores(cg, x, cand[mask], box[mask], lo_table, hi_table, float(self.alpha))
         banned = np.zeros(q.n, dtype=bool)
-        for _attempt in range(6):
-            sel, greedy_energy = self._select(q, k, refine, exact, banned)
+        while True:  # each round bans at least one core, so at most n_candidates rounds
+            sel, greedy_energy = select_reference_cores(
+                q,
+                k,
+                self.strategy,
+                self.random_state,
+                refine=refine,
+                exact=bool(exact),
+                max_exact_combinations=self.max_exact_combinations,
+                banned=banned,
+            )
             C, valid = q.place(sel)
             if valid.all():
                 break
@@ -651,7 +361,11 @@ class ExDBSCAN(ClusterMixin, BaseEstimator):
         sel = list(np.asarray(sel)[keep])
         C = C[keep]
         if not sel:
-            raise InfeasibleError("no reference core yields a valid counterfactual for this point")
+            raise InfeasibleError(
+                f"no reference core yields a valid counterfactual for this point: each of the "
+                f"{q.n} eligible target core(s) is outbid by a core of another cluster wherever "
+                "its eps-ball meets the region the constraints allow"
+            )
         if len(sel) < k:
             warnings.warn(
                 f"only {len(sel)} eligible core point(s) for {k} requested counterfactuals; "
@@ -677,35 +391,6 @@ class ExDBSCAN(ClusterMixin, BaseEstimator):
             feature_names=self._feature_names(),
             metric=cg.metric,
         )
-
-    def _select(
-        self, q: _Query, k: int, refine: str | None, exact: bool, banned: np.ndarray
-    ) -> tuple[list[int], float | None]:
-        allowed = np.flatnonzero(~banned)
-        k = min(k, allowed.size)
-        if banned.any():  # restrict the problem to the allowed candidates
-            sub = _Query.__new__(_Query)
-            sub.__dict__.update(q.__dict__)
-            for name in ("cand", "box", "cluster", "local", "dx", "dx2"):
-                setattr(sub, name, getattr(q, name)[allowed])
-            sub._rows = {}
-            sel, ge = self._select(sub, k, refine, exact, np.zeros(allowed.size, dtype=bool))
-            return [int(allowed[j]) for j in sel], ge
-        rng = np.random.default_rng(self.random_state)
-        if self.strategy == "energy":
-            sel = q.greedy(k, int(np.argmin(q.dx)), attraction=True)
-        elif self.strategy == "nearest":
-            sel = np.argsort(q.dx, kind="stable")[:k].tolist()
-        elif self.strategy == "random":
-            sel = rng.choice(q.n, size=k, replace=False).tolist()
-        else:
-            sel = q.greedy(k, int(rng.integers(q.n)), attraction=False)
-        greedy_energy = q.energy(sel)
-        if exact:
-            sel = q.exact(k, self.max_exact_combinations)
-        elif refine == "swap":
-            sel, _ = q.swap(sel)
-        return [int(s) for s in sel], greedy_energy
 
     def explain_many(
         self,

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from gnnaudit._validation import check_array
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["FeatureConstraints", "parse_constraints", "MAX_CORRELATED_PAIRS"]
@@ -51,6 +52,7 @@ class FeatureConstraints:
 
     @property
     def empty(self) -> bool:
+        """True when no constraint is set (every core is eligible, Eq. 4 placement)."""
         return not (self.immutable.size or self.monotone or self.correlated)
 
     def stage_boxes(self) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -90,6 +92,8 @@ class FeatureConstraints:
         return stages
 
     def describe(self, stage: str, names: Sequence[str]) -> str:
+        """The constraints of ``stage`` (immutable / monotone / correlated) in user terms,
+        features named by ``names``, for error messages."""
         if stage == "immutable":
             return "immutable=" + repr([names[i] for i in self.immutable.tolist()])
         if stage == "monotone":
@@ -98,7 +102,12 @@ class FeatureConstraints:
 
     def satisfied(self, x: np.ndarray, c: np.ndarray) -> np.ndarray:
         """Boolean per row of ``c``: does the change ``c - x`` obey every constraint?"""
-        c = np.atleast_2d(c)
+        x = check_array("x", x, ndim=1)
+        c = np.atleast_2d(check_array("c", c, ndim=(1, 2), min_rows=0))
+        if x.shape[0] != self.n_features or c.shape[1] != self.n_features:
+            raise InvalidInputError(
+                f"x and c must have {self.n_features} features, got {x.shape[0]} and {c.shape[1]}"
+            )
         ok = np.ones(c.shape[0], dtype=bool)
         if self.immutable.size:
             ok &= (c[:, self.immutable] == x[self.immutable]).all(axis=1)

@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
+from gnnaudit._validation import check_array
 from gnnaudit.clustering.goodall import Goodall1
 from gnnaudit.errors import GnnAuditError, InvalidInputError
 from gnnaudit.graph_ops.dc_tree import DCTree
@@ -52,6 +54,14 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+def _operand(name: str, V: Any, n: int) -> np.ndarray:
+    """``V`` as a finite float64 array of shape ``(n,)`` or ``(n, c)``."""
+    V = check_array(name, V, ndim=(1, 2), min_rows=0)
+    if V.shape[0] != n:
+        raise InvalidInputError(f"{name} must have shape (n,) or (n, c) with n={n}, got {V.shape}")
+    return V
 
 
 def fairness_matrix(groups: np.ndarray) -> np.ndarray:
@@ -82,6 +92,9 @@ class AffinityOperator:
         self.degree = self.matvec(np.ones(self.n))
 
     def matvec(self, V: np.ndarray) -> np.ndarray:
+        """:math:`A V` for ``V`` of shape ``(n,)`` or ``(n, c)``: ``O(n * c)`` through the
+        dc-tree plus ``O(n * d_c * c)`` for Goodall1; no ``n x n`` array."""
+        V = _operand("V", V, self.n)
         V2 = V.reshape(self.n, -1)
         out = self.w_num * (V2.sum(axis=0, keepdims=True) - V2)
         if self.scale:
@@ -124,7 +137,11 @@ def _check_k(k: int, n: int, n_con: int) -> None:
 
 def fair_embedding_dense(A: np.ndarray, F: np.ndarray, k: int) -> FairEmbedding:
     """The paper's Z / Q construction (Alg. 1 lines 5-9). ``O(n^3)`` time, ``O(n^2)`` memory."""
+    A = check_array("A", A)
     n = A.shape[0]
+    if A.shape != (n, n):
+        raise InvalidInputError(f"A must be a square affinity matrix, got shape {A.shape}")
+    F = _operand("F", F, n).reshape(n, -1)
     _check_k(k, n, F.shape[1])
     degree = A.sum(axis=1)
     dreg = _regularised(degree)
@@ -153,6 +170,7 @@ def fair_embedding_matrix_free(
     (dc-tree) plus ``O(n d_c)`` (Goodall1).
     """
     n = op.n
+    F = _operand("F", F, n).reshape(n, -1)
     _check_k(k, n, F.shape[1])
     degree = op.degree
     dreg = _regularised(degree)

@@ -22,14 +22,21 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from typing import Any, Literal
 
 import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 from tqdm.auto import tqdm
 
-from gnnaudit._validation import check_array, check_choice, check_int
+from gnnaudit._validation import check_choice, check_int
+from gnnaudit.clustering._estimator_input import (
+    DenseInputTagsMixin,
+    check_random_state_param,
+    validate_fit_input,
+)
 from gnnaudit.clustering.fair_spectral import (
     AffinityOperator,
     fair_embedding_dense,
@@ -39,7 +46,9 @@ from gnnaudit.clustering.fair_spectral import (
 from gnnaudit.clustering.goodall import Goodall1, encode_columns
 from gnnaudit.clustering.metrics.fairness import balance
 from gnnaudit.errors import InfeasibleError, InvalidInputError
+from gnnaudit.graph_ops._distances import rowwise_distances
 from gnnaudit.graph_ops.dc_tree import DCTree
+from gnnaudit.graph_ops.mst import core_distances
 
 __all__ = ["FairDen"]
 
@@ -51,8 +60,11 @@ AUTO_DENSE_MAX_N = 1000
 DENSE_MAX_N = 5000
 
 
-class FairDen:
-    """Fair density-based clustering (FairDen).
+class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
+    """Fair density-based clustering (FairDen), a scikit-learn clusterer.
+
+    ``FairDen(...).fit(X, sensitive_features=s)`` clusters the rows of ``X`` so that every
+    cluster is balanced w.r.t. the sensitive attribute(s) ``s`` (fairlearn's naming).
 
     Parameters
     ----------
@@ -110,18 +122,26 @@ class FairDen:
         self.progress = progress
 
     def _validate(self, X: Any, sensitive: Any, categorical: Any) -> tuple:
+        X = validate_fit_input(self, X, min_samples=2)
         k = check_int("n_clusters", self.n_clusters, minimum=2)
         check_choice("solver", self.solver, ("auto", "dense", "matrix_free"))
         check_int("n_init", self.n_init, minimum=1)
-        X = check_array("X", X, ndim=2, min_rows=2)
+        check_random_state_param(self.random_state)
         n, d_n = X.shape
-        if d_n == 0:
-            raise InvalidInputError(
-                "X must have at least one numerical column (the dc-distance needs one)"
+        if sensitive is None:
+            warnings.warn(
+                "FairDen.fit got no sensitive_features: clustering with one group, i.e. "
+                "without a fairness constraint; pass sensitive_features=... to balance the "
+                "clusters",
+                UserWarning,
+                stacklevel=3,
             )
-        groups_raw = encode_columns("sensitive", sensitive)
+            sensitive = np.zeros(n, dtype=np.int64)
+        groups_raw = encode_columns("sensitive_features", sensitive)
         if groups_raw.shape[0] != n:
-            raise InvalidInputError(f"sensitive has {groups_raw.shape[0]} rows but X has {n}")
+            raise InvalidInputError(
+                f"sensitive_features has {groups_raw.shape[0]} rows but X has {n}"
+            )
         groups = np.unique(groups_raw, axis=0, return_inverse=True)[1].reshape(-1)
         cat = None
         if categorical is not None:
@@ -134,12 +154,63 @@ class FairDen:
         min_pts = check_int("min_pts", min_pts, minimum=1)
         return k, X, groups, cat, min_pts
 
-    def fit(self, X: Any, sensitive: Any, categorical: Any = None) -> FairDen:
-        """Cluster ``X`` (n, d_n numerical) fairly w.r.t. ``sensitive`` (n,) or (n, a).
+    def fit(
+        self,
+        X: Any,
+        y: Any = None,
+        *args: Any,
+        sensitive_features: Any = None,
+        categorical: Any = None,
+        dc_tree: DCTree | None = None,
+    ) -> FairDen:
+        """Cluster ``X`` (n, d_n numerical) fairly w.r.t. ``sensitive_features``; returns ``self``.
 
-        ``categorical`` (n, d_c), optional: categorical attributes (any hashable codes),
-        compared with Goodall1 (Eq. 15). Returns ``self``.
+        Args:
+            X: numerical features (array or DataFrame of numeric columns), validated by
+                scikit-learn.
+            y: ignored (scikit-learn convention). Deprecated: ``fit(X, s)`` with the sensitive
+                attribute in ``y``'s place still reads it as ``sensitive_features`` when that
+                is not given, with a ``FutureWarning``; so does a third positional argument
+                as ``categorical``.
+            sensitive_features: ``(n,)`` or ``(n, a)`` sensitive attribute(s), any hashable
+                values; the combined groups (tuples of all values) are balanced. ``None``:
+                one group, i.e. plain FairDen clustering without the fairness constraint, with
+                a ``UserWarning``.
+            categorical: ``(n, d_c)`` categorical attributes (any hashable codes), compared
+                with Goodall1 (Eq. 15).
+            dc_tree: a fitted :class:`~gnnaudit.graph_ops.DCTree` of the clustered points built
+                beforehand (``X``, or ``X`` without the points ``min_group_size`` excludes),
+                with ``min_pts`` equal to this estimator's ``minPts`` (capped at the number of
+                points); its core distances and MST weights are checked against ``X``
+                (:class:`~gnnaudit.errors.InvalidInputError` when they do not match).
         """
+        if args:
+            if len(args) > 1:
+                raise TypeError(
+                    f"FairDen.fit takes at most 3 positional arguments (X, y, categorical), "
+                    f"got {2 + len(args)}"
+                )
+            if categorical is not None:
+                raise InvalidInputError("categorical was given both positionally and by name")
+            warnings.warn(
+                "passing categorical positionally to FairDen.fit is deprecated; use "
+                "fit(X, sensitive_features=s, categorical=c)",
+                FutureWarning,
+                stacklevel=2,
+            )
+            categorical = args[0]
+        if sensitive_features is None and y is not None:
+            warnings.warn(
+                "FairDen.fit(X, sensitive) is deprecated: the second positional argument is "
+                "scikit-learn's y and will be ignored in a future release; pass "
+                "fit(X, sensitive_features=sensitive)",
+                FutureWarning,
+                stacklevel=2,
+            )
+            sensitive_features = y
+        return self._fit(X, sensitive_features, categorical, dc_tree)
+
+    def _fit(self, X: Any, sensitive: Any, categorical: Any, dc_tree: DCTree | None) -> FairDen:
         k0, X, groups, cat, min_pts = self._validate(X, sensitive, categorical)
         n = X.shape[0]
         rng = check_random_state(self.random_state)
@@ -185,7 +256,10 @@ class FairDen:
         timings = {"dc_tree": 0.0, "affinity": 0.0, "eigensolver": 0.0, "kmeans": 0.0}
         bar = tqdm(total=3, desc="FairDen", disable=not self.progress, leave=False)
         t0 = time.perf_counter()
-        tree = DCTree(min_pts=min(min_pts, m), progress=self.progress).fit(Xu)
+        if dc_tree is None:
+            tree = DCTree(min_pts=min(min_pts, m), progress=self.progress).fit(Xu)
+        else:
+            tree = self._check_dc_tree(dc_tree, Xu, min(min_pts, m), n)
         timings["dc_tree"] = time.perf_counter() - t0
         bar.set_postfix_str("dc-tree done")
         bar.update()
@@ -255,9 +329,42 @@ class FairDen:
         self.balance_ = balance(labels, groups)
         return self
 
-    def fit_predict(self, X: Any, sensitive: Any, categorical: Any = None) -> np.ndarray:
-        """``fit`` and return ``labels_``."""
-        return self.fit(X, sensitive, categorical).labels_
+    @staticmethod
+    def _check_dc_tree(tree: Any, Xu: np.ndarray, min_pts: int, n: int) -> DCTree:
+        """``tree`` if it is a fitted DCTree of the points ``Xu`` with ``min_pts``."""
+        if not isinstance(tree, DCTree):
+            raise InvalidInputError(
+                f"dc_tree must be a gnnaudit.graph_ops.DCTree, got {type(tree).__name__}"
+            )
+        if getattr(tree, "mst_", None) is None or getattr(tree, "core_distances_", None) is None:
+            raise InvalidInputError("dc_tree is not fitted; call DCTree(min_pts=...).fit(X)")
+        m = Xu.shape[0]
+        if tree.n_ != m:
+            extra = f" ({n - m} points of too-small groups are excluded)" if m < n else ""
+            raise InvalidInputError(
+                f"dc_tree was fitted on {tree.n_} points but FairDen clusters {m}{extra}"
+            )
+        if tree.min_pts != min_pts:
+            raise InvalidInputError(
+                f"dc_tree was built with min_pts={tree.min_pts} but FairDen uses minPts="
+                f"{min_pts}; build it with DCTree(min_pts={min_pts}) or set FairDen(min_pts=...)"
+            )
+        cd = core_distances(Xu, min_pts)
+        u, v = tree.mst_.u, tree.mst_.v
+        w = np.maximum(rowwise_distances(Xu[u], Xu[v], "euclidean"), np.maximum(cd[u], cd[v]))
+        scale = max(float(np.abs(cd).max(initial=0.0)), float(np.abs(w).max(initial=0.0)))
+        same = np.allclose(tree.core_distances_, cd, rtol=1e-9, atol=1e-12 * scale)
+        if not (same and np.allclose(tree.mst_.weight, w, rtol=1e-9, atol=1e-12 * scale)):
+            raise InvalidInputError(
+                "dc_tree does not match X: its core distances or MST weights differ from those "
+                "of X (fitted on other data, or on the rows in another order)"
+            )
+        return tree
 
-    def __sklearn_is_fitted__(self) -> bool:  # pragma: no cover - sklearn hook
+    def fit_predict(self, X: Any, y: Any = None, *args: Any, **kwargs: Any) -> np.ndarray:
+        """``fit(X, y, *args, **kwargs)`` and return ``labels_`` (noise and excluded: -1)."""
+        return self.fit(X, y, *args, **kwargs).labels_
+
+    def __sklearn_is_fitted__(self) -> bool:
+        """scikit-learn's fitted check: ``labels_`` is set."""
         return getattr(self, "labels_", None) is not None

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from gnnaudit._validation import check_array
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["Goodall1", "encode_columns"]
@@ -80,7 +81,11 @@ class Goodall1:
         self.diagonal = self._ind @ self._weights  # S_G(i, i)
 
     def matvec(self, V: np.ndarray) -> np.ndarray:
-        """:math:`S_G V` including the diagonal, ``O(n * d_c * columns)``."""
+        """:math:`S_G V` including the diagonal, ``O(n * d_c * columns)``; ``V`` finite, of
+        shape ``(n,)`` or ``(n, c)``."""
+        V = check_array("V", V, ndim=(1, 2), min_rows=0)
+        if V.shape[0] != self.n:
+            raise InvalidInputError(f"V must have {self.n} rows, got shape {V.shape}")
         V2 = V.reshape(self.n, -1)
         group_sums = self._ind.T @ V2  # (values, cols)
         out = self._ind @ (self._weights[:, None] * group_sums)

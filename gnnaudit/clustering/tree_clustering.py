@@ -22,18 +22,27 @@ an (epsilon-)optimal constrained clustering with no interpretability requirement
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.spatial.distance import pdist
+from sklearn.base import BaseEstimator, ClusterMixin
 
 from gnnaudit._validation import check_array, check_choice, check_float, check_int
+from gnnaudit.clustering._estimator_input import (
+    DenseInputTagsMixin,
+    EstimatorNotFittedError,
+    validate_fit_input,
+    validate_predict_input,
+)
 from gnnaudit.clustering.tree_encoding import TreeEncoding, build_encoding
-from gnnaudit.errors import InfeasibleError, InvalidInputError, NotFittedError
-from gnnaudit.graph_ops.constraints import ConstraintGraph, distance_classes
+from gnnaudit.clustering.tree_pairs import all_pairs, smart_pairs
+from gnnaudit.clustering.tree_search import SOLVERS
+from gnnaudit.errors import InfeasibleError, InvalidInputError
+from gnnaudit.graph_ops.constraints import ConstraintGraph
+from gnnaudit.graph_ops.distance_classes import distance_classes
 
 __all__ = ["ClusteringTree", "TreeClustering"]
 
@@ -68,12 +77,18 @@ class ClusteringTree:
 
     @property
     def n_leaves(self) -> int:
+        """Number of leaves, ``2 ** depth``."""
         return 2**self.depth
 
     def apply(self, X: np.ndarray) -> np.ndarray:
         """Leaf index (0 .. 2^d - 1) of every row of ``X`` (original units); one vectorised
         step per tree level."""
-        X = np.asarray(X, dtype=np.float64)
+        X = check_array("X", X, ndim=2, min_rows=0)
+        if X.shape[1] <= int(self.feature.max(initial=0)):
+            raise InvalidInputError(
+                f"X has {X.shape[1]} features but the tree splits on feature "
+                f"{int(self.feature.max(initial=0))}"
+            )
         node = np.zeros(len(X), dtype=np.int64)
         rows = np.arange(len(X))
         for _ in range(self.depth):
@@ -85,11 +100,23 @@ class ClusteringTree:
         """Cluster of every row of ``X`` (original units)."""
         return self.leaf_cluster[self.apply(X)]
 
-    def export_text(self, feature_names: list[str] | None = None, decimals: int = 3) -> str:
-        """The tree as indented text, one line per split side and per leaf."""
+    def export_text(
+        self, feature_names: list[str] | None = None, decimals: int = 3, show_empty: bool = False
+    ) -> str:
+        """The tree as indented text, one line per split side and per leaf.
+
+        Split lines name the feature (``feature_names[j]``, else ``x[j]``) and the threshold;
+        leaf lines give the cluster and the number of training points. Leaves no training
+        point reaches, and split sides leading only to such leaves, are left out unless
+        ``show_empty``.
+        """
         names = feature_names
         lines: list[str] = []
         first_leaf = 2**self.depth - 1
+        size = np.zeros(2 * first_leaf + 1, dtype=np.int64)  # training points per node
+        size[first_leaf:] = self.leaf_size
+        for t in range(first_leaf - 1, -1, -1):
+            size[t] = size[2 * t + 1] + size[2 * t + 2]
 
         def walk(t: int, level: int) -> None:
             pad = "|   " * level + "|--- "
@@ -102,163 +129,18 @@ class ClusteringTree:
             f = int(self.feature[t])
             name = names[f] if names is not None else f"x[{f}]"
             thr = f"{self.threshold[t]:.{decimals}f}"
-            lines.append(f"{pad}{name} <= {thr}")
-            walk(2 * t + 1, level + 1)
-            lines.append(f"{pad}{name} >  {thr}")
-            walk(2 * t + 2, level + 1)
+            for child, op in ((2 * t + 1, "<= "), (2 * t + 2, ">  ")):
+                if size[child] or show_empty:
+                    lines.append(f"{pad}{name} {op}{thr}")
+                    walk(child, level + 1)
 
         walk(0, 0)
         return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class _SolveResult:
-    status: str
-    values: np.ndarray | None  # values[v] = truth value of variable v (index 0 unused)
-    cost: int | None
-    time: float
-
-
-def _values(model: list[int], n_vars: int) -> np.ndarray:
-    m = np.asarray(model, dtype=np.int64)
-    m = m[(m > 0) & (m <= n_vars)]
-    values = np.zeros(n_vars + 1, dtype=bool)
-    values[m] = True
-    return values
-
-
-def _with_timer(time_limit: float | None, interrupt: Any) -> threading.Timer | None:
-    if time_limit is None:
-        return None
-    timer = threading.Timer(time_limit, interrupt)
-    timer.daemon = True
-    timer.start()
-    return timer
-
-
-def _solve_rc2(enc: TreeEncoding, time_limit: float | None, sat_solver: str) -> _SolveResult:
-    """Core-guided RC2. It holds no solution before it proves optimality, so a time limit that
-    stops it yields ``unknown``."""
-    from pysat.examples.rc2 import RC2
-    from pysat.formula import WCNF
-
-    wcnf = WCNF()
-    wcnf.nv = enc.n_vars
-    wcnf.hard = enc.hard
-    wcnf.soft = [list(c) for c in enc.soft]
-    wcnf.wght = [1] * len(enc.soft)
-    t0 = time.perf_counter()
-    rc2 = RC2(wcnf, solver=sat_solver, exhaust=True, minz=True)
-    timer = _with_timer(time_limit, rc2.interrupt)
-    try:
-        model = rc2.compute(expect_interrupt=time_limit is not None)
-        interrupted = rc2.interrupted
-    finally:
-        if timer is not None:
-            timer.cancel()
-        rc2.delete()
-    elapsed = time.perf_counter() - t0
-    if model is None:
-        return _SolveResult("unknown" if interrupted else "infeasible", None, None, elapsed)
-    values = _values(model, enc.n_vars)
-    return _SolveResult("optimal", values, enc.cost(values), elapsed)
-
-
-def _solve_lsu(enc: TreeEncoding, time_limit: float | None, sat_solver: str) -> _SolveResult:
-    """Anytime SAT-UNSAT linear search: each model tightens the cost bound with the binary
-    clauses of :meth:`TreeEncoding.bound_clauses` (the class chains make a totalizer
-    unnecessary). A time limit that stops it with a model yields ``feasible``."""
-    from pysat.solvers import Solver
-
-    t0 = time.perf_counter()
-    best: np.ndarray | None = None
-    best_cost: int | None = None
-    lower = enc.lower_bound
-    status = "unknown"
-    with Solver(name=sat_solver, bootstrap_with=enc.hard) as oracle:
-        timer = _with_timer(time_limit, oracle.interrupt)
-        try:
-            while True:
-                res = oracle.solve_limited(expect_interrupt=time_limit is not None)
-                if res is None:
-                    status = "feasible" if best is not None else "unknown"
-                    break
-                if not res:
-                    status = "optimal" if best is not None else "infeasible"
-                    break
-                best = _values(oracle.get_model(), enc.n_vars)
-                best_cost = enc.cost(best)
-                logger.debug("linear search: cost %d", best_cost)
-                if best_cost <= lower:
-                    status = "optimal"
-                    break
-                for clause in enc.bound_clauses(best_cost - 1):
-                    oracle.add_clause(clause)
-        finally:
-            if timer is not None:
-                timer.cancel()
-    return _SolveResult(status, best, best_cost, time.perf_counter() - t0)
-
-
-def _solve_binary(enc: TreeEncoding, time_limit: float | None, sat_solver: str) -> _SolveResult:
-    """Anytime binary search on the cost with one incremental SAT oracle.
-
-    The chains Eq. (32)-(33) make every bound ``cost <= c`` a handful of binary clauses
-    (:meth:`TreeEncoding.bound_clauses`); each probe adds them under a fresh activation literal
-    and assumes it. A satisfiable probe lowers the upper bound to the model's cost (and the
-    clauses stay); an unsatisfiable one raises the lower bound and its activation literal is
-    negated for good. About :math:`\\log_2 \\mu` probes instead of one core per unit of cost
-    (RC2) or one model per improvement (linear search). Stopped by the time limit with a model:
-    ``feasible``.
-    """
-    from pysat.solvers import Solver
-
-    t0 = time.perf_counter()
-    best: np.ndarray | None = None
-    status = "unknown"
-    lower = enc.lower_bound
-    top = enc.n_vars
-    expect = time_limit is not None
-    with Solver(name=sat_solver, bootstrap_with=enc.hard) as oracle:
-        timer = _with_timer(time_limit, oracle.interrupt)
-        try:
-            res = oracle.solve_limited(expect_interrupt=expect)
-            if res is None or not res:
-                status = "unknown" if res is None else "infeasible"
-            else:
-                best = _values(oracle.get_model(), enc.n_vars)
-                upper = enc.cost(best)
-                status = "feasible"
-                while lower < upper:
-                    mid = (lower + upper - 1) // 2  # probe cost <= mid
-                    clauses = enc.bound_clauses(mid)
-                    if clauses == [[]]:
-                        lower = mid + 1
-                        continue
-                    top += 1
-                    for clause in clauses:
-                        oracle.add_clause([*clause, -top])
-                    res = oracle.solve_limited(assumptions=[top], expect_interrupt=expect)
-                    if res is None:
-                        break
-                    if res:
-                        oracle.add_clause([top])
-                        best = _values(oracle.get_model(), enc.n_vars)
-                        upper = enc.cost(best)
-                    else:
-                        oracle.add_clause([-top])
-                        lower = mid + 1
-                    logger.debug("binary search: cost in [%d, %d]", lower, upper)
-                if lower >= upper:
-                    status = "optimal"
-        finally:
-            if timer is not None:
-                timer.cancel()
-    cost = enc.cost(best) if best is not None else None
-    return _SolveResult(status, best, cost, time.perf_counter() - t0)
-
-
-def _scale(X: np.ndarray, lo: np.ndarray, rng: np.ndarray) -> np.ndarray:
+def scale_features(X: np.ndarray, lo: np.ndarray, rng: np.ndarray) -> np.ndarray:
+    """Min-max scale the columns of ``X`` to [0, 100] (the paper's feature scale), given each
+    column's minimum ``lo`` and range ``rng``; constant columns become 0."""
     safe = np.where(rng > 0, rng, 1.0)
     return np.where(rng > 0, (X - lo) / safe * 100.0, 0.0)
 
@@ -274,11 +156,12 @@ def _md_ms(Xs: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
     return md, ms
 
 
-class TreeClustering:
-    """Optimal constrained clustering tree of depth ``depth`` (MaxSAT, Eq. 7-38).
+class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
+    """Optimal constrained clustering tree of depth ``depth`` (MaxSAT, Eq. 7-38), a
+    scikit-learn clusterer.
 
     Args:
-        n_clusters: ``k``, the largest number of clusters (>= 2).
+        n_clusters: ``k``, the largest number of clusters (>= 2, default 2).
         depth: tree depth ``d`` (>= 1); the tree has ``2^d`` leaves, several leaves may share a
             cluster. ``2^depth`` must be at least ``min_clusters`` (else
             :class:`~gnnaudit.errors.InvalidInputError`: no tree can use that many clusters).
@@ -328,7 +211,7 @@ class TreeClustering:
 
     def __init__(
         self,
-        n_clusters: int,
+        n_clusters: int = 2,
         depth: int = 3,
         objective: str = "md-ms",
         epsilon: float = 0.1,
@@ -351,12 +234,6 @@ class TreeClustering:
         self.random_state = random_state
         self.tree = tree
         self.sat_solver = sat_solver
-
-    def __repr__(self) -> str:
-        return (
-            f"TreeClustering(n_clusters={self.n_clusters}, depth={self.depth}, "
-            f"objective={self.objective!r}, epsilon={self.epsilon}, tree={self.tree})"
-        )
 
     # ------------------------------------------------------------------ validation
     def _check_params(self, n: int) -> tuple[int, int, int, float, float | None]:
@@ -402,31 +279,52 @@ class TreeClustering:
         return k, depth, k_min, eps, limit
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X: Any, must_link: Any = None, cannot_link: Any = None) -> TreeClustering:
-        """Solve the MaxSAT model for ``X`` (n, F) under the constraints.
+    def fit(
+        self,
+        X: Any,
+        y: Any = None,
+        *,
+        must_link: Any = None,
+        cannot_link: Any = None,
+        constraints: ConstraintGraph | None = None,
+    ) -> TreeClustering:
+        """Solve the MaxSAT model for ``X`` (n, F) under the constraints; returns ``self``.
 
-        ``must_link`` / ``cannot_link``: ``None``, a list of pairs or an integer array of
-        shape (m, 2) with point indices in ``[0, n)`` (e.g. from
-        :func:`~gnnaudit.clustering.generate_constraints`).
+        Args:
+            X: numeric features (array or DataFrame of numeric columns), validated by
+                scikit-learn; at least two rows.
+            y: ignored (scikit-learn convention). A 2-column integer array here is taken for
+                constraint pairs passed positionally (the old signature) and refused with a
+                hint to use ``must_link=``.
+            must_link, cannot_link: ``None``, a list of pairs or an integer array of shape
+                (m, 2) with point indices in ``[0, n)`` (e.g. from
+                :func:`~gnnaudit.clustering.generate_constraints`).
+            constraints: a :class:`~gnnaudit.graph_ops.ConstraintGraph` built beforehand over
+                the ``n`` points, instead of the pair lists
+                (:class:`~gnnaudit.errors.InvalidInputError` if its ``n`` differs or pair
+                lists are given too).
         """
-        X = check_array("X", X, ndim=2, min_rows=2)
-        if X.shape[1] < 1:
-            raise InvalidInputError(f"X must have at least one feature, got shape {X.shape}")
+        if y is not None and np.ndim(y) == 2 and np.shape(y)[1] == 2:
+            raise InvalidInputError(
+                "fit(X, y): y is ignored, but this looks like constraint pairs of shape (m, 2); "
+                "pass them as fit(X, must_link=..., cannot_link=...)"
+            )
+        X = validate_fit_input(self, X, min_samples=2)
         n = X.shape[0]
         k, depth, k_min, eps, limit = self._check_params(n)
-        graph = ConstraintGraph(n, must_link, cannot_link)
+        graph = self._constraint_graph(n, must_link, cannot_link, constraints)
         graph.check_feasible()  # contradictory constraints: InfeasibleError before solving
 
         t0 = time.perf_counter()
         lo, hi = X.min(axis=0), X.max(axis=0)
         rng = hi - lo
-        Xs = _scale(X, lo, rng)
+        Xs = scale_features(X, lo, rng)
         classes = distance_classes(Xs, eps)
         pareto = self.objective == "md-ms"
         pairs = (
-            graph.smart_pairs(classes, together=pareto)
+            smart_pairs(graph, classes, together=pareto)
             if self.smart_pairs
-            else graph.all_pairs(classes)
+            else all_pairs(graph, classes)
         )
         enc = build_encoding(
             Xs,
@@ -443,15 +341,13 @@ class TreeClustering:
         self.n_clauses_ = enc.n_clauses
         self.clause_counts_ = dict(enc.counts)
         self.n_distance_classes_ = classes.n_classes
-        self.n_features_in_ = X.shape[1]
         self._scale_min, self._scale_range = lo, rng
         logger.info(
             "TreeClustering: %d vars, %d clauses, %d distance classes, built in %.3fs",
             enc.n_vars, enc.n_clauses, classes.n_classes, self.build_time_,
         )  # fmt: skip
 
-        solve = {"lsu": _solve_lsu, "rc2": _solve_rc2, "binary": _solve_binary}[self.solver]
-        res = solve(enc, limit, self.sat_solver)
+        res = SOLVERS[self.solver](enc, limit, self.sat_solver)
         self.status_ = res.status
         self.solve_time_ = res.time
         self.cost_ = res.cost
@@ -473,6 +369,28 @@ class TreeClustering:
         self.labels_ = labels
         self.max_diameter_, self.min_split_ = _md_ms(Xs, labels)
         return self
+
+    @staticmethod
+    def _constraint_graph(
+        n: int, must_link: Any, cannot_link: Any, constraints: Any
+    ) -> ConstraintGraph:
+        if constraints is None:
+            return ConstraintGraph(n, must_link, cannot_link)
+        if not isinstance(constraints, ConstraintGraph):
+            raise InvalidInputError(
+                f"constraints must be a gnnaudit.graph_ops.ConstraintGraph, got "
+                f"{type(constraints).__name__}"
+            )
+        if must_link is not None or cannot_link is not None:
+            raise InvalidInputError(
+                "pass the constraints either as must_link= / cannot_link= pairs or as "
+                "constraints= (a ConstraintGraph), not both"
+            )
+        if constraints.n != n:
+            raise InvalidInputError(
+                f"constraints is a ConstraintGraph over n={constraints.n} points but X has {n} rows"
+            )
+        return constraints
 
     @staticmethod
     def _decode_tree(
@@ -500,16 +418,17 @@ class TreeClustering:
             leaf_size=leaf_size,
         )
 
-    def fit_predict(self, X: Any, must_link: Any = None, cannot_link: Any = None) -> np.ndarray:
-        """``fit`` and return ``labels_`` (raises :class:`InfeasibleError` without a solution)."""
-        self.fit(X, must_link, cannot_link)
+    def fit_predict(self, X: Any, y: Any = None, **kwargs: Any) -> np.ndarray:
+        """``fit(X, **kwargs)`` and return ``labels_`` (:class:`InfeasibleError` without a
+        solution)."""
+        self.fit(X, y, **kwargs)
         self._check_solution()
         return self.labels_
 
     # ------------------------------------------------------------------ using the tree
     def _check_solution(self) -> None:
         if getattr(self, "status_", None) is None:
-            raise NotFittedError("TreeClustering is not fitted yet; call fit first")
+            raise EstimatorNotFittedError("TreeClustering is not fitted yet; call fit first")
         if self.labels_ is None:
             raise InfeasibleError(
                 f"TreeClustering found no clustering (status_={self.status_!r}); "
@@ -527,16 +446,18 @@ class TreeClustering:
     def predict(self, X: Any) -> np.ndarray:
         """Route rows of ``X`` (original units) through the tree; ``predict(X_fit) == labels_``."""
         tree = self._check_tree()
-        X = check_array("X", X, ndim=2, min_rows=1)
-        if X.shape[1] != self.n_features_in_:
-            raise InvalidInputError(
-                f"X has {X.shape[1]} features but the tree was fitted on {self.n_features_in_}"
-            )
-        return tree.predict(X)
+        return tree.predict(validate_predict_input(self, X))
 
-    def export_text(self, feature_names: list[str] | None = None, decimals: int = 3) -> str:
-        """The fitted tree as text (thresholds in original units)."""
+    def export_text(
+        self, feature_names: list[str] | None = None, decimals: int = 3, show_empty: bool = False
+    ) -> str:
+        """The fitted tree as text (thresholds in original units; see
+        :meth:`ClusteringTree.export_text`). Features are named by ``feature_names``, else by
+        the names seen in ``fit`` (``feature_names_in_``, a DataFrame's columns), else
+        ``x[j]``."""
         tree = self._check_tree()
+        if feature_names is None and getattr(self, "feature_names_in_", None) is not None:
+            feature_names = list(self.feature_names_in_)
         if feature_names is not None:
             feature_names = [str(f) for f in feature_names]
             if len(feature_names) != self.n_features_in_:
@@ -545,4 +466,5 @@ class TreeClustering:
                     f"{self.n_features_in_} features"
                 )
         decimals = check_int("decimals", decimals, minimum=0, maximum=12)
-        return tree.export_text(feature_names, decimals)
+        check_choice("show_empty", show_empty, (True, False))
+        return tree.export_text(feature_names, decimals, show_empty)

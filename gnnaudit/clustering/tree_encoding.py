@@ -44,7 +44,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gnnaudit.graph_ops.constraints import DistanceClasses, SmartPairs
+from gnnaudit._validation import check_array
+from gnnaudit.clustering.tree_pairs import SmartPairs
+from gnnaudit.graph_ops.distance_classes import DistanceClasses
 
 __all__ = ["TreeEncoding", "build_encoding"]
 
@@ -172,6 +174,7 @@ def build_encoding(
         depth: tree depth ``d`` (ignored when ``tree=False``).
         objective: ``"md"`` (soft Eq. 37) or ``"md-ms"`` (soft Eq. 37 and 38).
     """
+    Xs = check_array("Xs", Xs, ndim=2, min_rows=2)
     n, n_feat = Xs.shape
     k1 = n_clusters - 1
     mu = classes.n_classes

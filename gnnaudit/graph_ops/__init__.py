@@ -7,12 +7,30 @@ must-link / cannot-link constraint graph, and PyG ``BaseTransform`` wrappers of 
 
 Layer rule: this package imports nothing else from gnnaudit except the leaf modules
 :mod:`gnnaudit.errors` and :mod:`gnnaudit._validation`.
+
+Import cost: the numpy / scipy primitives (:class:`CoreGraph`, :class:`DCTree`,
+:class:`ConstraintGraph`, :func:`distance_classes`) load eagerly; the names that need ``torch``
+/ ``torch_geometric`` (:func:`ks_embedding`, :class:`KSEmbedding` and the transforms) load on
+first access, so ``import gnnaudit.clustering`` does not import torch.
 """
 
-from gnnaudit.graph_ops.constraints import ConstraintGraph, DistanceClasses, distance_classes
-from gnnaudit.graph_ops.core_graph import CoreGraph, CoreGraphTransform
-from gnnaudit.graph_ops.dc_tree import DCTree, DCTreeTransform
-from gnnaudit.graph_ops.neighbourhood import KSEmbedding, ks_embedding
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from gnnaudit.graph_ops.constraints import ConstraintGraph
+from gnnaudit.graph_ops.core_graph import CoreGraph
+from gnnaudit.graph_ops.dc_tree import DCTree
+from gnnaudit.graph_ops.distance_classes import DistanceClasses, distance_classes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gnnaudit.graph_ops.neighbourhood import KSEmbedding, ks_embedding
+    from gnnaudit.graph_ops.transforms import (
+        ConstraintGraphTransform,
+        CoreGraphTransform,
+        DCTreeTransform,
+    )
 
 __all__ = [
     "ks_embedding",
@@ -22,6 +40,29 @@ __all__ = [
     "DCTree",
     "DCTreeTransform",
     "ConstraintGraph",
+    "ConstraintGraphTransform",
     "DistanceClasses",
     "distance_classes",
 ]
+
+#: names imported on first access (they import torch / torch_geometric)
+_LAZY = {
+    "ks_embedding": "gnnaudit.graph_ops.neighbourhood",
+    "KSEmbedding": "gnnaudit.graph_ops.neighbourhood",
+    "CoreGraphTransform": "gnnaudit.graph_ops.transforms",
+    "DCTreeTransform": "gnnaudit.graph_ops.transforms",
+    "ConstraintGraphTransform": "gnnaudit.graph_ops.transforms",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load the torch-dependent names of :data:`_LAZY` on first access (PEP 562)."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

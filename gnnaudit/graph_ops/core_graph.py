@@ -23,93 +23,23 @@ at any scale and offset.
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
-from torch_geometric.transforms import BaseTransform
 
-from gnnaudit._validation import check_array, check_choice, check_float, check_int
+from gnnaudit._validation import check_array, check_float, check_int
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.graph_ops._distances import canonical_metric, radius_pairs, rowwise_distances
 
-__all__ = [
-    "CoreGraph",
-    "CoreGraphTransform",
-    "SUPPORTED_METRICS",
-    "canonical_metric",
-    "metric_distances",
-    "rowwise_distances",
-]
+__all__ = ["CoreGraph", "MIN_WEIGHT_REL"]
 
 logger = logging.getLogger(__name__)
 
-#: Metrics the core graph (and ExDBSCAN) support; aliases map onto these.
-SUPPORTED_METRICS: tuple[str, ...] = ("euclidean", "manhattan", "chebyshev", "cosine")
-_ALIASES = {
-    "l2": "euclidean",
-    "l1": "manhattan",
-    "cityblock": "manhattan",
-    "taxicab": "manhattan",
-    "infinity": "chebyshev",
-}
 #: Relative floor of edge weights (duplicate points would otherwise give zero-weight edges).
 MIN_WEIGHT_REL = 1e-12
-#: Memory bound of the chunked distance computations, in float64 elements (32 MiB).
-_CHUNK_ELEMS = 1 << 22
-
-
-def canonical_metric(metric: Any) -> str:
-    """Return the canonical name of ``metric`` or raise :class:`InvalidInputError`."""
-    if not isinstance(metric, str):
-        raise InvalidInputError(
-            f"metric must be one of {', '.join(SUPPORTED_METRICS)} (a string), got {metric!r}"
-        )
-    name = _ALIASES.get(metric.lower(), metric.lower())
-    return check_choice("metric", name, SUPPORTED_METRICS)
-
-
-def _reduce(diff: np.ndarray, metric: str) -> np.ndarray:
-    if metric == "euclidean":
-        return np.sqrt(np.einsum("...i,...i->...", diff, diff))
-    if metric == "manhattan":
-        return np.abs(diff).sum(axis=-1)
-    if metric == "chebyshev":
-        return np.abs(diff).max(axis=-1)
-    raise AssertionError(metric)  # pragma: no cover
-
-
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    na = np.sqrt(np.einsum("...i,...i->...", a, a))
-    nb = np.sqrt(np.einsum("...i,...i->...", b, b))
-    dot = np.einsum("...i,...i->...", a, b)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sim = dot / (na * nb)
-    sim = np.where((na == 0) | (nb == 0), 0.0, sim)
-    return np.clip(1.0 - sim, 0.0, 2.0)
-
-
-def rowwise_distances(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
-    """Distances between matching rows, ``d(a[..., :], b[..., :])`` (broadcasting)."""
-    if metric == "cosine":
-        return _cosine(a, b)
-    return _reduce(a - b, metric)
-
-
-def metric_distances(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
-    """All distances ``(len(a), len(b))`` computed directly from coordinate differences.
-
-    Memory: chunks of at most ``2**22`` float64 temporaries (32 MiB) besides the output.
-    """
-    a = np.atleast_2d(a)
-    b = np.atleast_2d(b)
-    out = np.empty((a.shape[0], b.shape[0]))
-    rows = max(1, _CHUNK_ELEMS // max(1, b.shape[0] * a.shape[1]))
-    for i in range(0, a.shape[0], rows):
-        out[i : i + rows] = rowwise_distances(a[i : i + rows, None, :], b[None, :, :], metric)
-    return out
 
 
 class _NeighbourIndex:
@@ -129,34 +59,6 @@ class _NeighbourIndex:
         if self._tree is not None:
             return self._tree.query(pts, k=n_neighbors)
         return self._nn.kneighbors(pts, n_neighbors=n_neighbors)
-
-
-def _radius_pairs(
-    points: np.ndarray, eps: float, metric: str
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All ordered pairs ``(i, j)``, ``i != j``, with ``d(p_i, p_j) <= eps``.
-
-    Candidates come from a tree (brute force for cosine) with a slightly larger radius; the
-    exact direct distance then decides, so the pairs agree with :func:`metric_distances` and
-    :meth:`CoreGraph.assign` even at exact ties. Memory: the pairs plus chunks of
-    ``2**22`` float64 temporaries.
-    """
-    from sklearn.neighbors import NearestNeighbors
-
-    algorithm = "brute" if metric == "cosine" else "ball_tree"
-    nn = NearestNeighbors(radius=eps * (1 + 1e-9), metric=metric, algorithm=algorithm)
-    graph = nn.fit(points).radius_neighbors_graph(mode="connectivity").tocoo()
-    row, col = graph.row.astype(np.int64), graph.col.astype(np.int64)
-    keep = row != col
-    row, col = row[keep], col[keep]
-    dist = np.empty(row.size)
-    step = max(1, _CHUNK_ELEMS // max(1, points.shape[1]))
-    for i in range(0, row.size, step):
-        dist[i : i + step] = rowwise_distances(
-            points[row[i : i + step]], points[col[i : i + step]], metric
-        )
-    inside = dist <= eps
-    return row[inside], col[inside], dist[inside]
 
 
 class CoreGraph:
@@ -232,7 +134,8 @@ class CoreGraph:
     ) -> CoreGraph:
         """Run DBSCAN on ``X`` and build the core graph.
 
-        One radius search (exact distances, see :func:`_radius_pairs`) serves both: sklearn's
+        One radius search (exact distances, see
+        :func:`~gnnaudit.graph_ops._distances.radius_pairs`) serves both: sklearn's
         ``DBSCAN(metric="precomputed")`` clusters the sparse eps-neighbourhood graph and the
         core graph is its restriction to core points. Memory: O(n + number of eps-pairs).
         """
@@ -243,7 +146,7 @@ class CoreGraph:
         min_samples = check_int("min_samples", min_samples, minimum=1)
         metric = canonical_metric(metric)
         n = X.shape[0]
-        row, col, dist = _radius_pairs(X, eps, metric)
+        row, col, dist = radius_pairs(X, eps, metric)
         diag = np.arange(n)
         # explicit zeros (self and duplicates) are neighbours for sklearn's precomputed mode
         graph = sp.csr_matrix(
@@ -278,10 +181,12 @@ class CoreGraph:
     # ------------------------------------------------------------------ structure
     @property
     def n_cores(self) -> int:
+        """Number of core points."""
         return int(self.core_indices.size)
 
     @property
     def n_clusters(self) -> int:
+        """Number of clusters (labels >= 0 that own a core point)."""
         return int(self.clusters.size)
 
     @property
@@ -300,7 +205,7 @@ class CoreGraph:
         pos_of = np.full(self.X.shape[0], -1, dtype=np.int64)
         pos_of[self.core_indices] = np.arange(m)
         if pairs is None:
-            row, col, dist = _radius_pairs(self.X[self.core_indices], self.eps, self.metric)
+            row, col, dist = radius_pairs(self.X[self.core_indices], self.eps, self.metric)
         else:
             r, c, dist = pairs
             keep = self.core_mask[r] & self.core_mask[c]
@@ -366,10 +271,10 @@ class CoreGraph:
         Returns an array ``(len(sources), n_cores_of_cluster)`` whose columns follow
         :meth:`cluster_cores`. All sources must be cores of one cluster.
         """
-        src = np.atleast_1d(np.asarray(sources, dtype=np.int64))
+        src = np.atleast_1d(self._point_ids("sources", sources))
         if src.size == 0:
             raise InvalidInputError("sources must hold at least one core point index")
-        if src.min() < 0 or src.max() >= self.X.shape[0] or not self.core_mask[src].all():
+        if not self.core_mask[src].all():
             raise InvalidInputError(
                 f"sources must be data indices of core points, got {src.tolist()}"
             )
@@ -384,19 +289,40 @@ class CoreGraph:
         local = self.local_positions(src)
         return self.local_shortest_paths(c, local)
 
+    def _point_ids(self, name: str, value: Any) -> np.ndarray:
+        """``value`` as int64 data indices in ``[0, n)``, else :class:`InvalidInputError`."""
+        idx = np.asarray(value)
+        if idx.size == 0:
+            return idx.astype(np.int64)
+        if idx.dtype.kind not in "iu":
+            raise InvalidInputError(
+                f"{name} must hold integer point indices, got dtype {idx.dtype}"
+            )
+        n = self.X.shape[0]
+        if idx.min() < 0 or idx.max() >= n:
+            raise InvalidInputError(
+                f"{name} holds indices in [{idx.min()}, {idx.max()}] but must lie in [0, {n - 1}]"
+            )
+        return idx.astype(np.int64)
+
     def local_positions(self, core_data_indices: np.ndarray) -> np.ndarray:
         """Positions of core points (data indices) inside their cluster's graph."""
-        idx = np.asarray(core_data_indices, dtype=np.int64)
-        glob = self._global_position(idx)
+        glob = self.global_positions(core_data_indices)
+        if glob.size and glob.min() < 0:
+            raise InvalidInputError("core_data_indices must be data indices of core points")
+        idx = self.core_indices[glob]
         starts = np.searchsorted(self.core_labels, self.labels[idx], side="left")
         return glob - starts
 
-    def _global_position(self, core_data_indices: np.ndarray) -> np.ndarray:
+    def global_positions(self, core_data_indices: np.ndarray) -> np.ndarray:
+        """Positions of core points (data indices) in :attr:`core_indices` order, i.e. the
+        rows of :attr:`adjacency`; ``-1`` for points that are not core points."""
+        idx = self._point_ids("core_data_indices", core_data_indices)
         if not hasattr(self, "_pos_of"):
             pos_of = np.full(self.X.shape[0], -1, dtype=np.int64)
             pos_of[self.core_indices] = np.arange(self.n_cores)
             self._pos_of = pos_of
-        return self._pos_of[np.asarray(core_data_indices, dtype=np.int64)]
+        return self._pos_of[idx]
 
     def local_shortest_paths(self, cluster: int, local_sources: np.ndarray) -> np.ndarray:
         """Dijkstra from cluster-local positions ``local_sources`` inside ``cluster``."""
@@ -451,51 +377,17 @@ class CoreGraph:
         return out
 
     def distances(self, x: Any, indices: Any) -> np.ndarray:
-        """Exact distances from one point ``x`` to the data points ``indices``."""
-        x = np.asarray(x, dtype=np.float64).reshape(1, -1)
-        return rowwise_distances(x, self.X[np.asarray(indices, dtype=np.int64)], self.metric)
+        """Exact distances from one point ``x`` (``d`` finite coordinates) to the data points
+        ``indices``."""
+        x = check_array("x", x, ndim=1)
+        if x.shape[0] != self.X.shape[1]:
+            raise InvalidInputError(f"x must have {self.X.shape[1]} features, got {x.shape[0]}")
+        return rowwise_distances(
+            x[None, :], self.X[self._point_ids("indices", indices)], self.metric
+        )
 
     def __repr__(self) -> str:
         return (
             f"CoreGraph(n={self.X.shape[0]}, cores={self.n_cores}, clusters={self.n_clusters}, "
             f"edges={self.adjacency.nnz // 2}, eps={self.eps}, metric={self.metric!r})"
-        )
-
-
-class CoreGraphTransform(BaseTransform):  # type: ignore[misc]
-    """PyG transform running DBSCAN on node features (or embeddings) ``data[attr]``.
-
-    Writes (on a shallow copy; the input is not mutated):
-    ``data.core_mask`` (bool ``[N]``), ``data.cluster`` (long ``[N]``, ``-1`` noise),
-    ``data.core_edge_index`` (long ``[2, E]``, node ids, both directions) and
-    ``data.core_edge_weight`` (float ``[E]``, distances floored at ``eps * 1e-12``).
-    """
-
-    def __init__(
-        self, eps: float, min_samples: int = 5, metric: str = "euclidean", attr: str = "x"
-    ) -> None:
-        self.eps = check_float("eps", eps, minimum=0.0, inclusive=(False, True))
-        self.min_samples = check_int("min_samples", min_samples, minimum=1)
-        self.metric = canonical_metric(metric)
-        self.attr = attr
-
-    def forward(self, data: Any) -> Any:
-        import torch
-
-        feats = getattr(data, self.attr, None)
-        if feats is None:
-            raise InvalidInputError(f"data has no attribute {self.attr!r} to cluster")
-        X = check_array(f"data.{self.attr}", feats)
-        cg = CoreGraph.from_dbscan(X, self.eps, self.min_samples, self.metric)
-        out = copy.copy(data)
-        out.core_mask = torch.from_numpy(cg.core_mask.copy())
-        out.cluster = torch.from_numpy(cg.labels.copy())
-        out.core_edge_index = torch.from_numpy(cg.edge_index.astype(np.int64))
-        out.core_edge_weight = torch.from_numpy(cg.edge_weight.astype(np.float32))
-        return out
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(eps={self.eps}, min_samples={self.min_samples}, "
-            f"metric={self.metric!r}, attr={self.attr!r})"
         )

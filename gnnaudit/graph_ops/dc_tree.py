@@ -43,7 +43,7 @@ from gnnaudit._validation import check_array, check_choice, check_fitted, check_
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops.mst import MSTEdges, core_distances, knn_query, mst_boruvka, mst_dense
 
-__all__ = ["DCTree", "DCTreeTransform"]
+__all__ = ["DCTree"]
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +168,11 @@ class DCTree:
         n = core.size
         if not isinstance(mst, MSTEdges) or mst.u.size != n - 1:
             raise InvalidInputError(f"mst must be an MSTEdges with n - 1 = {n - 1} edges")
+        check_array("mst.weight", mst.weight, ndim=1, min_rows=0)
+        for name, ends in (("mst.u", mst.u), ("mst.v", mst.v)):
+            ends = np.asarray(ends)
+            if ends.dtype.kind not in "iu" or (ends.size and (ends.min() < 0 or ends.max() >= n)):
+                raise InvalidInputError(f"{name} must hold point ids in [0, {n - 1}]")
         tree = cls(min_pts=min_pts)
         tree.n_, tree.core_distances_, tree.mst_, tree.mst_method_ = n, core, mst, "given"
         t0 = time.perf_counter()
@@ -281,8 +286,8 @@ class DCTree:
     def matvec(self, V: Any) -> np.ndarray:
         """:math:`D_{dc} V` through the tree in ``O(n * columns)`` time and memory."""
         self._check()
-        V = np.asarray(V, dtype=np.float64)
-        if V.ndim not in (1, 2) or V.shape[0] != self.n_:
+        V = check_array("V", V, ndim=(1, 2), min_rows=0)
+        if V.shape[0] != self.n_:
             raise InvalidInputError(
                 f"V must have shape (n,) or (n, c) with n={self.n_}, got {V.shape}"
             )
@@ -319,42 +324,3 @@ class DCTree:
             rank[np.argsort(first_idx)] = np.arange(first_idx.size)
             labels[core] = rank[inv]
         return labels
-
-
-try:  # PyG transform (torch_geometric is a hard dependency, but keep import errors readable)
-    from torch_geometric.transforms import BaseTransform
-except ImportError:  # pragma: no cover
-    BaseTransform = object  # type: ignore[assignment,misc]
-
-
-class DCTreeTransform(BaseTransform):  # type: ignore[misc]
-    """PyG transform: dc-tree of ``data[attr]`` (default node features ``x``).
-
-    Writes ``data.core_distance`` ``[N]``, ``data.mst_edge_index`` ``[2, 2(N-1)]`` (both
-    directions) and ``data.mst_weight`` ``[2(N-1)]`` (the :math:`d_m` edge weights). The input
-    ``Data`` is not modified; a shallow copy is returned.
-    """
-
-    def __init__(self, min_pts: int = 5, attr: str = "x", mst_method: str = "auto") -> None:
-        self.min_pts = min_pts
-        self.attr = attr
-        self.mst_method = mst_method
-
-    def forward(self, data: Any) -> Any:
-        import torch
-
-        x = getattr(data, self.attr, None)
-        if x is None:
-            raise InvalidInputError(f"data has no attribute {self.attr!r} to build a dc-tree on")
-        tree = DCTree(min_pts=self.min_pts, mst_method=self.mst_method).fit(x)  # type: ignore[arg-type]
-        out = data.clone() if hasattr(data, "clone") else data
-        u = torch.as_tensor(tree.mst_.u)
-        v = torch.as_tensor(tree.mst_.v)
-        w = torch.as_tensor(tree.mst_.weight, dtype=torch.float32)
-        out.core_distance = torch.as_tensor(tree.core_distances_, dtype=torch.float32)
-        out.mst_edge_index = torch.stack([torch.cat([u, v]), torch.cat([v, u])])
-        out.mst_weight = torch.cat([w, w])
-        return out
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(min_pts={self.min_pts}, attr={self.attr!r})"

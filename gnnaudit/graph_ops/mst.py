@@ -33,11 +33,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
+from scipy.spatial.distance import cdist, pdist, squareform
 from sklearn.neighbors import KDTree
+
+from gnnaudit._validation import check_array
+from gnnaudit.errors import InvalidInputError
+from gnnaudit.graph_ops._distances import rowwise_distances
 
 __all__ = [
     "MSTEdges",
@@ -61,7 +67,21 @@ class MSTEdges:
 
     @property
     def total_weight(self) -> float:
+        """Sum of the edge weights (the MST's cost)."""
         return float(self.weight.sum())
+
+
+def _points(X: Any, core: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``X`` as a finite float64 (n, d) array and ``core`` as finite (n,) core distances."""
+    X = check_array("X", X)
+    if core is None:
+        return X, None
+    core = check_array("core", core, ndim=1)
+    if core.size != X.shape[0]:
+        raise InvalidInputError(
+            f"core must have {X.shape[0]} entries (one per row of X), got {core.size}"
+        )
+    return X, core
 
 
 def knn_query(
@@ -69,6 +89,7 @@ def knn_query(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Distances and indices (ascending) of every point's ``k`` nearest neighbours, itself
     included, via a KD-tree; memory ``O(n k)``."""
+    X, _ = _points(X)
     tree = tree if tree is not None else KDTree(X)
     n = X.shape[0]
     k = min(k, n)
@@ -87,6 +108,7 @@ def core_distances(
     ``min_pts = 1`` gives zeros (then :math:`d_m` is the Euclidean distance). Memory
     ``O(chunk * min_pts)``.
     """
+    X, _ = _points(X)
     n = X.shape[0]
     if min_pts <= 1:
         return np.zeros(n)
@@ -100,11 +122,14 @@ def core_distances(
 
 
 def mutual_reachability(X: np.ndarray, core: np.ndarray) -> np.ndarray:
-    """Dense :math:`n \\times n` mutual-reachability matrix (diagonal 0). ``O(n^2)`` memory."""
-    sq = np.einsum("ij,ij->i", X, X)
-    d2 = sq[:, None] + sq[None, :] - 2.0 * (X @ X.T)
-    np.maximum(d2, 0.0, out=d2)
-    d = np.sqrt(d2, out=d2)
+    """Dense :math:`n \\times n` mutual-reachability matrix (diagonal 0). ``O(n^2)`` memory.
+
+    Distances come from coordinate differences (:func:`scipy.spatial.distance.pdist`), so the
+    matrix does not depend on where the data sit (no :math:`\\|x\\|^2 - 2xy + \\|y\\|^2`
+    cancellation far from the origin).
+    """
+    X, core = _points(X, core)
+    d = squareform(pdist(X))
     np.maximum(d, core[:, None], out=d)
     np.maximum(d, core[None, :], out=d)
     np.fill_diagonal(d, 0.0)
@@ -112,7 +137,7 @@ def mutual_reachability(X: np.ndarray, core: np.ndarray) -> np.ndarray:
 
 
 def _exact_pair_distance(X: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.sqrt(((X[a] - X[b]) ** 2).sum(axis=1))
+    return rowwise_distances(X[a], X[b], "euclidean")
 
 
 def mst_dense(X: np.ndarray, core: np.ndarray) -> MSTEdges:
@@ -120,16 +145,16 @@ def mst_dense(X: np.ndarray, core: np.ndarray) -> MSTEdges:
 
     The weights handed to scipy are the ranks ``1..n(n-1)/2`` of the :math:`d_m` values: the
     same order (hence the same MSTs) with no zero or sub-tolerance weight that scipy would read
-    as a missing edge (duplicates with zero core distance).
+    as a missing edge (duplicates with zero core distance). Distances come from coordinate
+    differences (``pdist``), so the tree does not depend on a translation of ``X``.
     """
+    X, core = _points(X, core)
     n = X.shape[0]
     if n == 1:
         e = np.empty(0, dtype=np.int64)
         return MSTEdges(e, e.copy(), np.empty(0))
-    d = mutual_reachability(X, core)
     iu, ju = np.triu_indices(n, k=1)
-    w = d[iu, ju]
-    del d
+    w = np.maximum(pdist(X), np.maximum(core[iu], core[ju]))  # condensed d_m, differences
     rank = np.empty(w.size)
     rank[np.argsort(w, kind="stable")] = np.arange(1, w.size + 1, dtype=float)
     t = minimum_spanning_tree(coo_matrix((rank, (iu, ju)), shape=(n, n)).tocsr()).tocoo()
@@ -189,6 +214,7 @@ def mst_boruvka(
     ``k`` nearest neighbours, itself included, ascending) may be passed to reuse the
     core-distance query.
     """
+    X, core = _points(X, core)
     n = X.shape[0]
     if n == 1:
         e = np.empty(0, dtype=np.int64)
@@ -327,11 +353,9 @@ def _complement_search(
     rest = q[~is_anchor]
     keep = np.zeros(rest.size, dtype=bool)
     XA = X[anchors]
-    sqa = np.einsum("ij,ij->i", XA, XA)
-    for s in range(0, rest.size, chunk):
-        P = X[rest[s : s + chunk]]
-        d2 = np.einsum("ij,ij->i", P, P)[:, None] + sqa[None, :] - 2.0 * (P @ XA.T)
-        dist = np.sqrt(np.maximum(d2, 0.0)) * (1 + 1e-12) + 1e-12  # round up: a safe bound
-        lb = np.maximum(core[rest[s : s + chunk]], (delta[None, :] - dist).max(axis=1))
+    delta_low = delta * (1 - 1e-12)  # distances from differences are exact to a few ulps:
+    for s in range(0, rest.size, chunk):  # relative margins make the bound safe at any offset
+        dist = cdist(X[rest[s : s + chunk]], XA) * (1 + 1e-12)
+        lb = np.maximum(core[rest[s : s + chunk]], (delta_low[None, :] - dist).max(axis=1))
         keep[s : s + chunk] = lb < bound
     exact(rest[keep], bound)

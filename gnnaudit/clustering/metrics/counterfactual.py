@@ -16,7 +16,8 @@ import numpy as np
 
 from gnnaudit._validation import check_array
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.graph_ops.core_graph import CoreGraph, canonical_metric, rowwise_distances
+from gnnaudit.graph_ops._distances import canonical_metric, rowwise_distances
+from gnnaudit.graph_ops.core_graph import CoreGraph
 
 __all__ = ["validity", "proximity", "dpp_diversity", "sparsity"]
 
