@@ -312,10 +312,10 @@ def worker(name: str, quick: bool, threads: int) -> dict[str, Any]:
                 row[f"{label}_certified"] = float(got.certified.mean())
             hits = [
                 np.intersect1d(a[a >= 0], b[b >= 0]).size / max((b >= 0).sum(), 1)
-                for a, b in zip(got.position, truth.position, strict=True)
+                for a, b in zip(got.evidence, truth.evidence, strict=True)
             ]
             row[f"{label}_recall10"] = float(np.mean(hits))
-            sims = np.where(got.position >= 0, got.similarity, np.nan).astype(np.float64)
+            sims = np.where(got.valid, got.similarity, np.nan).astype(np.float64)
             row[f"{label}_AS"] = float(np.mean(np.nanmean(sims, axis=1)))
     row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     row["measured_utc"] = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}"

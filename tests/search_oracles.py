@@ -71,3 +71,21 @@ def assert_valid(x, pred, q, sim, pos, k):
         s = sim[i][: p.size]
         assert (np.diff(s) <= 0).all()
         np.testing.assert_allclose(s, x[p].astype(np.float64) @ x[qi].astype(np.float64), atol=1e-6)
+
+
+def positions(searcher, res) -> tuple[np.ndarray, np.ndarray]:
+    """``(similarity, position)`` of a LocalEvidence answer, the evidences mapped back to
+    positions into ``searcher.space_`` (padding stays ``-1``)."""
+    ids = searcher.space_.node_ids
+    ev = res.evidence
+    pos = np.where(ev >= 0, np.searchsorted(ids, np.maximum(ev, 0)), -1)
+    assert (ids[pos[ev >= 0]] == ev[ev >= 0]).all(), "evidences must be node ids of the space"
+    return np.asarray(res.similarity), pos
+
+
+def pair_positions(searcher, g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(similarity, u, v)`` of a GlobalEvidence answer as positions into the space."""
+    ids = searcher.space_.node_ids
+    u, v = np.searchsorted(ids, g.node_u), np.searchsorted(ids, g.node_v)
+    assert (ids[u] == g.node_u).all() and (ids[v] == g.node_v).all()
+    return np.asarray(g.similarity), u, v

@@ -62,13 +62,16 @@ def test_exact_local_equals_brute_force_with_exact_ties(case, k):
     searcher = ExactSearcher(block_bytes=block).build(space)
     queries = np.arange(len(pred), dtype=np.int64)
     res = searcher.local(queries, k)
-    assert res.position.shape == (len(pred), k) and res.similarity.shape == (len(pred), k)
+    assert res.evidence.shape == (len(pred), k) and res.similarity.shape == (len(pred), k)
+    np.testing.assert_array_equal(res.query, queries)
+    np.testing.assert_array_equal(res.query_pred, pred)
     for q in queries:
         sims, pos = brute_local(emb, pred, int(q), k)
-        got = res.position[q]
+        got = res.evidence[q]  # node ids = positions in this space
         assert got[: len(pos)].tolist() == pos
         assert np.all(got[len(pos) :] == -1)
         assert np.all(np.isneginf(res.similarity[q, len(pos) :]))
+        np.testing.assert_array_equal(res.evidence_pred[q, : len(pos)], pred[pos])
         np.testing.assert_array_equal(res.similarity[q, : len(pos)], np.array(sims, np.float32))
 
 
@@ -79,7 +82,7 @@ def test_exact_global_equals_brute_force_with_exact_ties(case, k):
     space = SearchSpace(emb, pred, np.arange(len(pred), dtype=np.int64))
     res = ExactSearcher(block_bytes=block).build(space).global_pairs(k)
     expected = brute_global(emb, pred, k)
-    assert list(zip(res.u.tolist(), res.v.tolist(), strict=True)) == [
+    assert list(zip(res.node_u.tolist(), res.node_v.tolist(), strict=True)) == [
         (u, v) for _, u, v in expected
     ]
     np.testing.assert_array_equal(

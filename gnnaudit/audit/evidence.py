@@ -48,9 +48,6 @@ logger = logging.getLogger(__name__)
 #: Backend names accepted by ``CounterfactualEvidence(backend=...)``.
 BACKENDS: tuple[str, ...] = ("exact", "index", "faiss")
 
-LOCAL_COLUMNS = ["query", "evidence", "similarity", "query_pred", "evidence_pred", "rank"]
-GLOBAL_COLUMNS = ["node_u", "node_v", "similarity", "pred_u", "pred_v", "rank"]
-
 
 def make_searcher(
     backend: str,
@@ -126,8 +123,13 @@ class CounterfactualEvidence:
     space_ : the :class:`~gnnaudit.audit.search_base.SearchSpace` given to the backend.
     searcher_ : the built backend.
 
+    Queries: :meth:`search_local` / :meth:`search_global` return the typed results
+    (:class:`~gnnaudit.audit.evidence_result.LocalEvidence` /
+    :class:`~gnnaudit.audit.evidence_result.GlobalEvidence`) straight from the backend;
+    :meth:`local_evidence` / :meth:`global_evidence` are their DataFrames (``to_frame()``).
+
     A test set whose nodes all carry the same prediction has no counterfactual evidence: the
-    queries then return an empty DataFrame and emit a ``UserWarning``.
+    queries then return an empty result and emit a ``UserWarning``.
     """
 
     def __init__(
@@ -338,104 +340,99 @@ class CounterfactualEvidence:
             )
         return pos_c.astype(np.int64)
 
+    def _test_predictions(self, ids: np.ndarray) -> np.ndarray:
+        """Predictions of test nodes ``ids`` (a backend's answer); raises if one is not a
+        test node."""
+        pos = np.searchsorted(self.node_ids_, ids)
+        pos = np.minimum(pos, self.node_ids_.size - 1)
+        if np.any(self.node_ids_[pos] != ids):
+            raise GnnAuditError(f"backend {self.backend!r} returned a node outside the test set")
+        return self.predictions_[pos]
+
     def _single_class(self) -> bool:
+        """Warn (pointing at the caller of the public query method) if there is one class."""
         if self.classes_.size < 2:
             warnings.warn(
                 "the test nodes all share one predicted class; there is no counterfactual "
                 "evidence, the result is empty",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=4,  # _single_class <- _search_* <- public method <- caller
             )
             return True
         return False
 
-    def local_evidence(self, nodes: Any, k: int = 10) -> pd.DataFrame:
+    def search_local(self, nodes: Any, k: int = 10) -> LocalEvidence:
         """Top-``k`` counterfactual evidences of each query node (one id or many, batched).
 
-        Returns a DataFrame with columns ``query, evidence, similarity, query_pred,
-        evidence_pred, rank`` (global node ids; ``rank`` 1 = most similar), queries in the
-        given order. A query with fewer than ``k`` candidates gets what exists (no padding).
+        Returns a :class:`~gnnaudit.audit.evidence_result.LocalEvidence`: one row per query in
+        the given order, padded arrays of width ``min(k, most candidates of any query)``
+        (padding: node ``-1``, similarity ``-inf``). A query with fewer than ``k`` candidates
+        gets what exists.
         """
+        return self._search_local(nodes, k)
+
+    def _search_local(self, nodes: Any, k: int) -> LocalEvidence:
         check_fitted(self, "searcher_")
         k = check_int("k", k, minimum=1)
         pos = self._positions(nodes)
         if self._single_class() or pos.size == 0:
-            return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in LOCAL_COLUMNS})
-        kk = min(k, self.node_ids_.size - 1)
+            return LocalEvidence.from_positions(
+                self.space_, pos, np.full((pos.size, 0), -1), np.full((pos.size, 0), -np.inf)
+            )
+        counts = np.bincount(np.searchsorted(self.classes_, self.predictions_))
+        query_class = np.searchsorted(self.classes_, self.predictions_[pos])
+        kk = min(k, int((self.node_ids_.size - counts[query_class]).max()))
         res = self.searcher_.local(pos, kk)
-        found = np.asarray(res.position, dtype=np.int64)
-        sims = np.asarray(res.similarity, dtype=np.float64)
-        if found.shape != (pos.size, kk) or sims.shape != found.shape:
+        if not isinstance(res, LocalEvidence) or res.evidence.shape != (pos.size, kk):
             raise GnnAuditError(f"backend {self.backend!r} returned a malformed local result")
-        valid = found >= 0
-        qpos = np.broadcast_to(pos[:, None], found.shape)[valid]
-        epos = found[valid]
-        if np.any(self.predictions_[qpos] == self.predictions_[epos]):
+        valid = res.valid
+        query_pred = np.broadcast_to(self.predictions_[pos][:, None], valid.shape)[valid]
+        if not np.array_equal(res.query, self.node_ids_[pos]) or np.any(
+            self._test_predictions(res.evidence[valid]) == query_pred
+        ):
             raise GnnAuditError(f"backend {self.backend!r} returned same-class evidence")
-        rank = np.broadcast_to(np.arange(1, kk + 1), found.shape)[valid]
-        return pd.DataFrame(
-            {
-                "query": self.node_ids_[qpos],
-                "evidence": self.node_ids_[epos],
-                "similarity": sims[valid],
-                "query_pred": self.predictions_[qpos],
-                "evidence_pred": self.predictions_[epos],
-                "rank": rank.astype(np.int64),
-            }
-        )
+        return res
 
-    def global_evidence(self, k: int = 100) -> pd.DataFrame:
+    def search_global(self, k: int = 100) -> GlobalEvidence:
         """The top-``k`` unordered test-node pairs with different predictions and largest KS.
 
-        Returns a DataFrame with columns ``node_u, node_v, similarity, pred_u, pred_v, rank``
-        (``node_u < node_v``, ``rank`` 1 = most similar; ties: smaller ``(node_u, node_v)``).
+        Returns a :class:`~gnnaudit.audit.evidence_result.GlobalEvidence` (``node_u <
+        node_v``, sorted by similarity descending; ties: smaller ``(node_u, node_v)``); fewer
+        than ``k`` pairs when fewer exist.
         """
+        return self._search_global(k)
+
+    def _search_global(self, k: int) -> GlobalEvidence:
         check_fitted(self, "searcher_")
         k = check_int("k", k, minimum=1)
         if self._single_class():
-            return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in GLOBAL_COLUMNS})
+            return GlobalEvidence.empty()
         counts = np.unique(self.predictions_, return_counts=True)[1].astype(object)
         total = (int(counts.sum()) ** 2 - int((counts * counts).sum())) // 2
         res = self.searcher_.global_pairs(min(k, total))
-        u = np.asarray(res.u, dtype=np.int64)
-        v = np.asarray(res.v, dtype=np.int64)
-        s = np.asarray(res.similarity, dtype=np.float64)
-        valid = (u >= 0) & (v >= 0)
-        u, v, s = u[valid], v[valid], s[valid]
-        lo, hi = np.minimum(u, v), np.maximum(u, v)
-        if np.any(self.predictions_[lo] == self.predictions_[hi]):
+        if not isinstance(res, GlobalEvidence) or len(res) > min(k, total):
+            raise GnnAuditError(f"backend {self.backend!r} returned a malformed global result")
+        if np.any(res.node_u >= res.node_v) or np.any(
+            self._test_predictions(res.node_u) == self._test_predictions(res.node_v)
+        ):
             raise GnnAuditError(f"backend {self.backend!r} returned a same-class pair")
-        return pd.DataFrame(
-            {
-                "node_u": self.node_ids_[lo],
-                "node_v": self.node_ids_[hi],
-                "similarity": s,
-                "pred_u": self.predictions_[lo],
-                "pred_v": self.predictions_[hi],
-                "rank": np.arange(1, lo.size + 1, dtype=np.int64),
-            }
-        )
+        return res
 
-    def search_local(self, nodes: Any, k: int = 10) -> LocalEvidence:
-        """Typed form of :meth:`local_evidence`: padded arrays (see
-        :class:`~gnnaudit.audit.evidence_result.LocalEvidence`), queries in the given order."""
-        frame = self.local_evidence(nodes, k=k)
-        ids = _node_array("nodes", nodes)
-        if frame.empty:
-            pred = self.predictions_[self._positions(ids)] if ids.size else ids
-            return LocalEvidence(
-                ids,
-                np.full((ids.size, 0), -1, dtype=np.int64),
-                np.full((ids.size, 0), -np.inf),
-                pred,
-                np.full((ids.size, 0), -1, dtype=np.int64),
-            )
-        return LocalEvidence.from_frame(frame).select(ids)
+    def local_evidence(self, nodes: Any, k: int = 10) -> pd.DataFrame:
+        """:meth:`search_local` as a DataFrame.
 
-    def search_global(self, k: int = 100) -> GlobalEvidence:
-        """Typed form of :meth:`global_evidence` (see
-        :class:`~gnnaudit.audit.evidence_result.GlobalEvidence`)."""
-        return GlobalEvidence.from_frame(self.global_evidence(k=k))
+        Columns ``query, evidence, similarity, query_pred, evidence_pred, rank`` (global node
+        ids; ``rank`` 1 = most similar), queries in the given order, no padding.
+        """
+        return self._search_local(nodes, k).to_frame()
+
+    def global_evidence(self, k: int = 100) -> pd.DataFrame:
+        """:meth:`search_global` as a DataFrame.
+
+        Columns ``node_u, node_v, similarity, pred_u, pred_v, rank`` (``node_u < node_v``,
+        ``rank`` 1 = most similar; ties: smaller ``(node_u, node_v)``).
+        """
+        return self._search_global(k).to_frame()
 
     # ------------------------------------------------------------- similarity
     def similarity(self, u: Any, v: Any) -> float | np.ndarray:
@@ -467,16 +464,20 @@ class CounterfactualEvidence:
         return float(out[0]) if scalar else out
 
     @staticmethod
-    def average_similarity(result: pd.DataFrame) -> float:
+    def average_similarity(result: pd.DataFrame | LocalEvidence | GlobalEvidence) -> float:
         """Average similarity AS (Eq. 11) of a result.
 
         Local result: the mean over queries of the mean KS of the evidences returned for that
-        query. Global result: the mean similarity of the returned pairs. An empty result has no
-        AS and raises :class:`~gnnaudit.errors.InvalidInputError`.
+        query. Global result: the mean similarity of the returned pairs. Accepts the typed
+        results and their DataFrames. An empty result has no AS and raises
+        :class:`~gnnaudit.errors.InvalidInputError`.
         """
+        if isinstance(result, (LocalEvidence, GlobalEvidence)):
+            result = result.to_frame()
         if not isinstance(result, pd.DataFrame) or "similarity" not in result:
             raise InvalidInputError(
-                "result must be a DataFrame from local_evidence or global_evidence"
+                "result must be a LocalEvidence / GlobalEvidence or a DataFrame from "
+                "local_evidence or global_evidence"
             )
         if len(result) == 0:
             raise InvalidInputError("result is empty: the average similarity is undefined")
@@ -500,7 +501,3 @@ def _unit_rows(ks: torch.Tensor, node_ids: np.ndarray, chunk: int = 65536) -> np
         block = torch.where(norm > 0, block / norm.clamp_min(1e-300), 0.0)
         out[start : start + chunk] = block.numpy()
     return out
-
-
-def _dtype(column: str) -> str:
-    return "float64" if column == "similarity" else "int64"

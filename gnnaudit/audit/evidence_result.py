@@ -50,6 +50,13 @@ def _int_array(name: str, value: Any, ndim: int) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
+def _check_similarity(similarity: Any) -> None:
+    """Similarities are cosines: NaN or +inf is a bug upstream, never a result (-inf pads)."""
+    sim = np.asarray(similarity)
+    if sim.size and sim.dtype.kind == "f" and (np.isnan(sim).any() or np.isposinf(sim).any()):
+        raise InvalidInputError("similarity must not hold NaN or +inf (-inf marks padding)")
+
+
 @dataclass(frozen=True)
 class LocalEvidence:
     """Top-k local counterfactual evidences of ``q`` query nodes (padded arrays; see module)."""
@@ -74,6 +81,7 @@ class LocalEvidence:
             raise InvalidInputError(
                 f"query_pred must have shape ({q},), got {np.shape(self.query_pred)}"
             )
+        _check_similarity(self.similarity)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -233,6 +241,7 @@ class GlobalEvidence:
                 raise InvalidInputError(
                     f"{name} must have shape ({p},), got {np.shape(getattr(self, name))}"
                 )
+        _check_similarity(self.similarity)
 
     @classmethod
     def from_positions(

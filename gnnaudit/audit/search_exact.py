@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from gnnaudit._validation import check_int
-from gnnaudit.audit.search_base import EvidenceSearcher, Neighbours, Pairs, SearchSpace
-from gnnaudit.errors import InvalidInputError
+from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace, check_space
 
 __all__ = ["ExactSearcher"]
 
@@ -85,13 +84,8 @@ class ExactSearcher(EvidenceSearcher):
     # ------------------------------------------------------------------ build
     def build(self, space: SearchSpace) -> ExactSearcher:
         self.block_bytes_ = check_int("block_bytes", self.block_bytes, minimum=4)
-        emb = np.asarray(space.embedding)
-        pred = np.asarray(space.predictions, dtype=np.int64)
-        if emb.ndim != 2 or pred.shape != (emb.shape[0],):
-            raise InvalidInputError(
-                f"space.embedding must be (m, d) and space.predictions (m,), got "
-                f"{emb.shape} and {pred.shape}"
-            )
+        space = check_space(space)
+        emb, pred = space.embedding, space.predictions
         perm = np.argsort(pred, kind="stable")
         self.perm_ = perm.astype(np.int64)  # sorted slot -> position
         self.slot_ = np.empty_like(self.perm_)  # position -> sorted slot
@@ -103,6 +97,7 @@ class ExactSearcher(EvidenceSearcher):
         self.bounds_ = {
             int(c): (int(a), int(b)) for c, a, b in zip(self.classes_, starts, ends, strict=True)
         }
+        self.space_ = space
         return self
 
     def _bar(self, total: int, desc: str) -> Any:
@@ -111,14 +106,12 @@ class ExactSearcher(EvidenceSearcher):
         return tqdm(total=total, desc=desc, disable=not self.progress, leave=False)
 
     # ------------------------------------------------------------------ local
-    def local(self, queries: np.ndarray, k: int) -> Neighbours:
-        k = check_int("k", k, minimum=1)
-        queries = np.asarray(queries, dtype=np.int64).reshape(-1)
+    def _local_positions(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         q = queries.size
         sim_out = np.full((q, k), -np.inf, dtype=np.float32)
         pos_out = np.full((q, k), -1, dtype=np.int64)
         if q == 0:
-            return Neighbours(similarity=sim_out, position=pos_out)
+            return sim_out, pos_out
         emb, m = self.sorted_embedding_, self.predictions_.size
         qclass = self.predictions_[queries]
         with self._bar(q, "local evidence") as bar:
@@ -144,11 +137,10 @@ class ExactSearcher(EvidenceSearcher):
                     sim_out[block, :kk] = vals
                     pos_out[block, :kk] = key[cols]
                     bar.update(block.size)
-        return Neighbours(similarity=sim_out, position=pos_out)
+        return sim_out, pos_out
 
     # ----------------------------------------------------------------- global
-    def global_pairs(self, k: int) -> Pairs:
-        k = check_int("k", k, minimum=1)
+    def _global_positions(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m = self.predictions_.size
         emb, perm = self.sorted_embedding_, self.perm_
         best_s = np.empty(0, dtype=np.float32)
@@ -176,4 +168,4 @@ class ExactSearcher(EvidenceSearcher):
                 order = np.lexsort((best_key, -best_s))[:k]
                 best_s, best_key = best_s[order], best_key[order]
                 bar.update(1)
-        return Pairs(similarity=best_s, u=best_key // m, v=best_key % m)
+        return best_s, best_key // m, best_key % m

@@ -13,9 +13,9 @@ answer as the batched path), which halves the per-call overhead around the faiss
 
 Global top-k: the local lists of every node (16 first, grown only for the nodes that can
 still contribute) merged into unique unordered pairs (see
-:func:`gnnaudit.audit.search_index.global_from_local`). Exact if the local lists are exact; the
-approximation is only that of the local searches (a missed neighbour can still be found from
-the other end of the pair).
+:func:`gnnaudit.audit.global_pairs.global_pairs_from_local`). Exact if the local lists are
+exact; the approximation is only that of the local searches (a missed neighbour can still be
+found from the other end of the pair).
 
 Index types (``index_type``):
 
@@ -46,22 +46,21 @@ from typing import Any
 import numpy as np
 
 from gnnaudit._validation import check_choice, check_int
-from gnnaudit.audit.search_base import EvidenceSearcher, Neighbours, Pairs, SearchSpace
+from gnnaudit.audit.search_base import (
+    EvidenceSearcher,
+    SearchSpace,
+    check_space,
+    make_rng,
+    unknown_params,
+)
 from gnnaudit.audit.search_index import (
     _BLOCK,
     block_topk,
-    check_k,
-    check_queries,
-    check_space,
     exact_rescore,
     fill_neighbours,
-    global_from_local,
-    make_rng,
     topk_by_row,
-    unknown_params,
     zero_query_answer,
 )
-from gnnaudit.errors import NotFittedError
 
 __all__ = ["FaissSearcher"]
 
@@ -172,20 +171,9 @@ class FaissSearcher(EvidenceSearcher):
         )
         return self
 
-    def _fitted(self) -> None:
-        if getattr(self, "space_", None) is None:
-            raise NotFittedError("FaissSearcher is not built yet; call build(space) first")
-
     # -- queries
-    def local(self, queries: np.ndarray, k: int) -> Neighbours:
-        """Top-k evidences of each query (see module doc)."""
-        self._fitted()
-        k = check_k(k)
-        q = check_queries(queries, self.space_.size)
-        sim, pos = self._search(q, k)
-        return Neighbours(similarity=sim, position=pos)
-
-    def _search(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _local_positions(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k evidences of each query by position (see module doc)."""
         x = self.space_.embedding
         cls = self.class_index_
         out_s = np.full((q.size, k), -np.inf)
@@ -241,7 +229,7 @@ class FaissSearcher(EvidenceSearcher):
 
     def _search_one(self, qpos: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """One query: the hits of every other class's index, top-k by (faiss similarity
-        desc, position asc), then rescored in float64 and re-sorted (as :meth:`_search`)."""
+        desc, position asc), then rescored in float64 and re-sorted (as :meth:`_local_positions`)."""
         x = self.space_.embedding
         xq = x[qpos : qpos + 1]
         c = int(self.class_index_[qpos])
@@ -291,9 +279,3 @@ class FaissSearcher(EvidenceSearcher):
             np.concatenate(got_r), np.concatenate(got_s), np.concatenate(got_p), k
         )
         return fill_neighbours(q.size, k, rr, ss, pp)
-
-    def global_pairs(self, k: int) -> Pairs:
-        """Top-k unordered pairs from the per-node faiss top-k lists (see module doc)."""
-        self._fitted()
-        k = check_k(k)
-        return global_from_local(self, self.space_.size, k)

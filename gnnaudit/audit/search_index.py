@@ -51,7 +51,7 @@ every such member u satisfies
 .. math:: KS(q, u) \le \cos\bigl(\max(0, \angle(x_q, \mu_j) - r_j)\bigr),
 
 so once the largest bound over the unscanned clusters is below the current k-th best
-similarity the answer is exact (``ProbedNeighbours.certified``). Inside a cluster scanned
+similarity the answer is exact (``ProbedLocalEvidence.certified``). Inside a cluster scanned
 after the entry, members are kept sorted by their angle :math:`a_u` to the centroid and only
 the annulus :math:`|a_u - \angle(x_q,\mu_j)| \le \arccos(s_k)` (:math:`s_k` the k-th best so
 far) is read: by the triangle inequality on the sphere no other member can reach :math:`s_k`.
@@ -71,7 +71,8 @@ Global query (Alg. 3, generalised to top-k; the paper keeps the top-1 LCE of eve
 bucket of size k): the local lists of every test node through the index, merged into unique
 unordered pairs and cut to the k best. Local top-k lists suffice (a pair {v, u} of the global
 top-k has u among v's local top-k); they are grown adaptively (16 first, longer only for the
-nodes that can still contribute, see :func:`global_from_local`). With exact local lists this
+nodes that can still contribute, see
+:func:`~gnnaudit.audit.global_pairs.global_pairs_from_local`). With exact local lists this
 is exact; with the index it is as approximate as the local lists.
 
 Cost: build ``O(n_partitions * (n_iter + n_clusters) * m * n_clusters * d)`` flops
@@ -93,19 +94,26 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import trange
 
-from gnnaudit._validation import check_array, check_choice, check_float, check_int
-from gnnaudit.audit.search_base import EvidenceSearcher, Neighbours, Pairs, SearchSpace
+from gnnaudit._validation import check_choice, check_float, check_int
+from gnnaudit.audit.evidence_result import LocalEvidence
+from gnnaudit.audit.search_base import (
+    EvidenceSearcher,
+    SearchSpace,
+    check_k,
+    check_queries,
+    check_space,
+    make_rng,
+    unknown_params,
+)
 from gnnaudit.audit.spherical_caps import cap_intersection_ratio
-from gnnaudit.errors import InvalidInputError, NotFittedError
+from gnnaudit.errors import InvalidInputError
 
-__all__ = ["IndexSearcher", "ProbedNeighbours"]
+__all__ = ["IndexSearcher", "ProbedLocalEvidence"]
 
 logger = logging.getLogger(__name__)
 
 _BLOCK = 1 << 22  # max similarities materialised at once (float32: 16 MB)
 _N_GRID = 2049  # angle grid of the weight lookup table
-_PAIR_CHUNK = 4096  # queries per chunk of the global search
-_GLOBAL_FIRST_K = 16  # local list length of the first global pass
 _ANGLE_SLACK = 5e-3  # radians: arccos of a float32 cosine off by <= 1e-5 is off by < this
 _GEMV_ROWS = 4  # groups of at most this many queries use one matrix-vector product each
 _BOUND_TOL = 1e-5  # a cluster is skipped only if its bound is below the k-th best - this
@@ -124,53 +132,23 @@ def _probe_order(csim: np.ndarray, entry: Any) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class ProbedNeighbours(Neighbours):
-    """Local answer of the index: :class:`Neighbours` plus, per query, the number of
-    clusters scanned and whether the cap bound certifies the answer as exact (it stopped
-    because no unscanned cluster can hold a better candidate, not at ``max_probe``)."""
+class ProbedLocalEvidence(LocalEvidence):
+    """Local answer of the index: a :class:`~gnnaudit.audit.evidence_result.LocalEvidence`
+    plus, per query, the number of clusters scanned and whether the cap bound certifies the
+    answer as exact (it stopped because no unscanned cluster can hold a better candidate, not
+    at ``max_probe``). ``head`` / ``select`` return plain ``LocalEvidence``."""
 
     n_probed: np.ndarray  # (q,) int64
     certified: np.ndarray  # (q,) bool
 
-
-def check_space(space: Any) -> SearchSpace:
-    """Validate a :class:`SearchSpace` (shapes, dtypes, finiteness, ascending ids)."""
-    if not isinstance(space, SearchSpace):
-        raise InvalidInputError(f"space must be a SearchSpace, got {type(space).__name__}")
-    emb = check_array("space.embedding", space.embedding, ndim=2, dtype=np.float32, min_rows=1)
-    pred = check_array("space.predictions", space.predictions, ndim=1, dtype=None, min_rows=1)
-    ids = check_array("space.node_ids", space.node_ids, ndim=1, dtype=None, min_rows=1)
-    if pred.dtype.kind not in "iu" or ids.dtype.kind not in "iu":
-        raise InvalidInputError("space.predictions and space.node_ids must be integer arrays")
-    if not (emb.shape[0] == pred.shape[0] == ids.shape[0]):
-        raise InvalidInputError(
-            f"space arrays disagree in length: embedding {emb.shape[0]}, predictions "
-            f"{pred.shape[0]}, node_ids {ids.shape[0]}"
-        )
-    if ids.shape[0] > 1 and not (np.diff(ids) > 0).all():
-        raise InvalidInputError("space.node_ids must be strictly ascending")
-    return SearchSpace(
-        embedding=np.ascontiguousarray(emb, dtype=np.float32),
-        predictions=np.asarray(pred, dtype=np.int64),
-        node_ids=np.asarray(ids, dtype=np.int64),
-    )
-
-
-def check_queries(queries: Any, size: int) -> np.ndarray:
-    """Validate query positions (int array in ``[0, size)``)."""
-    q = np.asarray(queries)
-    if q.ndim == 0:
-        q = q.reshape(1)
-    if q.ndim != 1 or (q.size and q.dtype.kind not in "iu"):
-        raise InvalidInputError(
-            f"queries must be a 1-d integer array of positions, got shape {q.shape}, dtype {q.dtype}"
-        )
-    q = q.astype(np.int64)
-    if q.size and (q.min() < 0 or q.max() >= size):
-        raise InvalidInputError(
-            f"queries must be positions in [0, {size - 1}], got values in [{q.min()}, {q.max()}]"
-        )
-    return q
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        q = self.query.shape[0]
+        if np.shape(self.n_probed) != (q,) or np.shape(self.certified) != (q,):
+            raise InvalidInputError(
+                f"n_probed and certified must have shape ({q},), got "
+                f"{np.shape(self.n_probed)} and {np.shape(self.certified)}"
+            )
 
 
 def topk_by_row(
@@ -263,92 +241,6 @@ def zero_query_answer(
         pos[np.ix_(rows, np.arange(cand.size))] = cand
         sims[np.ix_(rows, np.arange(cand.size))] = 0.0
     return sims, pos
-
-
-def pairs_from_neighbours(
-    queries: np.ndarray, sim: np.ndarray, pos: np.ndarray, k: int, best: Pairs | None
-) -> Pairs:
-    """Merge local lists into unique unordered pairs, keep the k best (tie: smaller (u, v))."""
-    valid = pos >= 0
-    qi, ki = np.nonzero(valid)
-    a, b = queries[qi], pos[qi, ki]
-    u, v, s = np.minimum(a, b), np.maximum(a, b), sim[qi, ki]
-    if best is not None:
-        u, v, s = np.r_[best.u, u], np.r_[best.v, v], np.r_[best.similarity, s]
-    order = np.lexsort((v, u, -s))
-    u, v, s = u[order], v[order], s[order]
-    # drop duplicates (the same pair found from both ends; equal similarity)
-    _, first = np.unique(np.stack([u, v], axis=1), axis=0, return_index=True)
-    first = np.sort(first)[:k]
-    return Pairs(similarity=s[first], u=u[first], v=v[first])
-
-
-def pad_pairs(pairs: Pairs, k: int) -> Pairs:
-    """Pad a pair list to length k with -inf / -1."""
-    n = pairs.similarity.size
-    if n >= k:
-        return pairs
-    return Pairs(
-        similarity=np.r_[pairs.similarity, np.full(k - n, -np.inf)],
-        u=np.r_[pairs.u, np.full(k - n, -1, dtype=np.int64)].astype(np.int64),
-        v=np.r_[pairs.v, np.full(k - n, -1, dtype=np.int64)].astype(np.int64),
-    )
-
-
-def global_from_local(searcher: EvidenceSearcher, size: int, k: int) -> Pairs:
-    r"""Alg. 3 generalised to top-k: local lists of every node merged into unique pairs.
-
-    A pair {v, u} of the global top-k has u among v's local top-k, so local top-k lists
-    suffice. To avoid asking every node for k neighbours, the lists grow adaptively: first
-    ``min(k, 16)`` per node; then, with :math:`\tau` the k-th best pair similarity so far,
-    only nodes whose last (k'-th) similarity is still :math:`\ge\tau` (they may hide more
-    pairs above :math:`\tau`) are asked again with k' doubled, until k' = k. With exact local
-    lists the result is exact; with an approximate backend it is as good as its lists.
-    Memory: ``_PAIR_CHUNK * k'`` local results at a time plus the k best pairs.
-    """
-    k_max = max(1, min(k, size - 1))
-    k_cur = min(k_max, _GLOBAL_FIRST_K)
-    best: Pairs | None = None
-    tail = np.full(size, -np.inf)  # last similarity of each node's (full) local list
-    todo = np.arange(size, dtype=np.int64)
-    while True:
-        for lo in range(0, todo.size, _PAIR_CHUNK):
-            q = todo[lo : lo + _PAIR_CHUNK]
-            res = searcher.local(q, k_cur)
-            best = pairs_from_neighbours(q, res.similarity, res.position, k, best)
-            full = res.position[:, -1] >= 0  # incomplete lists hold every candidate already
-            tail[q] = np.where(full, res.similarity[:, -1], -np.inf)
-        if k_cur >= k_max:
-            break
-        assert best is not None
-        tau = best.similarity[k - 1] if best.similarity.size >= k else -np.inf
-        todo = np.flatnonzero(tail >= tau)
-        if todo.size == 0:
-            break
-        k_cur = min(k_max, 2 * k_cur)
-    assert best is not None
-    return pad_pairs(best, k)
-
-
-def make_rng(random_state: Any) -> np.random.Generator:
-    """``None`` | int >= 0 | ``np.random.Generator`` -> a Generator (validated)."""
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    if random_state is None:
-        return np.random.default_rng()
-    return np.random.default_rng(check_int("random_state", random_state, minimum=0))
-
-
-def check_k(k: Any) -> int:
-    return check_int("k", k, minimum=1)
-
-
-def unknown_params(cls_name: str, unknown: dict[str, Any], allowed: tuple[str, ...]) -> None:
-    if unknown:
-        key = sorted(unknown)[0]
-        raise InvalidInputError(
-            f"unknown index_params key {key!r} for {cls_name}; allowed keys: {', '.join(allowed)}"
-        )
 
 
 # ----------------------------------------------------------------------------- k-means
@@ -601,24 +493,37 @@ class IndexSearcher(EvidenceSearcher):
         ang = np.arccos(np.clip(cos.astype(np.float64), -1.0, 1.0))
         return (1.0 - np.interp(ang, grid, ratio)).astype(np.float32)
 
-    def _fitted(self) -> None:
-        if getattr(self, "space_", None) is None:
-            raise NotFittedError("IndexSearcher is not built yet; call build(space) first")
-
     # -- queries
-    def local(self, queries: np.ndarray, k: int) -> ProbedNeighbours:
+    def local(self, queries: np.ndarray, k: int) -> ProbedLocalEvidence:
         """Top-k evidences of each query through the index (see module doc).
 
-        Returns a :class:`ProbedNeighbours`: the usual ``similarity`` / ``position`` plus the
-        number of clusters each query scanned and whether its answer is certified exact by
-        the cap bound.
+        Returns a :class:`ProbedLocalEvidence`: the usual
+        :class:`~gnnaudit.audit.evidence_result.LocalEvidence` plus the number of clusters
+        each query scanned and whether its answer is certified exact by the cap bound.
         """
-        self._fitted()
+        space = self._built_space()
         k = check_k(k)
-        q = check_queries(queries, self.space_.size)
-        return self._search(q, k)
+        q = check_queries(queries, space.size)
+        sim, pos, probed, certified = self._search(q, k)
+        found = LocalEvidence.from_positions(space, q, pos, sim)
+        return ProbedLocalEvidence(
+            query=found.query,
+            evidence=found.evidence,
+            similarity=found.similarity,
+            query_pred=found.query_pred,
+            evidence_pred=found.evidence_pred,
+            n_probed=probed,
+            certified=certified,
+        )
 
-    def _search(self, q: np.ndarray, k: int) -> ProbedNeighbours:
+    def _local_positions(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        sim, pos, _, _ = self._search(queries, k)
+        return sim, pos
+
+    def _search(
+        self, q: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(similarity, position, n_probed, certified)`` of each query."""
         n_q = q.size
         out_s = np.full((n_q, k), -np.inf)
         out_p = np.full((n_q, k), -1, dtype=np.int64)
@@ -634,9 +539,7 @@ class IndexSearcher(EvidenceSearcher):
         elif live.size:
             s, p, probed[live], certified[live] = self._search_many(q[live], k)
             out_s[live], out_p[live] = s, p
-        return ProbedNeighbours(
-            similarity=out_s, position=out_p, n_probed=probed, certified=certified
-        )
+        return out_s, out_p, probed, certified
 
     def _candidates(self, p: int, j: int, skip: int, lo: float, hi: float) -> np.ndarray:
         """Positions of the members of cluster ``j`` of partition ``p`` not of class ``skip``
@@ -851,9 +754,3 @@ class IndexSearcher(EvidenceSearcher):
                 new_s[idx], new_p[idx] = ns, np_
         new_p = np.where(np.isfinite(new_s), new_p, -1)
         return new_s, new_p
-
-    def global_pairs(self, k: int) -> Pairs:
-        """Top-k unordered pairs from the index's local lists (Alg. 3, see module doc)."""
-        self._fitted()
-        k = check_k(k)
-        return global_from_local(self, self.space_.size, k)
