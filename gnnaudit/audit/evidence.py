@@ -46,7 +46,7 @@ __all__ = ["CounterfactualEvidence", "make_searcher", "BACKENDS"]
 logger = logging.getLogger(__name__)
 
 #: Backend names accepted by ``CounterfactualEvidence(backend=...)``.
-BACKENDS: tuple[str, ...] = ("exact", "index", "faiss")
+BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss")
 
 
 def make_searcher(
@@ -58,7 +58,8 @@ def make_searcher(
     """Instantiate the search backend ``backend`` (imports ``index`` / ``faiss`` lazily).
 
     ``index_params`` are passed as keyword arguments to the backend's constructor
-    (``ExactSearcher(block_bytes=...)``, ``IndexSearcher(...)``, ``FaissSearcher(...)``).
+    (``ExactSearcher(block_bytes=...)``, ``SortedSimilaritySearcher(max_nodes=...)``,
+    ``IndexSearcher(...)``, ``FaissSearcher(...)``).
     """
     backend = check_choice("backend", backend, BACKENDS)
     params = dict(index_params or {})
@@ -68,6 +69,11 @@ def make_searcher(
 
             params.setdefault("progress", progress)
             return ExactSearcher(random_state=random_state, **params)
+        if backend == "sorted":
+            from gnnaudit.audit.search_sorted import SortedSimilaritySearcher
+
+            params.setdefault("progress", progress)
+            return SortedSimilaritySearcher(random_state=random_state, **params)
         if backend == "index":
             from gnnaudit.audit.search_index import IndexSearcher
 
@@ -108,8 +114,10 @@ class CounterfactualEvidence:
     ----------
     num_hops : L, number of propagation hops of the KS embedding (>= 0, default 3).
     alpha : trade-off of Eq. 5 in ``[0, 1]`` (default 0.5).
-    backend : ``"exact"`` (blocked exact search, the oracle), ``"index"`` (the paper's
-        weighted-k-means index, approximate) or ``"faiss"`` (a faiss index, approximate).
+    backend : ``"exact"`` (blocked exact search, the oracle), ``"sorted"`` (exact, from a
+        similarity order sorted once: for repeated searches with changing predictions, up to
+        ``max_nodes`` test nodes), ``"index"`` (the paper's weighted-k-means index,
+        approximate) or ``"faiss"`` (a faiss index, approximate).
     index_params : keyword arguments of the backend's constructor.
     random_state : seed of the approximate backends' random choices.
     progress : show tqdm progress bars for long work.
