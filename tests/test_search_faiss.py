@@ -18,15 +18,7 @@ from search_oracles import (
 from gnnaudit.audit.search_faiss import FaissSearcher
 from gnnaudit.errors import InvalidInputError, NotFittedError
 
-faiss = pytest.importorskip("faiss")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    old = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    yield
-    faiss.omp_set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("faiss_one_thread")
 
 
 @pytest.fixture(scope="module")
