@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 import pandas as pd
@@ -91,8 +91,11 @@ class LocalEvidence:
         queries: np.ndarray,
         positions: np.ndarray,
         similarity: np.ndarray,
-    ) -> LocalEvidence:
-        """Map a backend's answer by *positions* into ``space`` (padded with ``-1``) to node ids."""
+        **extra: Any,
+    ) -> Self:
+        """Map a backend's answer by *positions* into ``space`` (padded with ``-1``) to node ids.
+
+        ``extra`` are the additional fields of a subclass (e.g. the index's probe counts)."""
         queries = np.asarray(queries, dtype=np.int64).reshape(-1)
         pos = np.asarray(positions, dtype=np.int64)
         valid = pos >= 0
@@ -105,6 +108,7 @@ class LocalEvidence:
             similarity=np.where(valid, np.asarray(similarity, dtype=np.float64), -np.inf),
             query_pred=pred[queries],
             evidence_pred=np.where(valid, pred[safe], -1),
+            **extra,
         )
 
     @classmethod

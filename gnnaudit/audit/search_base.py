@@ -79,6 +79,8 @@ class EvidenceSearcher(ABC):
 
     #: backend name as accepted by ``CounterfactualEvidence(backend=...)``
     name: str = ""
+    #: the validated search space, set by :meth:`build`
+    space_: SearchSpace
 
     @abstractmethod
     def build(self, space: SearchSpace) -> EvidenceSearcher:

@@ -25,6 +25,7 @@ import numpy as np
 
 from gnnaudit._validation import check_int
 from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace, check_space
+from gnnaudit.audit.topk import block_topk, topk_entries
 
 __all__ = ["ExactSearcher"]
 
@@ -36,26 +37,6 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     ``threadpoolctl``). The transposed operand is passed to BLAS without a copy, which makes
     a single-row query about 8x faster than ``torch.mm`` with a transposed view."""
     return np.matmul(a, b.T)
-
-
-def _row_topk(sim: np.ndarray, k: int, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` columns of every row of ``sim`` by (similarity desc, ``key[column]`` asc), exactly.
-
-    ``k <= sim.shape[1]``; ``key`` holds distinct tie-break keys of the columns. Returns
-    ``(values, columns)`` of shape ``(rows, k)``. Extra memory: ``O(sim.size)`` in the worst
-    case of massive ties at the k-th value, ``O(rows * k)`` typically.
-    """
-    rows = sim.shape[0]
-    # k-th largest value of each row; every entry >= it is a candidate (ties included).
-    kth = -np.partition(-sim, k - 1, axis=1)[:, k - 1]
-    r, c = np.nonzero(sim >= kth[:, None])
-    s = sim[r, c]
-    order = np.lexsort((key[c], -s, r))
-    r, c, s = r[order], c[order], s[order]
-    start = np.searchsorted(r, np.arange(rows))
-    rank = np.arange(r.size) - start[r]
-    keep = rank < k
-    return s[keep].reshape(rows, k), c[keep].reshape(rows, k).astype(np.int64)
 
 
 class ExactSearcher(EvidenceSearcher):
@@ -133,9 +114,10 @@ class ExactSearcher(EvidenceSearcher):
                         sim[:, :lo] = _matmul(qe, emb[:lo])
                     if hi < m:
                         sim[:, lo:] = _matmul(qe, emb[hi:])
-                    vals, cols = _row_topk(sim, kk, key)
-                    sim_out[block, :kk] = vals
-                    pos_out[block, :kk] = key[cols]
+                    # every row has >= kk finite candidates: exactly kk triplets per row
+                    _, vals, pos = block_topk(sim, key, kk)
+                    sim_out[block, :kk] = vals.reshape(block.size, kk)
+                    pos_out[block, :kk] = pos.reshape(block.size, kk)
                     bar.update(block.size)
         return sim_out, pos_out
 
@@ -146,7 +128,7 @@ class ExactSearcher(EvidenceSearcher):
         best_s = np.empty(0, dtype=np.float32)
         best_key = np.empty(0, dtype=np.int64)  # u * m + v, u < v
         classes = [int(c) for c in self.classes_]
-        jobs = []
+        jobs: list[tuple[int, int, int, int]] = []
         for i, a in enumerate(classes):
             lo_a, hi_a = self.bounds_[a]
             for b in classes[i + 1 :]:
@@ -165,7 +147,6 @@ class ExactSearcher(EvidenceSearcher):
                 u, v = perm[r0 + r], perm[c0 + c]
                 best_s = np.concatenate([best_s, sim[r, c]])
                 best_key = np.concatenate([best_key, np.minimum(u, v) * m + np.maximum(u, v)])
-                order = np.lexsort((best_key, -best_s))[:k]
-                best_s, best_key = best_s[order], best_key[order]
+                best_s, best_key = topk_entries(best_s, best_key, k)
                 bar.update(1)
         return best_s, best_key // m, best_key % m

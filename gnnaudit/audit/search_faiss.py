@@ -53,13 +53,14 @@ from gnnaudit.audit.search_base import (
     make_rng,
     unknown_params,
 )
-from gnnaudit.audit.search_index import (
-    _BLOCK,
+from gnnaudit.audit.topk import (
+    BLOCK_ENTRIES,
     block_topk,
-    exact_rescore,
-    fill_neighbours,
+    fill_rows,
+    rescore_rows,
     topk_by_row,
-    zero_query_answer,
+    topk_entries,
+    zero_query_topk,
 )
 
 __all__ = ["FaissSearcher"]
@@ -128,6 +129,7 @@ class FaissSearcher(EvidenceSearcher):
             nlist = min(nlist, n // _MIN_POINTS_PER_LIST)
             if nlist < 2:
                 kind = "flat"
+        index: Any
         if kind == "flat":
             index = faiss.IndexFlatIP(d)
             index.add(xc)
@@ -180,7 +182,7 @@ class FaissSearcher(EvidenceSearcher):
         out_p = np.full((q.size, k), -1, dtype=np.int64)
         zero = self.norms_[q] == 0
         if zero.any():
-            out_s[zero], out_p[zero] = zero_query_answer(cls, q[zero], k)
+            out_s[zero], out_p[zero] = zero_query_topk(cls, q[zero], k)
         live = np.flatnonzero(~zero)
         if live.size == 0:
             return out_s, out_p
@@ -210,7 +212,7 @@ class FaissSearcher(EvidenceSearcher):
         rr, ss, pp = topk_by_row(
             np.concatenate(got_r), np.concatenate(got_s), np.concatenate(got_p), k
         )
-        ls, lp = fill_neighbours(ql.size, k, rr, ss, pp)
+        ls, lp = fill_rows(ql.size, k, rr, ss, pp)
         # exact fallback for queries that got fewer hits than they have candidates
         n_cand = self.space_.size - self.class_sizes_[qc]
         short = np.flatnonzero((lp >= 0).sum(axis=1) < np.minimum(k, n_cand))
@@ -218,7 +220,7 @@ class FaissSearcher(EvidenceSearcher):
             logger.debug("faiss: %d queries answered by the exact fallback", short.size)
             es, ep = self._exact(ql[short], k)
             ls[short], lp[short] = es, ep
-        ls, lp = exact_rescore(x, ql, ls, lp)
+        ls, lp = rescore_rows(x, ql, ls, lp)
         out_s[live], out_p[live] = ls, lp
         return out_s, out_p
 
@@ -253,8 +255,7 @@ class FaissSearcher(EvidenceSearcher):
         if pos.size < min(k, n_cand):  # a short answer: exact fallback
             es, ep = self._exact(np.array([qpos]), k)
             sim, pos = es[0][ep[0] >= 0], ep[0][ep[0] >= 0]
-        o = np.lexsort((pos, -sim))[:k]
-        pos = pos[o]
+        _, pos = topk_entries(sim, pos, k)
         s64 = x[pos].astype(np.float64) @ xq[0].astype(np.float64)
         o = np.lexsort((pos, -s64))
         out_s[: pos.size], out_p[: pos.size] = s64[o], pos[o]
@@ -265,7 +266,7 @@ class FaissSearcher(EvidenceSearcher):
         x = self.space_.embedding
         cls = self.class_index_
         cols = np.arange(x.shape[0])
-        step = max(1, _BLOCK // x.shape[0])
+        step = max(1, BLOCK_ENTRIES // x.shape[0])
         got_r, got_s, got_p = [], [], []
         for lo in range(0, q.size, step):
             r = np.arange(lo, min(lo + step, q.size))
@@ -278,4 +279,4 @@ class FaissSearcher(EvidenceSearcher):
         rr, ss, pp = topk_by_row(
             np.concatenate(got_r), np.concatenate(got_s), np.concatenate(got_p), k
         )
-        return fill_neighbours(q.size, k, rr, ss, pp)
+        return fill_rows(q.size, k, rr, ss, pp)

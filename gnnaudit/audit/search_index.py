@@ -80,7 +80,7 @@ Cost: build ``O(n_partitions * (n_iter + n_clusters) * m * n_clusters * d)`` flo
 ``max_probe`` clusters, fewer by the bound and the annulus). Memory: the member tables hold
 ``n_partitions * m`` int64 positions and float64 angles (16 bytes per node per partition; the
 embedding itself is not copied per partition, a scanned cluster is gathered); a query batch
-materialises blocks of at most ``_BLOCK`` (4M) similarities (16 MB) plus ``O(q * k)``.
+materialises blocks of at most ``BLOCK_ENTRIES`` (4M) similarities (16 MB) plus ``O(q * k)``.
 """
 
 from __future__ import annotations
@@ -91,7 +91,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 from tqdm.auto import trange
 
 from gnnaudit._validation import check_choice, check_float, check_int
@@ -106,13 +105,22 @@ from gnnaudit.audit.search_base import (
     unknown_params,
 )
 from gnnaudit.audit.spherical_caps import cap_intersection_ratio
+from gnnaudit.audit.spherical_kmeans import kmeanspp_seeds, weighted_lloyd
+from gnnaudit.audit.topk import (
+    BLOCK_ENTRIES,
+    block_topk,
+    fill_rows,
+    rescore_rows,
+    sort_rows,
+    topk_entries,
+    zero_query_topk,
+)
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["IndexSearcher", "ProbedLocalEvidence"]
 
 logger = logging.getLogger(__name__)
 
-_BLOCK = 1 << 22  # max similarities materialised at once (float32: 16 MB)
 _N_GRID = 2049  # angle grid of the weight lookup table
 _ANGLE_SLACK = 5e-3  # radians: arccos of a float32 cosine off by <= 1e-5 is off by < this
 _GEMV_ROWS = 4  # groups of at most this many queries use one matrix-vector product each
@@ -149,159 +157,6 @@ class ProbedLocalEvidence(LocalEvidence):
                 f"n_probed and certified must have shape ({q},), got "
                 f"{np.shape(self.n_probed)} and {np.shape(self.certified)}"
             )
-
-
-def topk_by_row(
-    rows: np.ndarray, sims: np.ndarray, cols: np.ndarray, k: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Keep the k best ``(sim desc, col asc)`` triplets of each row; ``-inf`` entries dropped.
-
-    Returns the kept triplets sorted by row, then similarity descending, then column.
-    """
-    keep = np.isfinite(sims)
-    rows, sims, cols = rows[keep], sims[keep], cols[keep]
-    order = np.lexsort((cols, -sims, rows))
-    rows, sims, cols = rows[order], sims[order], cols[order]
-    if rows.size == 0:
-        return rows, sims, cols
-    start = np.r_[0, np.flatnonzero(np.diff(rows)) + 1]
-    run = np.diff(np.r_[start, rows.size])
-    rank = np.arange(rows.size) - np.repeat(start, run)
-    sel = rank < k
-    return rows[sel], sims[sel], cols[sel]
-
-
-def block_topk(
-    sim: np.ndarray, cols: np.ndarray, k: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Top-k of each row of a dense block ``sim`` (``-inf`` = not a candidate).
-
-    ``cols`` (ascending) are the positions of the block's columns; ties keep the smaller
-    position. Returns ``(row, sim, position)`` triplets.
-    """
-    r, n = sim.shape
-    if n > k:
-        kth = np.partition(sim, n - k, axis=1)[:, n - k]
-        mask = sim >= kth[:, None]
-    else:
-        mask = np.ones_like(sim, dtype=bool)
-    rr, cc = np.nonzero(mask)
-    return topk_by_row(rr, sim[rr, cc], cols[cc], k)
-
-
-def fill_neighbours(
-    n_rows: int, k: int, rows: np.ndarray, sims: np.ndarray, pos: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Scatter sorted triplets (at most k per row) into padded ``(n_rows, k)`` arrays."""
-    out_s = np.full((n_rows, k), -np.inf, dtype=np.float64)
-    out_p = np.full((n_rows, k), -1, dtype=np.int64)
-    if rows.size:
-        start = np.r_[0, np.flatnonzero(np.diff(rows)) + 1]
-        rank = np.arange(rows.size) - np.repeat(start, np.diff(np.r_[start, rows.size]))
-        out_s[rows, rank] = sims
-        out_p[rows, rank] = pos
-    return out_s, out_p
-
-
-def exact_rescore(
-    emb: np.ndarray, queries: np.ndarray, sim: np.ndarray, pos: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Recompute the similarities of selected pairs in float64 and re-sort each row by
-    ``(sim desc, position asc)``; padding stays at the end."""
-    valid = pos >= 0
-    if not valid.any():
-        return sim, pos
-    qi, ki = np.nonzero(valid)
-    sim = sim.copy()
-    step = max(1, _BLOCK // max(1, emb.shape[1]))  # pairs per chunk: 2 x 32 MB of float64
-    for lo in range(0, qi.size, step):
-        i, j = qi[lo : lo + step], ki[lo : lo + step]
-        # float64 arithmetic on the float32 rows (einsum casts per buffer, no float64 copies)
-        sim[i, j] = np.einsum("ij,ij->i", emb[queries[i]], emb[pos[i, j]], dtype=np.float64)
-    key_pos = np.where(valid, pos, np.iinfo(np.int64).max)
-    # row-wise lexsort: sort by position first, then stably by similarity descending
-    o1 = np.argsort(key_pos, axis=1, kind="stable")
-    s1 = np.take_along_axis(sim, o1, axis=1)
-    o2 = np.argsort(-s1, axis=1, kind="stable")
-    final = np.take_along_axis(o1, o2, axis=1)
-    return np.take_along_axis(sim, final, axis=1), np.take_along_axis(pos, final, axis=1)
-
-
-def zero_query_answer(
-    predictions: np.ndarray, queries: np.ndarray, k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Exact answer for queries whose embedding is the zero vector: every candidate has
-    similarity 0, so the k smallest positions of another class win (tie rule)."""
-    sims = np.full((queries.size, k), -np.inf)
-    pos = np.full((queries.size, k), -1, dtype=np.int64)
-    qcls = predictions[queries]
-    for c in np.unique(qcls):
-        cand = np.flatnonzero(predictions != c)[:k]
-        rows = np.flatnonzero(qcls == c)
-        pos[np.ix_(rows, np.arange(cand.size))] = cand
-        sims[np.ix_(rows, np.arange(cand.size))] = 0.0
-    return sims, pos
-
-
-# ----------------------------------------------------------------------------- k-means
-def _normalise_rows(a: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(a, axis=1, keepdims=True)
-    return np.divide(a, n, out=np.zeros_like(a), where=n > 0)
-
-
-def _kmeanspp(x: np.ndarray, k: int, w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Spherical k-means++ seeding; sampling weight w_v * (1 - max cos to the seeds)."""
-    m = x.shape[0]
-    p = w / w.sum() if w.sum() > 0 else np.full(m, 1.0 / m)
-    first = int(rng.choice(m, p=p))
-    seeds = [first]
-    best = x @ x[first]
-    for _ in range(1, k):
-        score = np.clip(1.0 - best, 0.0, None).astype(np.float64) * w
-        total = score.sum()
-        if total <= 0:  # every point coincides with a seed: take unused points in order
-            unused = np.setdiff1d(np.arange(m), seeds)
-            nxt = int(unused[0])
-        else:
-            nxt = int(rng.choice(m, p=score / total))
-        seeds.append(nxt)
-        np.maximum(best, x @ x[nxt], out=best)
-    return x[seeds].copy()
-
-
-def _lloyd(
-    x: np.ndarray, cent: np.ndarray, w: np.ndarray, n_iter: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Weighted spherical Lloyd iterations; returns (centroids, labels, cos to the own
-    centroid, cos to the runner-up centroid)."""
-    m, k = x.shape[0], cent.shape[0]
-    rows = np.arange(m)
-    wf = w.astype(np.float32)
-    labels = None
-    for _ in range(n_iter):
-        sim = x @ cent.T
-        new = np.argmax(sim, axis=1)
-        if labels is not None and np.array_equal(new, labels):
-            break
-        labels = new
-        one_hot = sp.csr_matrix((wf, (labels, rows)), shape=(k, m))
-        summed = np.asarray(one_hot @ x, dtype=np.float32)
-        norms = np.linalg.norm(summed, axis=1)
-        dead = np.flatnonzero(norms <= 1e-12)
-        cent = _normalise_rows(summed)
-        if dead.size:  # empty (or zero-weight) cluster: reseed at the worst-served points
-            own = sim[rows, labels]
-            far = np.argsort(own, kind="stable")[: dead.size]
-            cent[dead] = _normalise_rows(x[far])
-    sim = x @ cent.T
-    labels = np.argmax(sim, axis=1)
-    own = sim[rows, labels]
-    if k > 1:
-        sim[rows, labels] = -np.inf
-        runner_up = sim.max(axis=1)
-    else:
-        runner_up = np.full(m, -1.0, dtype=sim.dtype)
-    return cent, labels.astype(np.int32), own, runner_up
 
 
 # ----------------------------------------------------------------------------- searcher
@@ -417,8 +272,8 @@ class IndexSearcher(EvidenceSearcher):
         w_round = np.ones(m)
         for t in trange(n_part, desc="index partitions", disable=not self.progress, leave=False):
             seed_w = w_round if self.weighted else np.ones(m)
-            c0 = _kmeanspp(x, k_cl, seed_w, rng)
-            cent, lab, cos, cos2 = _lloyd(x, c0, seed_w, int(self.n_iter))
+            c0 = kmeanspp_seeds(x, k_cl, seed_w, rng)
+            cent, lab, cos, cos2 = weighted_lloyd(x, c0, seed_w, int(self.n_iter))
             w = self.weight_of_cos(cos)
             labels[t], cents[t], weights[t], own_cos[t] = lab, cent, w, cos
             if self.entry == "weight":
@@ -475,15 +330,15 @@ class IndexSearcher(EvidenceSearcher):
         for p in range(n_part):  # max angle per cell: the last member of each sorted cell
             nz = np.flatnonzero(counts[p])
             radius[p, nz] = self.member_angle_[p, self.cell_offsets_[p, nz + 1] - 1]
-        radius = radius.reshape(n_part, k_cl, n_cls)
-        self.cluster_radius_ = radius.max(axis=2) + _ANGLE_SLACK  # (-inf: empty cluster)
-        counts = counts.reshape(n_part, k_cl, n_cls)
-        self.probe_radius_ = np.full_like(radius, -np.inf)
+        radius3 = radius.reshape(n_part, k_cl, n_cls)
+        self.cluster_radius_ = radius3.max(axis=2) + _ANGLE_SLACK  # (-inf: empty cluster)
+        counts3 = counts.reshape(n_part, k_cl, n_cls)
+        self.probe_radius_ = np.full_like(radius3, -np.inf)
         for c in range(n_cls):
-            others = np.delete(radius, c, axis=2)
+            others = np.delete(radius3, c, axis=2)
             if others.shape[2]:
                 self.probe_radius_[:, :, c] = others.max(axis=2) + _ANGLE_SLACK
-        self.n_candidates_ = counts.sum(axis=2, keepdims=True) - counts
+        self.n_candidates_ = counts3.sum(axis=2, keepdims=True) - counts3
         sizes = np.bincount(self.class_index_, minlength=n_cls)
         self.n_total_ = (m - sizes).astype(np.int64)
 
@@ -505,15 +360,8 @@ class IndexSearcher(EvidenceSearcher):
         k = check_k(k)
         q = check_queries(queries, space.size)
         sim, pos, probed, certified = self._search(q, k)
-        found = LocalEvidence.from_positions(space, q, pos, sim)
-        return ProbedLocalEvidence(
-            query=found.query,
-            evidence=found.evidence,
-            similarity=found.similarity,
-            query_pred=found.query_pred,
-            evidence_pred=found.evidence_pred,
-            n_probed=probed,
-            certified=certified,
+        return ProbedLocalEvidence.from_positions(
+            space, q, pos, sim, n_probed=probed, certified=certified
         )
 
     def _local_positions(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -531,7 +379,7 @@ class IndexSearcher(EvidenceSearcher):
         certified = np.ones(n_q, dtype=bool)
         zero = self.norms_[q] == 0
         if zero.any():
-            out_s[zero], out_p[zero] = zero_query_answer(self.class_index_, q[zero], k)
+            out_s[zero], out_p[zero] = zero_query_topk(self.class_index_, q[zero], k)
         live = np.flatnonzero(~zero)
         if live.size == 1:
             s, p, probed[live], certified[live] = self._search_one(int(q[live[0]]), k)
@@ -614,13 +462,7 @@ class IndexSearcher(EvidenceSearcher):
             if mem.size == 0:
                 continue
             all_s = np.concatenate((best_s, x[mem] @ xq))
-            all_p = np.concatenate((best_p, mem))
-            if all_s.size > k:
-                kth = -np.partition(-all_s, k - 1)[k - 1]
-                keep = all_s >= kth
-                all_s, all_p = all_s[keep], all_p[keep]
-            o = np.lexsort((all_p, -all_s))[:k]
-            best_s, best_p = all_s[o], all_p[o]
+            best_s, best_p = topk_entries(all_s, np.concatenate((best_p, mem)), k)
         else:
             r = order.size
         n_probed = r
@@ -660,7 +502,6 @@ class IndexSearcher(EvidenceSearcher):
         best_p = np.full((n_q, k), -1, dtype=np.int64)
         probed = np.zeros(n_q, dtype=np.int64)
         done = np.zeros(n_q, dtype=bool)
-        big = np.iinfo(np.int64).max
         row_idx = np.arange(n_q)
         for r in range(k_cl):
             b = rest[:, r]
@@ -685,17 +526,15 @@ class IndexSearcher(EvidenceSearcher):
             # merge into the running top-k, rows sorted by (similarity desc, position asc)
             all_s = np.concatenate((best_s[rows], new_s), axis=1)
             all_p = np.concatenate((best_p[rows], new_p), axis=1)
-            o1 = np.argsort(np.where(all_p >= 0, all_p, big), axis=1, kind="stable")
-            s1 = np.take_along_axis(all_s, o1, axis=1)
-            o2 = np.take_along_axis(o1, np.argsort(-s1, axis=1, kind="stable"), axis=1)[:, :k]
-            best_s[rows] = np.take_along_axis(all_s, o2, axis=1)
-            best_p[rows] = np.take_along_axis(all_p, o2, axis=1)
+            top = sort_rows(all_s, all_p)[:, :k]
+            best_s[rows] = np.take_along_axis(all_s, top, axis=1)
+            best_p[rows] = np.take_along_axis(all_p, top, axis=1)
         nxt = rest[row_idx, np.minimum(probed, k_cl - 1)]
         nxt = np.where(probed >= k_cl, -np.inf, nxt)
         kth = best_s[row_idx, np.maximum(need - 1, 0)]
         full = (best_p >= 0).sum(axis=1) >= need
         certified = (nxt == -np.inf) | (full & (nxt < kth - _BOUND_TOL))
-        s, p = exact_rescore(x, ql, best_s.astype(np.float64), best_p)
+        s, p = rescore_rows(x, ql, best_s.astype(np.float64), best_p)
         return s, p, probed, certified
 
     def _scan_round(
@@ -713,7 +552,7 @@ class IndexSearcher(EvidenceSearcher):
         ``part[rows[i]]``) among the members whose angle to the centroid lies in
         ``[lo[i], hi[i]]``: grouped by (partition, cluster), the union of the group's angle
         ranges is scanned with one matrix product per group and row block (at most
-        ``_BLOCK`` similarities), same-class members masked out.
+        ``BLOCK_ENTRIES`` similarities), same-class members masked out.
         Returns ``(len(rows), k)`` float32 similarities / positions sorted within a row."""
         x = self.space_.embedding
         k_cl = self.centroids_.shape[1]
@@ -733,7 +572,7 @@ class IndexSearcher(EvidenceSearcher):
             xm = x[mem]
             mcls = self.class_index_[mem]
             kk = min(k, mem.size)
-            step = max(1, _BLOCK // mem.size)
+            step = max(1, BLOCK_ENTRIES // mem.size)
             for b0 in range(a, e, step):
                 idx = srt[b0 : min(b0 + step, e)]
                 qr = rows[idx]
@@ -750,7 +589,7 @@ class IndexSearcher(EvidenceSearcher):
                         new_s[idx, :kk], new_p[idx, :kk] = vals, mem[top]
                         continue
                 rr, ss, pp = block_topk(sim, mem, k)  # ties at the k-th value: exact rule
-                ns, np_ = fill_neighbours(idx.size, k, rr, ss, pp)
+                ns, np_ = fill_rows(idx.size, k, rr, ss, pp)
                 new_s[idx], new_p[idx] = ns, np_
         new_p = np.where(np.isfinite(new_s), new_p, -1)
         return new_s, new_p

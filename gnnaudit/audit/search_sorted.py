@@ -61,6 +61,7 @@ from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
 from gnnaudit.audit.global_pairs import FIRST_LIST_LENGTH
 from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace, check_space
 from gnnaudit.audit.search_exact import ExactSearcher
+from gnnaudit.audit.topk import topk_entries
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["SortedSimilaritySearcher", "SimilarityOrder", "embedding_digest", "DEFAULT_MAX_NODES"]
@@ -259,12 +260,7 @@ class SortedSimilaritySearcher(EvidenceSearcher):
                 r, c = np.nonzero(new_pos > v[:, None])  # the pair's smaller end; no padding
                 best_s = np.concatenate([best_s, sim[:, k_done:][r, c]])
                 best_key = np.concatenate([best_key, v[r] * m + new_pos[r, c]])
-                if best_s.size > k:  # keep the k best (all ties at the k-th value first)
-                    kth = -np.partition(-best_s, k - 1)[k - 1]
-                    sel = best_s >= kth
-                    best_s, best_key = best_s[sel], best_key[sel]
-                order = np.lexsort((best_key, -best_s))[:k]
-                best_s, best_key = best_s[order], best_key[order]
+                best_s, best_key = topk_entries(best_s, best_key, k)
             if k_cur >= k_max:
                 break
             tau = best_s[k - 1] if best_s.size >= k else -np.inf
