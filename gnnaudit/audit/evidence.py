@@ -32,6 +32,7 @@ import torch
 from gnnaudit._validation import (
     check_choice,
     check_edge_index,
+    check_finite_tensor,
     check_fitted,
     check_float,
     check_int,
@@ -39,7 +40,7 @@ from gnnaudit._validation import (
 from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
 from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace
 from gnnaudit.errors import GnnAuditError, InvalidInputError
-from gnnaudit.graph_ops.neighbourhood import ks_embedding
+from gnnaudit.graph_ops.neighbourhood import KSEmbedding, ks_embedding
 
 __all__ = ["CounterfactualEvidence", "make_searcher", "BACKENDS"]
 
@@ -182,7 +183,10 @@ class CounterfactualEvidence:
 
         Parameters
         ----------
-        data : a PyG ``Data`` with ``x`` (n, d) and ``edge_index`` (2, E).
+        data : a PyG ``Data`` with ``x`` (n, d) and ``edge_index`` (2, E). When the
+            :class:`~gnnaudit.graph_ops.KSEmbedding` transform wrote ``data.ks`` with this
+            estimator's ``num_hops`` and ``alpha`` (``data.ks_params``), that embedding is used
+            as is; with other or unrecorded parameters it is recomputed (logged at INFO).
         predictions : predicted classes, (n,) integers for all nodes or (m,) for the masked
             nodes in ascending id order; or (n, C) scores (argmax is taken).
         model : alternatively, a callable ``model(x, edge_index) -> logits`` (n, C); it is put
@@ -221,7 +225,9 @@ class CounterfactualEvidence:
         else:
             pred_test = self._check_predictions(predictions, n, node_ids)
 
-        ks = ks_embedding(x, edge_index, num_hops, alpha, progress=self.progress)
+        ks = self._stored_ks(data, n, num_hops, alpha)
+        if ks is None:
+            ks = ks_embedding(x, edge_index, num_hops, alpha, progress=self.progress)
         emb = _unit_rows(ks, node_ids)
         space = SearchSpace(
             embedding=emb,
@@ -244,6 +250,39 @@ class CounterfactualEvidence:
                 self.classes_.tolist(),
             )
         return self
+
+    @staticmethod
+    def _stored_ks(data: Any, n: int, num_hops: int, alpha: float) -> torch.Tensor | None:
+        """``data.ks`` when the :class:`~gnnaudit.graph_ops.KSEmbedding` transform wrote it
+        with these parameters (validated), else None (logged at INFO when ``data.ks`` exists
+        but cannot be used)."""
+        if getattr(data, "ks", None) is None:
+            return None
+        recorded = KSEmbedding.recorded_params(data)
+        if recorded != (num_hops, alpha):
+            logger.info(
+                "data.ks was written with %s, not num_hops=%d, alpha=%s: recomputing the KS "
+                "embedding",
+                "unrecorded parameters"
+                if recorded is None
+                else f"num_hops={recorded[0]}, alpha={recorded[1]}",
+                num_hops,
+                alpha,
+            )
+            return None
+        ks = data.ks
+        if not isinstance(ks, torch.Tensor):
+            ks = torch.as_tensor(np.asarray(ks))
+        if ks.dim() != 2 or ks.size(0) != n or not ks.is_floating_point():
+            raise InvalidInputError(
+                f"data.ks (written by KSEmbedding) must be a float tensor of shape [{n}, d], got "
+                f"{ks.dtype} {tuple(ks.shape)}"
+            )
+        check_finite_tensor("data.ks", ks)
+        logger.info(
+            "reusing data.ks written by KSEmbedding(num_hops=%d, alpha=%s)", num_hops, alpha
+        )
+        return ks.detach().cpu()
 
     @staticmethod
     def _resolve_mask(mask: Any, data: Any, n: int) -> np.ndarray:

@@ -264,7 +264,10 @@ def ks_embedding(
 class KSEmbedding(BaseTransform):
     r"""PyG transform writing the kernel-similarity embedding ``data.ks`` (:func:`ks_embedding`).
 
-    The input ``Data`` is not modified: a shallow copy gets the new attribute ``ks``.
+    Also records its parameters as ``data.ks_params = {"num_hops": L, "alpha": alpha}`` (0-d
+    int64 / float64 tensors, exact through PyG's collation), so that a consumer (:class:`~gnnaudit.audit.CounterfactualEvidence`) can reuse ``data.ks``
+    when it asks for the same parameters (:meth:`recorded_params`). The input ``Data`` is not
+    modified: a shallow copy gets the new attributes.
     """
 
     def __init__(self, num_hops: int = 3, alpha: float = 0.5) -> None:
@@ -276,7 +279,41 @@ class KSEmbedding(BaseTransform):
             raise InvalidInputError("data must have node features data.x and data.edge_index")
         out = copy.copy(data)
         out.ks = ks_embedding(data.x, data.edge_index, self.num_hops, self.alpha)
+        out.ks_params = self._params_record()
         return out
+
+    def _params_record(self) -> dict[str, Tensor]:
+        """``{"num_hops": int64, "alpha": float64}`` 0-d tensors: exact through PyG's collation
+        (Python floats would be collated into float32)."""
+        return {
+            "num_hops": torch.tensor(self.num_hops, dtype=torch.int64),
+            "alpha": torch.tensor(self.alpha, dtype=torch.float64),
+        }
+
+    @staticmethod
+    def recorded_params(data: Any) -> tuple[int, float] | None:
+        """``(num_hops, alpha)`` a :class:`KSEmbedding` recorded on ``data`` with ``data.ks``;
+        None when ``data`` has no ``ks`` or no (or inconsistent) ``ks_params``.
+
+        Accepts the recorded values as numbers or tensors, also as the per-graph tensors PyG
+        makes of them when it collates graphs (the entries must all agree).
+        """
+        params = getattr(data, "ks_params", None)
+        if getattr(data, "ks", None) is None or not isinstance(params, dict):
+            return None
+        values = []
+        for key in ("num_hops", "alpha"):
+            value = params.get(key)
+            if value is None:
+                return None
+            flat = torch.as_tensor(value, dtype=torch.float64).reshape(-1)
+            if flat.numel() == 0 or not bool((flat == flat[0]).all()):
+                return None
+            values.append(float(flat[0]))
+        num_hops, alpha = values
+        if num_hops != int(num_hops):
+            return None
+        return int(num_hops), alpha
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_hops={self.num_hops}, alpha={self.alpha})"
