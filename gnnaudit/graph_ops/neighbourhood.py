@@ -32,7 +32,6 @@ product inside a PyG :class:`~torch_geometric.nn.conv.MessagePassing` layer
 
 from __future__ import annotations
 
-import copy
 import logging
 import warnings
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Batch, Data, HeteroData
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.transforms import BaseTransform
 
@@ -265,9 +264,23 @@ class KSEmbedding(BaseTransform):
     r"""PyG transform writing the kernel-similarity embedding ``data.ks`` (:func:`ks_embedding`).
 
     Also records its parameters as ``data.ks_params = {"num_hops": L, "alpha": alpha}`` (0-d
-    int64 / float64 tensors, exact through PyG's collation), so that a consumer (:class:`~gnnaudit.audit.CounterfactualEvidence`) can reuse ``data.ks``
-    when it asks for the same parameters (:meth:`recorded_params`). The input ``Data`` is not
-    modified: a shallow copy gets the new attributes.
+    int64 / float64 tensors, exact through PyG's collation), so that a consumer
+    (:class:`~gnnaudit.audit.CounterfactualEvidence`) can reuse ``data.ks`` when it asks for
+    the same parameters (:meth:`recorded_params`).
+
+    PyG contract: :meth:`BaseTransform.__call__ <torch_geometric.transforms.BaseTransform>`
+    hands :meth:`forward` a shallow copy, to which the new attributes are added, so the input
+    is never modified (``x`` and ``edge_index`` are shared, not copied). It composes in
+    ``T.Compose`` and works as ``transform=`` or ``pre_transform=`` of a PyG dataset (its
+    ``repr`` names both parameters, which PyG stores to detect a changed ``pre_transform``).
+
+    * A :class:`~torch_geometric.data.Batch` is transformed in one pass over its block-diagonal
+      graph: the propagation follows edges only, and a batch's edges never join two graphs
+      (checked: such an edge is an :class:`~gnnaudit.errors.InvalidInputError`), so every
+      graph gets exactly its own embedding. ``ks`` and ``ks_params`` are registered with the
+      batch's slices, so ``get_example`` / ``to_data_list`` return them per graph.
+    * :class:`~torch_geometric.data.HeteroData` is refused with an ``InvalidInputError``
+      (Eq. 5-7 need one feature space; convert with ``to_homogeneous()`` first).
     """
 
     def __init__(self, num_hops: int = 3, alpha: float = 0.5) -> None:
@@ -275,12 +288,54 @@ class KSEmbedding(BaseTransform):
         self.alpha = check_float("alpha", alpha, minimum=0.0, maximum=1.0)
 
     def forward(self, data: Data) -> Data:
+        """Add ``ks`` and ``ks_params`` to ``data`` (the copy made by ``__call__``)."""
+        if isinstance(data, HeteroData):
+            raise InvalidInputError(
+                "KSEmbedding needs a homogeneous graph (Data or Batch), got HeteroData with node "
+                f"types {list(data.node_types)}; convert it with data.to_homogeneous() first"
+            )
         if getattr(data, "x", None) is None or getattr(data, "edge_index", None) is None:
             raise InvalidInputError("data must have node features data.x and data.edge_index")
-        out = copy.copy(data)
-        out.ks = ks_embedding(data.x, data.edge_index, self.num_hops, self.alpha)
-        out.ks_params = self._params_record()
-        return out
+        slices = getattr(data, "_slice_dict", None) if isinstance(data, Batch) else None
+        if slices is not None:
+            self._check_batch_edges(data)
+        data.ks = ks_embedding(data.x, data.edge_index, self.num_hops, self.alpha)
+        if slices is None:
+            data.ks_params = self._params_record()
+            return data
+        # a Batch: per-graph parameter records, and both attributes registered with the slices
+        num_graphs = int(data.num_graphs)
+        record = self._params_record()
+        data.ks_params = {key: value.repeat(num_graphs) for key, value in record.items()}
+        per_graph = torch.arange(num_graphs + 1)
+        no_increment = torch.zeros(num_graphs, dtype=torch.long)
+        data._slice_dict = {
+            **slices,
+            "ks": slices["x"],
+            "ks_params": {key: per_graph for key in record},
+        }
+        data._inc_dict = {
+            **data._inc_dict,
+            "ks": no_increment,
+            "ks_params": {key: no_increment for key in record},
+        }
+        return data
+
+    @staticmethod
+    def _check_batch_edges(batch: Batch) -> None:
+        """Raise if an edge of the batch joins two of its graphs (then propagation would mix
+        them)."""
+        graph_of = batch.batch
+        edge_index = batch.edge_index
+        if graph_of is None or edge_index.numel() == 0:
+            return
+        crossing = graph_of[edge_index[0]] != graph_of[edge_index[1]]
+        if bool(crossing.any()):
+            first = int(torch.nonzero(crossing)[0])
+            raise InvalidInputError(
+                f"edge_index of the Batch joins two graphs ({int(crossing.sum())} edges, e.g. edge "
+                f"{first}: {tuple(edge_index[:, first].tolist())}); KS propagation would mix them"
+            )
 
     def _params_record(self) -> dict[str, Tensor]:
         """``{"num_hops": int64, "alpha": float64}`` 0-d tensors: exact through PyG's collation
