@@ -40,7 +40,12 @@ from gnnaudit._validation import (
 from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
 from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace
 from gnnaudit.errors import GnnAuditError, InvalidInputError
-from gnnaudit.graph_ops.neighbourhood import KSEmbedding, ks_embedding
+from gnnaudit.graph_ops.neighbourhood import (
+    KSEmbedding,
+    ks_embedding,
+    ks_input_bound,
+    rescale_rows,
+)
 
 __all__ = ["CounterfactualEvidence", "make_searcher", "BACKENDS"]
 
@@ -227,7 +232,8 @@ class CounterfactualEvidence:
 
         ks = self._stored_ks(data, n, num_hops, alpha)
         if ks is None:
-            ks = ks_embedding(x, edge_index, num_hops, alpha, progress=self.progress)
+            x_ks = self._precision_for_ks(x, num_hops)
+            ks = ks_embedding(x_ks, edge_index, num_hops, alpha, progress=self.progress)
         emb = _unit_rows(ks, node_ids)
         space = SearchSpace(
             embedding=emb,
@@ -250,6 +256,25 @@ class CounterfactualEvidence:
                 self.classes_.tolist(),
             )
         return self
+
+    @staticmethod
+    def _precision_for_ks(x: torch.Tensor, num_hops: int) -> torch.Tensor:
+        """``x``, or ``x`` in float64 when its magnitude would overflow ``x^agg`` in its own
+        float dtype (:func:`~gnnaudit.graph_ops.neighbourhood.ks_input_bound`): the search
+        needs only cosines, and float64 holds every float32 / float16 value exactly."""
+        if not x.is_floating_point() or x.dtype == torch.float64:
+            return x
+        largest = float(torch.linalg.vector_norm(x.detach(), ord=float("inf")))
+        if largest <= ks_input_bound(x.dtype, num_hops) or largest != largest:  # NaN: checked later
+            return x
+        logger.info(
+            "data.x (%s) has entries up to %.3g: the KS embedding would overflow %s, computing "
+            "it in float64",
+            x.dtype,
+            largest,
+            x.dtype,
+        )
+        return x.to(torch.float64)
 
     @staticmethod
     def _stored_ks(data: Any, n: int, num_hops: int, alpha: float) -> torch.Tensor | None:
@@ -501,8 +526,9 @@ class CounterfactualEvidence:
             raise InvalidInputError(
                 f"u and v must have broadcastable shapes, got {uu.shape} and {vv.shape}"
             ) from None
-        a = self.ks_[torch.from_numpy(uu.copy())].to(torch.float64)
-        b = self.ks_[torch.from_numpy(vv.copy())].to(torch.float64)
+        # rows rescaled by powers of two: exact, and safe for embeddings of any magnitude
+        a = rescale_rows(self.ks_[torch.from_numpy(uu.copy())].to(torch.float64))
+        b = rescale_rows(self.ks_[torch.from_numpy(vv.copy())].to(torch.float64))
         na = torch.linalg.vector_norm(a, dim=1)
         nb = torch.linalg.vector_norm(b, dim=1)
         denom = na * nb
@@ -528,6 +554,8 @@ class CounterfactualEvidence:
             )
         if len(result) == 0:
             raise InvalidInputError("result is empty: the average similarity is undefined")
+        if not np.isfinite(result["similarity"].to_numpy(dtype=np.float64)).all():
+            raise InvalidInputError("result['similarity'] must be finite (no NaN or inf)")
         if "query" in result:
             return float(result.groupby("query", sort=False)["similarity"].mean().mean())
         if "node_u" in result:
@@ -544,6 +572,7 @@ def _unit_rows(ks: torch.Tensor, node_ids: np.ndarray, chunk: int = 65536) -> np
     out = np.empty((node_ids.size, ks.size(1)), dtype=np.float32)
     for start in range(0, node_ids.size, chunk):
         block = ks[torch.from_numpy(node_ids[start : start + chunk])].to(torch.float64)
+        block = rescale_rows(block)  # exact; norms of rows of any magnitude stay finite
         norm = torch.linalg.vector_norm(block, dim=1, keepdim=True)
         block = torch.where(norm > 0, block / norm.clamp_min(1e-300), 0.0)
         out[start : start + chunk] = block.numpy()

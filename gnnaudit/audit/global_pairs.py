@@ -9,7 +9,8 @@ keeping the k best gives the global top-k, exactly when the lists are exact, and
 the lists otherwise (a neighbour missed from one end can still be found from the other).
 
 Backends whose local search is cheaper than a global scan (``sorted``, ``index``, ``faiss``)
-answer global queries this way; ``exact`` has its own blocked scan.
+answer global queries this way; ``exact`` has its own blocked scan. The functions are
+building blocks behind the backends' validated entry points and trust their input.
 """
 
 from __future__ import annotations

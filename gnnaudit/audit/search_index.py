@@ -93,7 +93,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import trange
 
-from gnnaudit._validation import check_choice, check_float, check_int
+from gnnaudit._validation import check_array, check_choice, check_float, check_int
 from gnnaudit.audit.evidence_result import LocalEvidence
 from gnnaudit.audit.search_base import (
     EvidenceSearcher,
@@ -345,7 +345,8 @@ class IndexSearcher(EvidenceSearcher):
     def weight_of_cos(self, cos: np.ndarray) -> np.ndarray:
         """Eq. 10 weight from the cosine to the centroid (lookup table on the angle)."""
         grid, ratio = self.sf_table_
-        ang = np.arccos(np.clip(cos.astype(np.float64), -1.0, 1.0))
+        cos = check_array("cos", cos, ndim=None, dtype=np.float64, min_rows=0)
+        ang = np.arccos(np.clip(cos, -1.0, 1.0))
         return (1.0 - np.interp(ang, grid, ratio)).astype(np.float32)
 
     # -- queries

@@ -114,7 +114,8 @@ class SimilarityOrder:
         at most ``block_bytes`` (one row block at a time)."""
         from tqdm.auto import tqdm
 
-        emb = np.ascontiguousarray(embedding, dtype=np.float32)
+        emb = check_array("embedding", embedding, ndim=2, dtype=np.float32, min_rows=0)
+        emb = np.ascontiguousarray(emb)
         m = emb.shape[0]
         order = np.empty((m, m), dtype=np.min_scalar_type(max(m - 1, 0)))
         sims = np.empty((m, m), dtype=np.float32)

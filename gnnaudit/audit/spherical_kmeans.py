@@ -9,6 +9,9 @@ Seeding is spherical k-means++ with sampling probability
 :math:`\propto w_v (1 - \max_s \cos(x_v, \mu_s))`, so heavy points far from every seed are
 favoured. Both steps are matrix products (float32) plus one sparse weighted sum per Lloyd
 iteration: ``O(n_iter * m * k * d)`` time, ``O(m * k)`` extra memory.
+
+Building blocks of :class:`~gnnaudit.audit.search_index.IndexSearcher`, whose ``build``
+validates the embedding (finite unit rows): they trust their input.
 """
 
 from __future__ import annotations
