@@ -327,3 +327,38 @@ def test_approximate_backends_are_wired_by_name(backend, params):
         CounterfactualEvidence(backend=backend, index_params={"bogus": 1}).fit(
             data, predictions=pred
         )
+
+
+def test_invalid_backend_answers_are_refused():
+    """The estimator checks every backend answer: no same-class evidence, no node outside the
+    test set, the typed result of the asked shape."""
+    from gnnaudit.audit.search_exact import ExactSearcher
+    from gnnaudit.errors import GnnAuditError
+
+    class SameClass(ExactSearcher):
+        def _local_positions(self, queries, k):
+            sim, pos = super()._local_positions(queries, k)
+            pos[:, 0] = queries  # the query itself
+            return sim, pos
+
+        def _global_positions(self, k):
+            sim, u, v = super()._global_positions(k)
+            same = np.flatnonzero(self.predictions_ == self.predictions_[u[0]])
+            v[0] = same[same != u[0]][0]
+            return sim, np.minimum(u, v), np.maximum(u, v)
+
+    class WrongShape(ExactSearcher):
+        def local(self, queries, k):
+            return super().local(queries, k).head(1) if k > 1 else super().local(queries, k)
+
+    data, pred = random_graph(n=60, seed=12)
+    ce = CounterfactualEvidence().fit(data, predictions=pred)
+    nodes = ce.node_ids_[:5]
+    ce.searcher_ = SameClass().build(ce.space_)
+    with pytest.raises(GnnAuditError, match="same-class evidence"):
+        ce.search_local(nodes, k=3)
+    with pytest.raises(GnnAuditError, match="same-class pair"):
+        ce.global_evidence(k=3)
+    ce.searcher_ = WrongShape().build(ce.space_)
+    with pytest.raises(GnnAuditError, match="malformed local result"):
+        ce.local_evidence(nodes, k=3)
