@@ -108,7 +108,7 @@ def measure(searcher, q: np.ndarray, ref: np.ndarray, n_single: int) -> dict[str
             searcher.local(np.array([qi]), K)
         single = min(single, (time.perf_counter() - t0) / n_single)
     return {
-        "recall@10": recall(res.position, ref),
+        "recall@10": recall(res.evidence, ref),  # node ids = positions (arange ids)
         "batch_ms/q": 1e3 * batch,
         "single_ms/q": 1e3 * single,
     }

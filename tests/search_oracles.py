@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import strategies as st
 
 from gnnaudit.audit.search_base import SearchSpace
 
 
 def brute_local(x: np.ndarray, pred: np.ndarray, q: np.ndarray, k: int):
-    """Top-k other-class positions of each query by sorting all similarities (ties: position)."""
+    """Top-k other-class positions of each query by sorting all similarities (ties: position);
+    ``(q, k)`` arrays padded with ``-inf`` / ``-1``."""
     s = x[q].astype(np.float64) @ x.T.astype(np.float64)
     s[pred[q][:, None] == pred[None, :]] = -np.inf
-    cols = np.broadcast_to(np.arange(x.shape[0]), s.shape)
+    s = np.concatenate([s, np.full((q.size, max(0, k - x.shape[0])), -np.inf)], axis=1)
+    cols = np.broadcast_to(np.arange(s.shape[1]), s.shape)
     order = np.lexsort((cols, -s), axis=1)[:, :k]
     sim = np.take_along_axis(s, order, axis=1)
     pos = np.where(np.isfinite(sim), order, -1)
@@ -71,3 +74,35 @@ def assert_valid(x, pred, q, sim, pos, k):
         s = sim[i][: p.size]
         assert (np.diff(s) <= 0).all()
         np.testing.assert_allclose(s, x[p].astype(np.float64) @ x[qi].astype(np.float64), atol=1e-6)
+
+
+def positions(searcher, res) -> tuple[np.ndarray, np.ndarray]:
+    """``(similarity, position)`` of a LocalEvidence answer, the evidences mapped back to
+    positions into ``searcher.space_`` (padding stays ``-1``)."""
+    ids = searcher.space_.node_ids
+    ev = res.evidence
+    pos = np.where(ev >= 0, np.searchsorted(ids, np.maximum(ev, 0)), -1)
+    assert (ids[pos[ev >= 0]] == ev[ev >= 0]).all(), "evidences must be node ids of the space"
+    return np.asarray(res.similarity), pos
+
+
+def pair_positions(searcher, g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(similarity, u, v)`` of a GlobalEvidence answer as positions into the space."""
+    ids = searcher.space_.node_ids
+    u, v = np.searchsorted(ids, g.node_u), np.searchsorted(ids, g.node_v)
+    assert (ids[u] == g.node_u).all() and (ids[v] == g.node_v).all()
+    return np.asarray(g.similarity), u, v
+
+
+@st.composite
+def quantised_spaces(draw, max_nodes: int = 25):
+    """``(embedding, predictions)`` with entries in {-1, -1/2, 0, 1/2, 1}: every dot product
+    is exact in float32, so ties are exact and plentiful (duplicate rows, zero rows)."""
+    m = draw(st.integers(1, max_nodes))
+    d = draw(st.integers(1, 4))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+    emb = (rng.integers(-2, 3, size=(m, d)) / 2).astype(np.float32)
+    if m > 3:
+        emb[rng.integers(0, m, size=2)] = emb[0]  # duplicate rows -> exact ties
+    pred = rng.integers(0, draw(st.integers(1, 4)), size=m).astype(np.int64)
+    return emb, pred

@@ -117,10 +117,10 @@ def test_sorted_similarity_matches_exact_search_ties_included():
         fast = _SortedSimilarity(emb)
         exact = ExactSearcher().build(SearchSpace(emb, pred, np.arange(40)))
         for k in (1, 5, 39):
-            assert np.array_equal(fast.local(pred, k), exact.local(np.arange(40), k).position)
+            assert np.array_equal(fast.local(pred, k), exact.local(np.arange(40), k).evidence)
         res = exact.global_pairs(30)
         u, v, s = fast.global_pairs(pred, 30)
-        assert np.array_equal(u, res.u) and np.array_equal(v, res.v)
+        assert np.array_equal(u, res.node_u) and np.array_equal(v, res.node_v)
         assert np.allclose(s, res.similarity)
     # a long order with a rare class: rows of the common class run short in the scan window
     emb = rng.normal(size=(300, 4)).astype(np.float32)
@@ -129,10 +129,10 @@ def test_sorted_similarity_matches_exact_search_ties_included():
     fast = _SortedSimilarity(emb)
     exact = ExactSearcher().build(SearchSpace(emb, pred, np.arange(300)))
     for k in (3, 10):
-        assert np.array_equal(fast.local(pred, k), exact.local(np.arange(300), k).position)
+        assert np.array_equal(fast.local(pred, k), exact.local(np.arange(300), k).evidence)
     res = exact.global_pairs(50)
-    assert np.array_equal(fast.global_pairs(pred, 50)[0], res.u)
-    assert np.array_equal(fast.global_pairs(pred, 50)[1], res.v)
+    assert np.array_equal(fast.global_pairs(pred, 50)[0], res.node_u)
+    assert np.array_equal(fast.global_pairs(pred, 50)[1], res.node_v)
 
 
 def test_large_stage_falls_back_to_exact_search(tmp_path):

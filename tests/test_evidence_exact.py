@@ -10,81 +10,14 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from search_oracles import brute_global, brute_local
 from torch_geometric.data import Data
 
 from gnnaudit.audit import CounterfactualEvidence
-from gnnaudit.audit.search_base import SearchSpace
-from gnnaudit.audit.search_exact import ExactSearcher
 from gnnaudit.errors import InvalidInputError, NotFittedError
 
-# ----------------------------------------------------------------- oracles
-
-
-def brute_local(emb: np.ndarray, pred: np.ndarray, q: int, k: int) -> tuple[list, list]:
-    """Sort every candidate of query position q by (-sim, position)."""
-    e = emb.astype(np.float64)
-    cands = [j for j in range(len(pred)) if pred[j] != pred[q]]
-    scored = sorted((-(e[q] @ e[j]), j) for j in cands)[:k]
-    return [-s for s, _ in scored], [j for _, j in scored]
-
-
-def brute_global(emb: np.ndarray, pred: np.ndarray, k: int) -> list[tuple[float, int, int]]:
-    """Sort every unordered pair of different predictions by (-sim, u, v)."""
-    e = emb.astype(np.float64)
-    m = len(pred)
-    pairs = [
-        (-(e[u] @ e[v]), u, v) for u in range(m) for v in range(u + 1, m) if pred[u] != pred[v]
-    ]
-    return sorted(pairs)[:k]
-
-
-@st.composite
-def quantised_spaces(draw):
-    """Embeddings with entries in {-1, -1/2, 0, 1/2, 1}: every dot product is exact in float32,
-    so ties are exact and plentiful (duplicate rows, zero rows)."""
-    m = draw(st.integers(1, 25))
-    d = draw(st.integers(1, 4))
-    seed = draw(st.integers(0, 2**31 - 1))
-    rng = np.random.default_rng(seed)
-    emb = (rng.integers(-2, 3, size=(m, d)) / 2).astype(np.float32)
-    if m > 3:
-        emb[rng.integers(0, m, size=2)] = emb[0]  # duplicate rows -> exact ties
-    pred = rng.integers(0, draw(st.integers(1, 4)), size=m).astype(np.int64)
-    block = draw(st.sampled_from([4, 64, 1024, 64 * 2**20]))  # 4 bytes: one row per block
-    return emb, pred, block
-
-
-@settings(max_examples=80, deadline=None)
-@given(quantised_spaces(), st.integers(1, 30))
-def test_exact_local_equals_brute_force_with_exact_ties(case, k):
-    emb, pred, block = case
-    space = SearchSpace(emb, pred, np.arange(len(pred), dtype=np.int64))
-    searcher = ExactSearcher(block_bytes=block).build(space)
-    queries = np.arange(len(pred), dtype=np.int64)
-    res = searcher.local(queries, k)
-    assert res.position.shape == (len(pred), k) and res.similarity.shape == (len(pred), k)
-    for q in queries:
-        sims, pos = brute_local(emb, pred, int(q), k)
-        got = res.position[q]
-        assert got[: len(pos)].tolist() == pos
-        assert np.all(got[len(pos) :] == -1)
-        assert np.all(np.isneginf(res.similarity[q, len(pos) :]))
-        np.testing.assert_array_equal(res.similarity[q, : len(pos)], np.array(sims, np.float32))
-
-
-@settings(max_examples=80, deadline=None)
-@given(quantised_spaces(), st.integers(1, 400))
-def test_exact_global_equals_brute_force_with_exact_ties(case, k):
-    emb, pred, block = case
-    space = SearchSpace(emb, pred, np.arange(len(pred), dtype=np.int64))
-    res = ExactSearcher(block_bytes=block).build(space).global_pairs(k)
-    expected = brute_global(emb, pred, k)
-    assert list(zip(res.u.tolist(), res.v.tolist(), strict=True)) == [
-        (u, v) for _, u, v in expected
-    ]
-    np.testing.assert_array_equal(
-        res.similarity, np.array([-s for s, _, _ in expected], np.float32)
-    )
+# Backend-level equality with the brute force (ties included, every block size) is checked
+# for every backend in test_search_conformance.py; this file checks the estimator.
 
 
 # -------------------------------------------------------- the estimator
@@ -106,7 +39,8 @@ def check_against_oracle(ce: CounterfactualEvidence, df: pd.DataFrame, queries, 
     emb, pred, ids = ce.space_.embedding, ce.space_.predictions, ce.space_.node_ids
     for node in queries:
         q = int(np.searchsorted(ids, node))
-        sims, pos = brute_local(emb, pred, q, k)
+        sims, pos = brute_local(emb, pred, np.array([q]), k)
+        sims, pos = sims[0][pos[0] >= 0].tolist(), pos[0][pos[0] >= 0].tolist()
         got = df[df["query"] == node].sort_values("rank")
         assert got["rank"].tolist() == list(range(1, len(pos) + 1))
         np.testing.assert_allclose(got["similarity"].to_numpy(), sims, atol=2e-6)
@@ -143,7 +77,7 @@ def test_local_and_global_equal_brute_force(seed, k, classes):
 
     g = ce.global_evidence(k=k)
     emb, p = ce.space_.embedding, ce.space_.predictions
-    expected = brute_global(emb, p, k)
+    expected = [(-s, u, v) for s, u, v in zip(*brute_global(emb, p, k), strict=True)]
     np.testing.assert_allclose(g["similarity"], [-s for s, _, _ in expected], atol=2e-6)
     assert (g["node_u"] < g["node_v"]).all()
     assert (g["pred_u"] != g["pred_v"]).all()
@@ -393,3 +327,38 @@ def test_approximate_backends_are_wired_by_name(backend, params):
         CounterfactualEvidence(backend=backend, index_params={"bogus": 1}).fit(
             data, predictions=pred
         )
+
+
+def test_invalid_backend_answers_are_refused():
+    """The estimator checks every backend answer: no same-class evidence, no node outside the
+    test set, the typed result of the asked shape."""
+    from gnnaudit.audit.search_exact import ExactSearcher
+    from gnnaudit.errors import GnnAuditError
+
+    class SameClass(ExactSearcher):
+        def _local_positions(self, queries, k):
+            sim, pos = super()._local_positions(queries, k)
+            pos[:, 0] = queries  # the query itself
+            return sim, pos
+
+        def _global_positions(self, k):
+            sim, u, v = super()._global_positions(k)
+            same = np.flatnonzero(self.predictions_ == self.predictions_[u[0]])
+            v[0] = same[same != u[0]][0]
+            return sim, np.minimum(u, v), np.maximum(u, v)
+
+    class WrongShape(ExactSearcher):
+        def local(self, queries, k):
+            return super().local(queries, k).head(1) if k > 1 else super().local(queries, k)
+
+    data, pred = random_graph(n=60, seed=12)
+    ce = CounterfactualEvidence().fit(data, predictions=pred)
+    nodes = ce.node_ids_[:5]
+    ce.searcher_ = SameClass().build(ce.space_)
+    with pytest.raises(GnnAuditError, match="same-class evidence"):
+        ce.search_local(nodes, k=3)
+    with pytest.raises(GnnAuditError, match="same-class pair"):
+        ce.global_evidence(k=3)
+    ce.searcher_ = WrongShape().build(ce.space_)
+    with pytest.raises(GnnAuditError, match="malformed local result"):
+        ce.local_evidence(nodes, k=3)

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from search_oracles import assert_valid, brute_global, brute_local, clustered, recall, space_of
+from search_oracles import (
+    assert_valid,
+    brute_global,
+    brute_local,
+    clustered,
+    pair_positions,
+    positions,
+    recall,
+    space_of,
+)
 
 from gnnaudit.audit.search_faiss import FaissSearcher
 from gnnaudit.errors import InvalidInputError, NotFittedError
 
-faiss = pytest.importorskip("faiss")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    old = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    yield
-    faiss.omp_set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("faiss_one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +34,10 @@ def test_local_valid_and_recall(data, params) -> None:
     s = FaissSearcher(random_state=0, **params).build(space_of(x, pred))
     assert all(kind != "flat" for kind in s.index_kinds_)
     q = np.arange(0, x.shape[0], 2)
-    res = s.local(q, 10)
-    assert_valid(x, pred, q, res.similarity, res.position, 10)
+    sim, pos = positions(s, s.local(q, 10))
+    assert_valid(x, pred, q, sim, pos, 10)
     _, ref = brute_local(x, pred, q, 10)
-    assert recall(res.position, ref) >= 0.95
+    assert recall(pos, ref) >= 0.95
 
 
 def test_flat_is_exact_local_and_global(data) -> None:
@@ -44,27 +45,27 @@ def test_flat_is_exact_local_and_global(data) -> None:
     x, pred = x[:600], pred[:600]
     s = FaissSearcher(index_type="flat").build(space_of(x, pred))
     q = np.arange(0, 600, 5)
-    res = s.local(q, 7)
+    sim, pos = positions(s, s.local(q, 7))
     ref_s, ref_p = brute_local(x, pred, q, 7)
-    np.testing.assert_array_equal(res.position, ref_p)
-    np.testing.assert_allclose(res.similarity, ref_s, atol=1e-9)
-    g = s.global_pairs(30)
+    np.testing.assert_array_equal(pos, ref_p)
+    np.testing.assert_allclose(sim, ref_s, atol=1e-9)
+    g_s, g_u, g_v = pair_positions(s, s.global_pairs(30))
     gs, gu, gv = brute_global(x, pred, 30)
-    np.testing.assert_array_equal(g.u, gu)
-    np.testing.assert_array_equal(g.v, gv)
-    np.testing.assert_allclose(g.similarity, gs, atol=1e-9)
+    np.testing.assert_array_equal(g_u, gu)
+    np.testing.assert_array_equal(g_v, gv)
+    np.testing.assert_allclose(g_s, gs, atol=1e-9)
 
 
 def test_global_pairs_hnsw(data) -> None:
     x, pred = data
     s = FaissSearcher(random_state=0).build(space_of(x, pred))
-    g = s.global_pairs(50)
-    assert (g.u < g.v).all() and (pred[g.u] != pred[g.v]).all()
-    assert (np.diff(g.similarity) <= 0).all()
-    assert len(set(zip(g.u.tolist(), g.v.tolist(), strict=True))) == 50
+    g_s, g_u, g_v = pair_positions(s, s.global_pairs(50))
+    assert (g_u < g_v).all() and (pred[g_u] != pred[g_v]).all()
+    assert (np.diff(g_s) <= 0).all()
+    assert len(set(zip(g_u.tolist(), g_v.tolist(), strict=True))) == 50
     _, gu, gv = brute_global(x, pred, 50)
     ref = set(zip(gu.tolist(), gv.tolist(), strict=True))
-    assert len(ref & set(zip(g.u.tolist(), g.v.tolist(), strict=True))) / 50 >= 0.95
+    assert len(ref & set(zip(g_u.tolist(), g_v.tolist(), strict=True))) / 50 >= 0.95
 
 
 def test_small_classes_fall_back_to_flat_and_pad() -> None:
@@ -75,17 +76,17 @@ def test_small_classes_fall_back_to_flat_and_pad() -> None:
     assert s.index_kinds_[1] == "flat"
     assert s.index_kinds_[0] == f"ivf{1188 // 39}"  # nlist capped at n // 39
     q = np.arange(0, 1200, 7)
-    res = s.local(q, 15)
-    n_valid = (res.position >= 0).sum(axis=1)
+    sim, pos = positions(s, s.local(q, 15))
+    n_valid = (pos >= 0).sum(axis=1)
     np.testing.assert_array_equal(n_valid, np.where(pred[q] == 0, 12, 15))
-    assert_valid(x, pred, q, res.similarity, res.position, 15)
+    assert_valid(x, pred, q, sim, pos, 15)
     # an IVF probe of one list may hold fewer than k points: the exact fallback fills up
     s1 = FaissSearcher(index_type="ivf", nlist=30, nprobe=1, random_state=0).build(
         space_of(x, pred)
     )
-    res = s1.local(np.arange(12), 100)
-    assert (res.position >= 0).all()
-    assert_valid(x, pred, np.arange(12), res.similarity, res.position, 100)
+    sim, pos = positions(s1, s1.local(np.arange(12), 100))
+    assert (pos >= 0).all()
+    assert_valid(x, pred, np.arange(12), sim, pos, 100)
 
 
 def test_ties_zero_rows_single_class() -> None:
@@ -94,13 +95,14 @@ def test_ties_zero_rows_single_class() -> None:
     x[7] = 0.0
     pred = np.arange(300) % 2
     s = FaissSearcher(index_type="flat").build(space_of(x, pred))
-    res = s.local(np.array([0, 7]), 3)
-    np.testing.assert_array_equal(res.position[0], [1, 3, 5])
-    np.testing.assert_array_equal(res.position[1], [0, 2, 4])
+    _, pos = positions(s, s.local(np.array([0, 7]), 3))
+    np.testing.assert_array_equal(pos[0], [1, 3, 5])
+    np.testing.assert_array_equal(pos[1], [0, 2, 4])
     s = FaissSearcher().build(space_of(x[:20], np.zeros(20, dtype=np.int64)))
     res = s.local(np.array([0, 1]), 4)
-    assert (res.position == -1).all() and np.isneginf(res.similarity).all()
-    assert (s.global_pairs(2).u == -1).all()
+    assert res.evidence.shape == (2, 4)
+    assert (res.evidence == -1).all() and np.isneginf(res.similarity).all()
+    assert len(s.global_pairs(2)) == 0
 
 
 @pytest.mark.parametrize("params", [{"index_type": "hnsw"}, {"index_type": "ivf"}])
@@ -110,7 +112,7 @@ def test_deterministic(data, params) -> None:
     q = np.arange(0, 3000, 3)
     a = FaissSearcher(random_state=3, **params).build(sp).local(q, 10)
     b = FaissSearcher(random_state=3, **params).build(sp).local(q, 10)
-    np.testing.assert_array_equal(a.position, b.position)
+    np.testing.assert_array_equal(a.evidence, b.evidence)
     np.testing.assert_array_equal(a.similarity, b.similarity)
 
 
@@ -121,7 +123,8 @@ def test_parameters_change_the_search(data) -> None:
     _, ref = brute_local(x, pred, q, 10)
     lo = FaissSearcher(index_type="ivf", nlist=60, nprobe=1, random_state=0).build(sp)
     hi = FaissSearcher(index_type="ivf", nlist=60, nprobe=60, random_state=0).build(sp)
-    r_lo, r_hi = recall(lo.local(q, 10).position, ref), recall(hi.local(q, 10).position, ref)
+    r_lo = recall(positions(lo, lo.local(q, 10))[1], ref)
+    r_hi = recall(positions(hi, hi.local(q, 10))[1], ref)
     assert r_hi == pytest.approx(1.0)
     assert r_lo < r_hi
 
@@ -164,13 +167,12 @@ def test_flat_global_exact_for_any_k(k) -> None:
     x, pred = clustered(m=150, d=6, n_centres=4, n_classes=3, seed=9)
     x[50:80] = x[20:50]
     s = FaissSearcher(index_type="flat").build(space_of(x, pred))
-    g = s.global_pairs(k)
+    g_s, g_u, g_v = pair_positions(s, s.global_pairs(k))
     gs, gu, gv = brute_global(x, pred, k)
-    n = gs.size
-    np.testing.assert_allclose(g.similarity[:n], gs, atol=1e-9)
-    np.testing.assert_array_equal(g.u[:n], gu)
-    np.testing.assert_array_equal(g.v[:n], gv)
-    assert (g.u[n:] == -1).all() and np.isneginf(g.similarity[n:]).all()
+    assert g_s.size == gs.size  # every pair when k exceeds them, no padding
+    np.testing.assert_allclose(g_s, gs, atol=1e-9)
+    np.testing.assert_array_equal(g_u, gu)
+    np.testing.assert_array_equal(g_v, gv)
 
 
 @pytest.mark.parametrize("index_type", ["hnsw", "ivf", "flat"])
@@ -181,8 +183,8 @@ def test_single_query_path_matches_batched(data, index_type) -> None:
     batch = s.local(q, 10)
     for i, v in enumerate(q):
         one = s.local(np.array([v]), 10)
-        np.testing.assert_array_equal(one.position[0], batch.position[i])
+        np.testing.assert_array_equal(one.evidence[0], batch.evidence[i])
         np.testing.assert_allclose(one.similarity[0], batch.similarity[i], atol=1e-12)
     # fewer candidates than k: padded identically
     one = s.local(np.array([3]), 5000)
-    np.testing.assert_array_equal(one.position, s.local(np.array([3, 4]), 5000).position[:1])
+    np.testing.assert_array_equal(one.evidence, s.local(np.array([3, 4]), 5000).evidence[:1])

@@ -6,7 +6,16 @@ import math
 
 import numpy as np
 import pytest
-from search_oracles import assert_valid, brute_global, brute_local, clustered, recall, space_of
+from search_oracles import (
+    assert_valid,
+    brute_global,
+    brute_local,
+    clustered,
+    pair_positions,
+    positions,
+    recall,
+    space_of,
+)
 
 from gnnaudit.audit.search_base import SearchSpace
 from gnnaudit.audit.search_index import IndexSearcher
@@ -31,10 +40,10 @@ def built(data):
 def test_local_valid_and_high_recall(data, built) -> None:
     x, pred = data
     q = np.arange(0, x.shape[0], 3)
-    res = built.local(q, 10)
-    assert_valid(x, pred, q, res.similarity, res.position, 10)
+    sim, pos = positions(built, built.local(q, 10))
+    assert_valid(x, pred, q, sim, pos, 10)
     _, ref = brute_local(x, pred, q, 10)
-    assert recall(res.position, ref) >= 0.9
+    assert recall(pos, ref) >= 0.9
 
 
 def test_supplementary_partitions_beat_a_single_partition() -> None:
@@ -47,8 +56,8 @@ def test_supplementary_partitions_beat_a_single_partition() -> None:
     one = IndexSearcher(random_state=1, supplementary=False, max_probe=1).build(
         space_of_ids(x, pred)
     )
-    r_full = recall(full.local(q, 10).position, ref)
-    r_one = recall(one.local(q, 10).position, ref)
+    r_full = recall(positions(full, full.local(q, 10))[1], ref)
+    r_one = recall(positions(one, one.local(q, 10))[1], ref)
     assert r_full > r_one + 0.03
 
 
@@ -62,36 +71,38 @@ def test_margin_entry_rule(data) -> None:
     paper = IndexSearcher(**kw).build(space_of_ids(x, pred))
     margin = IndexSearcher(entry="margin", **kw).build(space_of_ids(x, pred))
     np.testing.assert_array_equal(paper.labels_, margin.labels_)  # same partitions
-    r_margin = recall(margin.local(q, 10).position, ref)
+    r_margin = recall(positions(margin, margin.local(q, 10))[1], ref)
     assert r_margin >= 0.99
-    assert r_margin >= recall(paper.local(q, 10).position, ref)
+    assert r_margin >= recall(positions(paper, paper.local(q, 10))[1], ref)
 
 
 def test_full_probe_is_exact(data) -> None:
     x, pred = data
     s = IndexSearcher(random_state=0, n_partitions=3, n_probe=10).build(space_of_ids(x, pred))
     q = np.arange(0, x.shape[0], 7)
-    res = s.local(q, 5)
+    sim, pos = positions(s, s.local(q, 5))
     ref_s, ref_p = brute_local(x, pred, q, 5)
-    np.testing.assert_array_equal(res.position, ref_p)
-    np.testing.assert_allclose(res.similarity, ref_s, atol=1e-9)
-    g = s.global_pairs(25)
+    np.testing.assert_array_equal(pos, ref_p)
+    np.testing.assert_allclose(sim, ref_s, atol=1e-9)
+    g_s, g_u, g_v = pair_positions(s, s.global_pairs(25))
     gs, gu, gv = brute_global(x, pred, 25)
-    np.testing.assert_array_equal(g.u, gu)
-    np.testing.assert_array_equal(g.v, gv)
-    np.testing.assert_allclose(g.similarity, gs, atol=1e-9)
+    np.testing.assert_array_equal(g_u, gu)
+    np.testing.assert_array_equal(g_v, gv)
+    np.testing.assert_allclose(g_s, gs, atol=1e-9)
 
 
 def test_global_pairs_valid(data, built) -> None:
     x, pred = data
     g = built.global_pairs(40)
-    assert g.similarity.shape == g.u.shape == g.v.shape == (40,)
-    assert (g.u < g.v).all()
-    assert (pred[g.u] != pred[g.v]).all()
-    assert len(set(zip(g.u.tolist(), g.v.tolist(), strict=True))) == 40
-    assert (np.diff(g.similarity) <= 0).all()
+    assert len(g) == 40
+    g_s, g_u, g_v = pair_positions(built, g)
+    assert (g_u < g_v).all()
+    assert (pred[g_u] != pred[g_v]).all()
+    np.testing.assert_array_equal(g.pred_u, pred[g_u])
+    assert len(set(zip(g_u.tolist(), g_v.tolist(), strict=True))) == 40
+    assert (np.diff(g_s) <= 0).all()
     _, gu, gv = brute_global(x, pred, 40)
-    found = set(zip(g.u.tolist(), g.v.tolist(), strict=True))
+    found = set(zip(g_u.tolist(), g_v.tolist(), strict=True))
     assert len(found & set(zip(gu.tolist(), gv.tolist(), strict=True))) / 40 >= 0.9
 
 
@@ -101,16 +112,17 @@ def test_k_results_with_tiny_clusters_and_padding() -> None:
     pred[::10] = 1  # 12 nodes of class 1
     s = IndexSearcher(random_state=0, n_clusters=40, n_partitions=5).build(space_of_ids(x, pred))
     q = np.arange(120)
-    res = s.local(q, 10)
-    assert (res.position >= 0).all()  # every query has >= 10 candidates
-    assert_valid(x, pred, q, res.similarity, res.position, 10)
+    sim, pos = positions(s, s.local(q, 10))
+    assert (pos >= 0).all()  # every query has >= 10 candidates
+    assert_valid(x, pred, q, sim, pos, 10)
     res = s.local(q, 15)
-    n_valid = (res.position >= 0).sum(axis=1)
+    sim, pos = positions(s, res)
+    n_valid = (pos >= 0).sum(axis=1)
     np.testing.assert_array_equal(n_valid, np.where(pred == 0, 12, 15))
-    assert_valid(x, pred, q, res.similarity, res.position, 15)
-    g = s.global_pairs(10_000)  # more than the 12 * 108 pairs that exist
-    assert (g.u >= 0).sum() == 12 * 108
-    assert np.isneginf(g.similarity[12 * 108 :]).all()
+    np.testing.assert_array_equal(res.valid, pos >= 0)
+    assert_valid(x, pred, q, sim, pos, 15)
+    g = s.global_pairs(10_000)  # more than the 12 * 108 pairs that exist: no padding
+    assert len(g) == 12 * 108 and np.isfinite(g.similarity).all()
 
 
 def test_ties_prefer_smaller_position_and_zero_rows() -> None:
@@ -119,19 +131,20 @@ def test_ties_prefer_smaller_position_and_zero_rows() -> None:
     x[7] = 0.0  # a zero row
     pred = np.array([0, 1, 0, 1, 0, 1, 0, 1, 0, 1])
     s = IndexSearcher(random_state=0, n_clusters=3, n_partitions=4).build(space_of_ids(x, pred))
-    res = s.local(np.array([0, 1, 7]), 3)
-    np.testing.assert_array_equal(res.position[0], [1, 3, 5])
-    np.testing.assert_array_equal(res.position[1], [0, 2, 4])
-    np.testing.assert_array_equal(res.position[2], [0, 2, 4])
-    np.testing.assert_allclose(res.similarity[2], 0.0)
+    sim, pos = positions(s, s.local(np.array([0, 1, 7]), 3))
+    np.testing.assert_array_equal(pos[0], [1, 3, 5])
+    np.testing.assert_array_equal(pos[1], [0, 2, 4])
+    np.testing.assert_array_equal(pos[2], [0, 2, 4])
+    np.testing.assert_allclose(sim[2], 0.0)
 
 
 def test_single_class_returns_padding() -> None:
     x, _ = clustered(m=50, d=5, n_centres=3, n_classes=1, seed=0)
     s = IndexSearcher(random_state=0).build(space_of_ids(x, np.zeros(50, dtype=np.int64)))
     res = s.local(np.array([0, 1]), 4)
-    assert (res.position == -1).all() and np.isneginf(res.similarity).all()
-    assert (s.global_pairs(3).u == -1).all()
+    assert res.evidence.shape == (2, 4)
+    assert (res.evidence == -1).all() and np.isneginf(res.similarity).all()
+    assert len(s.global_pairs(3)) == 0
 
 
 def test_ablation_switches_change_the_build() -> None:
@@ -158,7 +171,7 @@ def test_deterministic_given_random_state(data) -> None:
     np.testing.assert_array_equal(a.labels_, b.labels_)
     np.testing.assert_array_equal(a.centroids_, b.centroids_)
     q = np.arange(0, 1500, 11)
-    np.testing.assert_array_equal(a.local(q, 5).position, b.local(q, 5).position)
+    np.testing.assert_array_equal(a.local(q, 5).evidence, b.local(q, 5).evidence)
     assert not np.array_equal(a.labels_, c.labels_)
 
 
@@ -205,8 +218,8 @@ def test_theta_above_half_pi_and_high_dimension() -> None:
         space_of_ids(x, pred)
     )
     assert np.isfinite(s.node_weights_).all()
-    res = s.local(np.arange(300), 3)
-    assert_valid(x, pred, np.arange(300), res.similarity, res.position, 3)
+    sim, pos = positions(s, s.local(np.arange(300), 3))
+    assert_valid(x, pred, np.arange(300), sim, pos, 3)
 
 
 # ------------------------------------------------------------- bound-based multi-probe
@@ -216,11 +229,12 @@ def test_certified_answers_equal_brute_force(data, built) -> None:
     x, pred = data
     q = np.arange(x.shape[0])
     res = built.local(q, 10)
+    sim, pos = positions(built, res)
     ref_s, ref_p = brute_local(x, pred, q, 10)
     cert = res.certified
     assert cert.mean() >= 0.3
-    np.testing.assert_array_equal(res.position[cert], ref_p[cert])
-    np.testing.assert_allclose(res.similarity[cert], ref_s[cert], atol=1e-9)
+    np.testing.assert_array_equal(pos[cert], ref_p[cert])
+    np.testing.assert_allclose(sim[cert], ref_s[cert], atol=1e-9)
     assert (res.n_probed >= 1).all() and (res.n_probed <= built.max_probe).all()
 
 
@@ -230,10 +244,11 @@ def test_unbounded_probe_is_exact_and_certified() -> None:
     s = IndexSearcher(random_state=0, n_partitions=8, max_probe=10).build(space_of_ids(x, pred))
     q = np.arange(800)
     res = s.local(q, 7)
+    sim, pos = positions(s, res)
     ref_s, ref_p = brute_local(x, pred, q, 7)
     assert res.certified.all()
-    np.testing.assert_array_equal(res.position, ref_p)
-    np.testing.assert_allclose(res.similarity, ref_s, atol=1e-9)
+    np.testing.assert_array_equal(pos, ref_p)
+    np.testing.assert_allclose(sim, ref_s, atol=1e-9)
     assert res.n_probed.mean() < 10  # the bound did prune clusters
 
 
@@ -243,7 +258,7 @@ def test_single_query_path_matches_batched(data, built) -> None:
     batch = built.local(q, 10)
     for i, v in enumerate(q):
         one = built.local(np.array([v]), 10)
-        np.testing.assert_array_equal(one.position[0], batch.position[i])
+        np.testing.assert_array_equal(one.evidence[0], batch.evidence[i])
         np.testing.assert_allclose(one.similarity[0], batch.similarity[i], atol=1e-12)
         assert one.n_probed[0] == batch.n_probed[i]
         assert one.certified[0] == batch.certified[i]
@@ -258,8 +273,8 @@ def test_recall_floor_on_weakly_clustered_data() -> None:
     default = IndexSearcher(random_state=0).build(space_of_ids(x, pred)).local(q, 10)
     ps = IndexSearcher(random_state=0, max_probe=1).build(space_of_ids(x, pred))
     paper = ps.local(q, 10)
-    assert recall(default.position, ref) >= 0.9
-    assert recall(paper.position, ref) < 0.8
+    assert recall(positions(ps, default)[1], ref) >= 0.9
+    assert recall(positions(ps, paper)[1], ref) < 0.8
     # the paper's rule leaves the entry cluster only when it holds fewer than k candidates
     n_entry = ps.n_candidates_[ps.entry_partition_, ps.entry_cluster_, ps.class_index_]
     np.testing.assert_array_equal(paper.n_probed > 1, n_entry < 10)
@@ -273,11 +288,12 @@ def test_bound_and_annulus_never_drop_an_answer(d, seed, k) -> None:
     s = IndexSearcher(random_state=seed, n_partitions=4, max_probe=10).build(space_of_ids(x, pred))
     q = np.arange(600)
     res = s.local(q, k)
+    sim, pos = positions(s, res)
     ref_s, ref_p = brute_local(x, pred, q, k)
-    np.testing.assert_allclose(res.similarity, ref_s, atol=1e-9)
-    np.testing.assert_array_equal(res.position, ref_p)
+    np.testing.assert_allclose(sim, ref_s, atol=1e-9)
+    np.testing.assert_array_equal(pos, ref_p)
     assert res.certified.all()
     one = s.local(q[::50], k)  # a smaller batch (12 queries) ...
-    np.testing.assert_array_equal(one.position, ref_p[::50])
+    np.testing.assert_array_equal(positions(s, one)[1], ref_p[::50])
     for v in q[::97]:  # ... and the single-query path
-        np.testing.assert_array_equal(s.local(np.array([v]), k).position[0], ref_p[v])
+        np.testing.assert_array_equal(positions(s, s.local(np.array([v]), k))[1][0], ref_p[v])

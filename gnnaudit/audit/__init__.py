@@ -1,6 +1,6 @@
 """GNN audits built on counterfactual evidence, shaped as units that feed one report.
 
-What belongs here: counterfactual-evidence search (exact, the paper's index, faiss), the audit
+What belongs here: counterfactual-evidence search (exact, sorted, the paper's index, faiss), the audit
 statistics (each one module: model quality, group fairness, discrimination scores, error
 verification, evidence pairs ...), the shared audit context, and the report with its findings.
 Each statistic is an :class:`AuditUnit` taking the shared :class:`AuditContext` (model, data,
@@ -32,6 +32,7 @@ from gnnaudit.audit.report_section import Figure, Finding, ReportSection
 from gnnaudit.audit.search_exact import ExactSearcher
 from gnnaudit.audit.search_faiss import FaissSearcher
 from gnnaudit.audit.search_index import IndexSearcher
+from gnnaudit.audit.search_sorted import SortedSimilaritySearcher
 from gnnaudit.audit.unit import AuditResult, AuditUnit, run_units
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "LocalEvidence",
     "GlobalEvidence",
     "ExactSearcher",
+    "SortedSimilaritySearcher",
     "IndexSearcher",
     "FaissSearcher",
     "AuditContext",

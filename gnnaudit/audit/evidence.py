@@ -32,6 +32,7 @@ import torch
 from gnnaudit._validation import (
     check_choice,
     check_edge_index,
+    check_finite_tensor,
     check_fitted,
     check_float,
     check_int,
@@ -39,17 +40,19 @@ from gnnaudit._validation import (
 from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
 from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace
 from gnnaudit.errors import GnnAuditError, InvalidInputError
-from gnnaudit.graph_ops.neighbourhood import ks_embedding
+from gnnaudit.graph_ops.neighbourhood import (
+    KSEmbedding,
+    ks_embedding,
+    ks_input_bound,
+    rescale_rows,
+)
 
 __all__ = ["CounterfactualEvidence", "make_searcher", "BACKENDS"]
 
 logger = logging.getLogger(__name__)
 
 #: Backend names accepted by ``CounterfactualEvidence(backend=...)``.
-BACKENDS: tuple[str, ...] = ("exact", "index", "faiss")
-
-LOCAL_COLUMNS = ["query", "evidence", "similarity", "query_pred", "evidence_pred", "rank"]
-GLOBAL_COLUMNS = ["node_u", "node_v", "similarity", "pred_u", "pred_v", "rank"]
+BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss")
 
 
 def make_searcher(
@@ -61,7 +64,8 @@ def make_searcher(
     """Instantiate the search backend ``backend`` (imports ``index`` / ``faiss`` lazily).
 
     ``index_params`` are passed as keyword arguments to the backend's constructor
-    (``ExactSearcher(block_bytes=...)``, ``IndexSearcher(...)``, ``FaissSearcher(...)``).
+    (``ExactSearcher(block_bytes=...)``, ``SortedSimilaritySearcher(max_nodes=...)``,
+    ``IndexSearcher(...)``, ``FaissSearcher(...)``).
     """
     backend = check_choice("backend", backend, BACKENDS)
     params = dict(index_params or {})
@@ -71,6 +75,11 @@ def make_searcher(
 
             params.setdefault("progress", progress)
             return ExactSearcher(random_state=random_state, **params)
+        if backend == "sorted":
+            from gnnaudit.audit.search_sorted import SortedSimilaritySearcher
+
+            params.setdefault("progress", progress)
+            return SortedSimilaritySearcher(random_state=random_state, **params)
         if backend == "index":
             from gnnaudit.audit.search_index import IndexSearcher
 
@@ -111,8 +120,10 @@ class CounterfactualEvidence:
     ----------
     num_hops : L, number of propagation hops of the KS embedding (>= 0, default 3).
     alpha : trade-off of Eq. 5 in ``[0, 1]`` (default 0.5).
-    backend : ``"exact"`` (blocked exact search, the oracle), ``"index"`` (the paper's
-        weighted-k-means index, approximate) or ``"faiss"`` (a faiss index, approximate).
+    backend : ``"exact"`` (blocked exact search, the oracle), ``"sorted"`` (exact, from a
+        similarity order sorted once: for repeated searches with changing predictions, up to
+        ``max_nodes`` test nodes), ``"index"`` (the paper's weighted-k-means index,
+        approximate) or ``"faiss"`` (a faiss index, approximate).
     index_params : keyword arguments of the backend's constructor.
     random_state : seed of the approximate backends' random choices.
     progress : show tqdm progress bars for long work.
@@ -126,8 +137,13 @@ class CounterfactualEvidence:
     space_ : the :class:`~gnnaudit.audit.search_base.SearchSpace` given to the backend.
     searcher_ : the built backend.
 
+    Queries: :meth:`search_local` / :meth:`search_global` return the typed results
+    (:class:`~gnnaudit.audit.evidence_result.LocalEvidence` /
+    :class:`~gnnaudit.audit.evidence_result.GlobalEvidence`) straight from the backend;
+    :meth:`local_evidence` / :meth:`global_evidence` are their DataFrames (``to_frame()``).
+
     A test set whose nodes all carry the same prediction has no counterfactual evidence: the
-    queries then return an empty DataFrame and emit a ``UserWarning``.
+    queries then return an empty result and emit a ``UserWarning``.
     """
 
     def __init__(
@@ -172,7 +188,10 @@ class CounterfactualEvidence:
 
         Parameters
         ----------
-        data : a PyG ``Data`` with ``x`` (n, d) and ``edge_index`` (2, E).
+        data : a PyG ``Data`` with ``x`` (n, d) and ``edge_index`` (2, E). When the
+            :class:`~gnnaudit.graph_ops.KSEmbedding` transform wrote ``data.ks`` with this
+            estimator's ``num_hops`` and ``alpha`` (``data.ks_params``), that embedding is used
+            as is; with other or unrecorded parameters it is recomputed (logged at INFO).
         predictions : predicted classes, (n,) integers for all nodes or (m,) for the masked
             nodes in ascending id order; or (n, C) scores (argmax is taken).
         model : alternatively, a callable ``model(x, edge_index) -> logits`` (n, C); it is put
@@ -211,7 +230,10 @@ class CounterfactualEvidence:
         else:
             pred_test = self._check_predictions(predictions, n, node_ids)
 
-        ks = ks_embedding(x, edge_index, num_hops, alpha, progress=self.progress)
+        ks = self._stored_ks(data, n, num_hops, alpha)
+        if ks is None:
+            x_ks = self._precision_for_ks(x, num_hops)
+            ks = ks_embedding(x_ks, edge_index, num_hops, alpha, progress=self.progress)
         emb = _unit_rows(ks, node_ids)
         space = SearchSpace(
             embedding=emb,
@@ -234,6 +256,58 @@ class CounterfactualEvidence:
                 self.classes_.tolist(),
             )
         return self
+
+    @staticmethod
+    def _precision_for_ks(x: torch.Tensor, num_hops: int) -> torch.Tensor:
+        """``x``, or ``x`` in float64 when its magnitude would overflow ``x^agg`` in its own
+        float dtype (:func:`~gnnaudit.graph_ops.neighbourhood.ks_input_bound`): the search
+        needs only cosines, and float64 holds every float32 / float16 value exactly."""
+        if not x.is_floating_point() or x.dtype == torch.float64:
+            return x
+        largest = float(torch.linalg.vector_norm(x.detach(), ord=float("inf")))
+        if largest <= ks_input_bound(x.dtype, num_hops) or largest != largest:  # NaN: checked later
+            return x
+        logger.info(
+            "data.x (%s) has entries up to %.3g: the KS embedding would overflow %s, computing "
+            "it in float64",
+            x.dtype,
+            largest,
+            x.dtype,
+        )
+        return x.to(torch.float64)
+
+    @staticmethod
+    def _stored_ks(data: Any, n: int, num_hops: int, alpha: float) -> torch.Tensor | None:
+        """``data.ks`` when the :class:`~gnnaudit.graph_ops.KSEmbedding` transform wrote it
+        with these parameters (validated), else None (logged at INFO when ``data.ks`` exists
+        but cannot be used)."""
+        if getattr(data, "ks", None) is None:
+            return None
+        recorded = KSEmbedding.recorded_params(data)
+        if recorded != (num_hops, alpha):
+            logger.info(
+                "data.ks was written with %s, not num_hops=%d, alpha=%s: recomputing the KS "
+                "embedding",
+                "unrecorded parameters"
+                if recorded is None
+                else f"num_hops={recorded[0]}, alpha={recorded[1]}",
+                num_hops,
+                alpha,
+            )
+            return None
+        ks = data.ks
+        if not isinstance(ks, torch.Tensor):
+            ks = torch.as_tensor(np.asarray(ks))
+        if ks.dim() != 2 or ks.size(0) != n or not ks.is_floating_point():
+            raise InvalidInputError(
+                f"data.ks (written by KSEmbedding) must be a float tensor of shape [{n}, d], got "
+                f"{ks.dtype} {tuple(ks.shape)}"
+            )
+        check_finite_tensor("data.ks", ks)
+        logger.info(
+            "reusing data.ks written by KSEmbedding(num_hops=%d, alpha=%s)", num_hops, alpha
+        )
+        return ks.detach().cpu()
 
     @staticmethod
     def _resolve_mask(mask: Any, data: Any, n: int) -> np.ndarray:
@@ -338,104 +412,99 @@ class CounterfactualEvidence:
             )
         return pos_c.astype(np.int64)
 
+    def _test_predictions(self, ids: np.ndarray) -> np.ndarray:
+        """Predictions of test nodes ``ids`` (a backend's answer); raises if one is not a
+        test node."""
+        pos = np.searchsorted(self.node_ids_, ids)
+        pos = np.minimum(pos, self.node_ids_.size - 1)
+        if np.any(self.node_ids_[pos] != ids):
+            raise GnnAuditError(f"backend {self.backend!r} returned a node outside the test set")
+        return self.predictions_[pos]
+
     def _single_class(self) -> bool:
+        """Warn (pointing at the caller of the public query method) if there is one class."""
         if self.classes_.size < 2:
             warnings.warn(
                 "the test nodes all share one predicted class; there is no counterfactual "
                 "evidence, the result is empty",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=4,  # _single_class <- _search_* <- public method <- caller
             )
             return True
         return False
 
-    def local_evidence(self, nodes: Any, k: int = 10) -> pd.DataFrame:
+    def search_local(self, nodes: Any, k: int = 10) -> LocalEvidence:
         """Top-``k`` counterfactual evidences of each query node (one id or many, batched).
 
-        Returns a DataFrame with columns ``query, evidence, similarity, query_pred,
-        evidence_pred, rank`` (global node ids; ``rank`` 1 = most similar), queries in the
-        given order. A query with fewer than ``k`` candidates gets what exists (no padding).
+        Returns a :class:`~gnnaudit.audit.evidence_result.LocalEvidence`: one row per query in
+        the given order, padded arrays of width ``min(k, most candidates of any query)``
+        (padding: node ``-1``, similarity ``-inf``). A query with fewer than ``k`` candidates
+        gets what exists.
         """
+        return self._search_local(nodes, k)
+
+    def _search_local(self, nodes: Any, k: int) -> LocalEvidence:
         check_fitted(self, "searcher_")
         k = check_int("k", k, minimum=1)
         pos = self._positions(nodes)
         if self._single_class() or pos.size == 0:
-            return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in LOCAL_COLUMNS})
-        kk = min(k, self.node_ids_.size - 1)
+            return LocalEvidence.from_positions(
+                self.space_, pos, np.full((pos.size, 0), -1), np.full((pos.size, 0), -np.inf)
+            )
+        counts = np.bincount(np.searchsorted(self.classes_, self.predictions_))
+        query_class = np.searchsorted(self.classes_, self.predictions_[pos])
+        kk = min(k, int((self.node_ids_.size - counts[query_class]).max()))
         res = self.searcher_.local(pos, kk)
-        found = np.asarray(res.position, dtype=np.int64)
-        sims = np.asarray(res.similarity, dtype=np.float64)
-        if found.shape != (pos.size, kk) or sims.shape != found.shape:
+        if not isinstance(res, LocalEvidence) or res.evidence.shape != (pos.size, kk):
             raise GnnAuditError(f"backend {self.backend!r} returned a malformed local result")
-        valid = found >= 0
-        qpos = np.broadcast_to(pos[:, None], found.shape)[valid]
-        epos = found[valid]
-        if np.any(self.predictions_[qpos] == self.predictions_[epos]):
+        valid = res.valid
+        query_pred = np.broadcast_to(self.predictions_[pos][:, None], valid.shape)[valid]
+        if not np.array_equal(res.query, self.node_ids_[pos]) or np.any(
+            self._test_predictions(res.evidence[valid]) == query_pred
+        ):
             raise GnnAuditError(f"backend {self.backend!r} returned same-class evidence")
-        rank = np.broadcast_to(np.arange(1, kk + 1), found.shape)[valid]
-        return pd.DataFrame(
-            {
-                "query": self.node_ids_[qpos],
-                "evidence": self.node_ids_[epos],
-                "similarity": sims[valid],
-                "query_pred": self.predictions_[qpos],
-                "evidence_pred": self.predictions_[epos],
-                "rank": rank.astype(np.int64),
-            }
-        )
+        return res
 
-    def global_evidence(self, k: int = 100) -> pd.DataFrame:
+    def search_global(self, k: int = 100) -> GlobalEvidence:
         """The top-``k`` unordered test-node pairs with different predictions and largest KS.
 
-        Returns a DataFrame with columns ``node_u, node_v, similarity, pred_u, pred_v, rank``
-        (``node_u < node_v``, ``rank`` 1 = most similar; ties: smaller ``(node_u, node_v)``).
+        Returns a :class:`~gnnaudit.audit.evidence_result.GlobalEvidence` (``node_u <
+        node_v``, sorted by similarity descending; ties: smaller ``(node_u, node_v)``); fewer
+        than ``k`` pairs when fewer exist.
         """
+        return self._search_global(k)
+
+    def _search_global(self, k: int) -> GlobalEvidence:
         check_fitted(self, "searcher_")
         k = check_int("k", k, minimum=1)
         if self._single_class():
-            return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in GLOBAL_COLUMNS})
+            return GlobalEvidence.empty()
         counts = np.unique(self.predictions_, return_counts=True)[1].astype(object)
         total = (int(counts.sum()) ** 2 - int((counts * counts).sum())) // 2
         res = self.searcher_.global_pairs(min(k, total))
-        u = np.asarray(res.u, dtype=np.int64)
-        v = np.asarray(res.v, dtype=np.int64)
-        s = np.asarray(res.similarity, dtype=np.float64)
-        valid = (u >= 0) & (v >= 0)
-        u, v, s = u[valid], v[valid], s[valid]
-        lo, hi = np.minimum(u, v), np.maximum(u, v)
-        if np.any(self.predictions_[lo] == self.predictions_[hi]):
+        if not isinstance(res, GlobalEvidence) or len(res) > min(k, total):
+            raise GnnAuditError(f"backend {self.backend!r} returned a malformed global result")
+        if np.any(res.node_u >= res.node_v) or np.any(
+            self._test_predictions(res.node_u) == self._test_predictions(res.node_v)
+        ):
             raise GnnAuditError(f"backend {self.backend!r} returned a same-class pair")
-        return pd.DataFrame(
-            {
-                "node_u": self.node_ids_[lo],
-                "node_v": self.node_ids_[hi],
-                "similarity": s,
-                "pred_u": self.predictions_[lo],
-                "pred_v": self.predictions_[hi],
-                "rank": np.arange(1, lo.size + 1, dtype=np.int64),
-            }
-        )
+        return res
 
-    def search_local(self, nodes: Any, k: int = 10) -> LocalEvidence:
-        """Typed form of :meth:`local_evidence`: padded arrays (see
-        :class:`~gnnaudit.audit.evidence_result.LocalEvidence`), queries in the given order."""
-        frame = self.local_evidence(nodes, k=k)
-        ids = _node_array("nodes", nodes)
-        if frame.empty:
-            pred = self.predictions_[self._positions(ids)] if ids.size else ids
-            return LocalEvidence(
-                ids,
-                np.full((ids.size, 0), -1, dtype=np.int64),
-                np.full((ids.size, 0), -np.inf),
-                pred,
-                np.full((ids.size, 0), -1, dtype=np.int64),
-            )
-        return LocalEvidence.from_frame(frame).select(ids)
+    def local_evidence(self, nodes: Any, k: int = 10) -> pd.DataFrame:
+        """:meth:`search_local` as a DataFrame.
 
-    def search_global(self, k: int = 100) -> GlobalEvidence:
-        """Typed form of :meth:`global_evidence` (see
-        :class:`~gnnaudit.audit.evidence_result.GlobalEvidence`)."""
-        return GlobalEvidence.from_frame(self.global_evidence(k=k))
+        Columns ``query, evidence, similarity, query_pred, evidence_pred, rank`` (global node
+        ids; ``rank`` 1 = most similar), queries in the given order, no padding.
+        """
+        return self._search_local(nodes, k).to_frame()
+
+    def global_evidence(self, k: int = 100) -> pd.DataFrame:
+        """:meth:`search_global` as a DataFrame.
+
+        Columns ``node_u, node_v, similarity, pred_u, pred_v, rank`` (``node_u < node_v``,
+        ``rank`` 1 = most similar; ties: smaller ``(node_u, node_v)``).
+        """
+        return self._search_global(k).to_frame()
 
     # ------------------------------------------------------------- similarity
     def similarity(self, u: Any, v: Any) -> float | np.ndarray:
@@ -457,8 +526,9 @@ class CounterfactualEvidence:
             raise InvalidInputError(
                 f"u and v must have broadcastable shapes, got {uu.shape} and {vv.shape}"
             ) from None
-        a = self.ks_[torch.from_numpy(uu.copy())].to(torch.float64)
-        b = self.ks_[torch.from_numpy(vv.copy())].to(torch.float64)
+        # rows rescaled by powers of two: exact, and safe for embeddings of any magnitude
+        a = rescale_rows(self.ks_[torch.from_numpy(uu.copy())].to(torch.float64))
+        b = rescale_rows(self.ks_[torch.from_numpy(vv.copy())].to(torch.float64))
         na = torch.linalg.vector_norm(a, dim=1)
         nb = torch.linalg.vector_norm(b, dim=1)
         denom = na * nb
@@ -467,19 +537,25 @@ class CounterfactualEvidence:
         return float(out[0]) if scalar else out
 
     @staticmethod
-    def average_similarity(result: pd.DataFrame) -> float:
+    def average_similarity(result: pd.DataFrame | LocalEvidence | GlobalEvidence) -> float:
         """Average similarity AS (Eq. 11) of a result.
 
         Local result: the mean over queries of the mean KS of the evidences returned for that
-        query. Global result: the mean similarity of the returned pairs. An empty result has no
-        AS and raises :class:`~gnnaudit.errors.InvalidInputError`.
+        query. Global result: the mean similarity of the returned pairs. Accepts the typed
+        results and their DataFrames. An empty result has no AS and raises
+        :class:`~gnnaudit.errors.InvalidInputError`.
         """
+        if isinstance(result, (LocalEvidence, GlobalEvidence)):
+            result = result.to_frame()
         if not isinstance(result, pd.DataFrame) or "similarity" not in result:
             raise InvalidInputError(
-                "result must be a DataFrame from local_evidence or global_evidence"
+                "result must be a LocalEvidence / GlobalEvidence or a DataFrame from "
+                "local_evidence or global_evidence"
             )
         if len(result) == 0:
             raise InvalidInputError("result is empty: the average similarity is undefined")
+        if not np.isfinite(result["similarity"].to_numpy(dtype=np.float64)).all():
+            raise InvalidInputError("result['similarity'] must be finite (no NaN or inf)")
         if "query" in result:
             return float(result.groupby("query", sort=False)["similarity"].mean().mean())
         if "node_u" in result:
@@ -496,11 +572,8 @@ def _unit_rows(ks: torch.Tensor, node_ids: np.ndarray, chunk: int = 65536) -> np
     out = np.empty((node_ids.size, ks.size(1)), dtype=np.float32)
     for start in range(0, node_ids.size, chunk):
         block = ks[torch.from_numpy(node_ids[start : start + chunk])].to(torch.float64)
+        block = rescale_rows(block)  # exact; norms of rows of any magnitude stay finite
         norm = torch.linalg.vector_norm(block, dim=1, keepdim=True)
         block = torch.where(norm > 0, block / norm.clamp_min(1e-300), 0.0)
         out[start : start + chunk] = block.numpy()
     return out
-
-
-def _dtype(column: str) -> str:
-    return "float64" if column == "similarity" else "int64"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 import pandas as pd
@@ -50,6 +50,13 @@ def _int_array(name: str, value: Any, ndim: int) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
+def _check_similarity(similarity: Any) -> None:
+    """Similarities are cosines: NaN or +inf is a bug upstream, never a result (-inf pads)."""
+    sim = np.asarray(similarity)
+    if sim.size and sim.dtype.kind == "f" and (np.isnan(sim).any() or np.isposinf(sim).any()):
+        raise InvalidInputError("similarity must not hold NaN or +inf (-inf marks padding)")
+
+
 @dataclass(frozen=True)
 class LocalEvidence:
     """Top-k local counterfactual evidences of ``q`` query nodes (padded arrays; see module)."""
@@ -74,6 +81,7 @@ class LocalEvidence:
             raise InvalidInputError(
                 f"query_pred must have shape ({q},), got {np.shape(self.query_pred)}"
             )
+        _check_similarity(self.similarity)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -83,8 +91,11 @@ class LocalEvidence:
         queries: np.ndarray,
         positions: np.ndarray,
         similarity: np.ndarray,
-    ) -> LocalEvidence:
-        """Map a backend's answer by *positions* into ``space`` (padded with ``-1``) to node ids."""
+        **extra: Any,
+    ) -> Self:
+        """Map a backend's answer by *positions* into ``space`` (padded with ``-1``) to node ids.
+
+        ``extra`` are the additional fields of a subclass (e.g. the index's probe counts)."""
         queries = np.asarray(queries, dtype=np.int64).reshape(-1)
         pos = np.asarray(positions, dtype=np.int64)
         valid = pos >= 0
@@ -97,6 +108,7 @@ class LocalEvidence:
             similarity=np.where(valid, np.asarray(similarity, dtype=np.float64), -np.inf),
             query_pred=pred[queries],
             evidence_pred=np.where(valid, pred[safe], -1),
+            **extra,
         )
 
     @classmethod
@@ -233,6 +245,7 @@ class GlobalEvidence:
                 raise InvalidInputError(
                     f"{name} must have shape ({p},), got {np.shape(getattr(self, name))}"
                 )
+        _check_similarity(self.similarity)
 
     @classmethod
     def from_positions(

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from gnnaudit._validation import check_int
-from gnnaudit.audit.search_base import EvidenceSearcher, Neighbours, Pairs, SearchSpace
-from gnnaudit.errors import InvalidInputError
+from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace, check_space
+from gnnaudit.audit.topk import block_topk, topk_entries
 
 __all__ = ["ExactSearcher"]
 
@@ -37,26 +37,6 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     ``threadpoolctl``). The transposed operand is passed to BLAS without a copy, which makes
     a single-row query about 8x faster than ``torch.mm`` with a transposed view."""
     return np.matmul(a, b.T)
-
-
-def _row_topk(sim: np.ndarray, k: int, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` columns of every row of ``sim`` by (similarity desc, ``key[column]`` asc), exactly.
-
-    ``k <= sim.shape[1]``; ``key`` holds distinct tie-break keys of the columns. Returns
-    ``(values, columns)`` of shape ``(rows, k)``. Extra memory: ``O(sim.size)`` in the worst
-    case of massive ties at the k-th value, ``O(rows * k)`` typically.
-    """
-    rows = sim.shape[0]
-    # k-th largest value of each row; every entry >= it is a candidate (ties included).
-    kth = -np.partition(-sim, k - 1, axis=1)[:, k - 1]
-    r, c = np.nonzero(sim >= kth[:, None])
-    s = sim[r, c]
-    order = np.lexsort((key[c], -s, r))
-    r, c, s = r[order], c[order], s[order]
-    start = np.searchsorted(r, np.arange(rows))
-    rank = np.arange(r.size) - start[r]
-    keep = rank < k
-    return s[keep].reshape(rows, k), c[keep].reshape(rows, k).astype(np.int64)
 
 
 class ExactSearcher(EvidenceSearcher):
@@ -85,13 +65,8 @@ class ExactSearcher(EvidenceSearcher):
     # ------------------------------------------------------------------ build
     def build(self, space: SearchSpace) -> ExactSearcher:
         self.block_bytes_ = check_int("block_bytes", self.block_bytes, minimum=4)
-        emb = np.asarray(space.embedding)
-        pred = np.asarray(space.predictions, dtype=np.int64)
-        if emb.ndim != 2 or pred.shape != (emb.shape[0],):
-            raise InvalidInputError(
-                f"space.embedding must be (m, d) and space.predictions (m,), got "
-                f"{emb.shape} and {pred.shape}"
-            )
+        space = check_space(space)
+        emb, pred = space.embedding, space.predictions
         perm = np.argsort(pred, kind="stable")
         self.perm_ = perm.astype(np.int64)  # sorted slot -> position
         self.slot_ = np.empty_like(self.perm_)  # position -> sorted slot
@@ -103,6 +78,7 @@ class ExactSearcher(EvidenceSearcher):
         self.bounds_ = {
             int(c): (int(a), int(b)) for c, a, b in zip(self.classes_, starts, ends, strict=True)
         }
+        self.space_ = space
         return self
 
     def _bar(self, total: int, desc: str) -> Any:
@@ -111,14 +87,12 @@ class ExactSearcher(EvidenceSearcher):
         return tqdm(total=total, desc=desc, disable=not self.progress, leave=False)
 
     # ------------------------------------------------------------------ local
-    def local(self, queries: np.ndarray, k: int) -> Neighbours:
-        k = check_int("k", k, minimum=1)
-        queries = np.asarray(queries, dtype=np.int64).reshape(-1)
+    def _local_positions(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         q = queries.size
         sim_out = np.full((q, k), -np.inf, dtype=np.float32)
         pos_out = np.full((q, k), -1, dtype=np.int64)
         if q == 0:
-            return Neighbours(similarity=sim_out, position=pos_out)
+            return sim_out, pos_out
         emb, m = self.sorted_embedding_, self.predictions_.size
         qclass = self.predictions_[queries]
         with self._bar(q, "local evidence") as bar:
@@ -140,21 +114,21 @@ class ExactSearcher(EvidenceSearcher):
                         sim[:, :lo] = _matmul(qe, emb[:lo])
                     if hi < m:
                         sim[:, lo:] = _matmul(qe, emb[hi:])
-                    vals, cols = _row_topk(sim, kk, key)
-                    sim_out[block, :kk] = vals
-                    pos_out[block, :kk] = key[cols]
+                    # every row has >= kk finite candidates: exactly kk triplets per row
+                    _, vals, pos = block_topk(sim, key, kk)
+                    sim_out[block, :kk] = vals.reshape(block.size, kk)
+                    pos_out[block, :kk] = pos.reshape(block.size, kk)
                     bar.update(block.size)
-        return Neighbours(similarity=sim_out, position=pos_out)
+        return sim_out, pos_out
 
     # ----------------------------------------------------------------- global
-    def global_pairs(self, k: int) -> Pairs:
-        k = check_int("k", k, minimum=1)
+    def _global_positions(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m = self.predictions_.size
         emb, perm = self.sorted_embedding_, self.perm_
         best_s = np.empty(0, dtype=np.float32)
         best_key = np.empty(0, dtype=np.int64)  # u * m + v, u < v
         classes = [int(c) for c in self.classes_]
-        jobs = []
+        jobs: list[tuple[int, int, int, int]] = []
         for i, a in enumerate(classes):
             lo_a, hi_a = self.bounds_[a]
             for b in classes[i + 1 :]:
@@ -173,7 +147,6 @@ class ExactSearcher(EvidenceSearcher):
                 u, v = perm[r0 + r], perm[c0 + c]
                 best_s = np.concatenate([best_s, sim[r, c]])
                 best_key = np.concatenate([best_key, np.minimum(u, v) * m + np.maximum(u, v)])
-                order = np.lexsort((best_key, -best_s))[:k]
-                best_s, best_key = best_s[order], best_key[order]
+                best_s, best_key = topk_entries(best_s, best_key, k)
                 bar.update(1)
-        return Pairs(similarity=best_s, u=best_key // m, v=best_key % m)
+        return best_s, best_key // m, best_key % m

@@ -13,9 +13,9 @@ answer as the batched path), which halves the per-call overhead around the faiss
 
 Global top-k: the local lists of every node (16 first, grown only for the nodes that can
 still contribute) merged into unique unordered pairs (see
-:func:`gnnaudit.audit.search_index.global_from_local`). Exact if the local lists are exact; the
-approximation is only that of the local searches (a missed neighbour can still be found from
-the other end of the pair).
+:func:`gnnaudit.audit.global_pairs.global_pairs_from_local`). Exact if the local lists are
+exact; the approximation is only that of the local searches (a missed neighbour can still be
+found from the other end of the pair).
 
 Index types (``index_type``):
 
@@ -46,22 +46,22 @@ from typing import Any
 import numpy as np
 
 from gnnaudit._validation import check_choice, check_int
-from gnnaudit.audit.search_base import EvidenceSearcher, Neighbours, Pairs, SearchSpace
-from gnnaudit.audit.search_index import (
-    _BLOCK,
-    block_topk,
-    check_k,
-    check_queries,
+from gnnaudit.audit.search_base import (
+    EvidenceSearcher,
+    SearchSpace,
     check_space,
-    exact_rescore,
-    fill_neighbours,
-    global_from_local,
     make_rng,
-    topk_by_row,
     unknown_params,
-    zero_query_answer,
 )
-from gnnaudit.errors import NotFittedError
+from gnnaudit.audit.topk import (
+    BLOCK_ENTRIES,
+    block_topk,
+    fill_rows,
+    rescore_rows,
+    topk_by_row,
+    topk_entries,
+    zero_query_topk,
+)
 
 __all__ = ["FaissSearcher"]
 
@@ -129,6 +129,7 @@ class FaissSearcher(EvidenceSearcher):
             nlist = min(nlist, n // _MIN_POINTS_PER_LIST)
             if nlist < 2:
                 kind = "flat"
+        index: Any
         if kind == "flat":
             index = faiss.IndexFlatIP(d)
             index.add(xc)
@@ -172,27 +173,16 @@ class FaissSearcher(EvidenceSearcher):
         )
         return self
 
-    def _fitted(self) -> None:
-        if getattr(self, "space_", None) is None:
-            raise NotFittedError("FaissSearcher is not built yet; call build(space) first")
-
     # -- queries
-    def local(self, queries: np.ndarray, k: int) -> Neighbours:
-        """Top-k evidences of each query (see module doc)."""
-        self._fitted()
-        k = check_k(k)
-        q = check_queries(queries, self.space_.size)
-        sim, pos = self._search(q, k)
-        return Neighbours(similarity=sim, position=pos)
-
-    def _search(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _local_positions(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k evidences of each query by position (see module doc)."""
         x = self.space_.embedding
         cls = self.class_index_
         out_s = np.full((q.size, k), -np.inf)
         out_p = np.full((q.size, k), -1, dtype=np.int64)
         zero = self.norms_[q] == 0
         if zero.any():
-            out_s[zero], out_p[zero] = zero_query_answer(cls, q[zero], k)
+            out_s[zero], out_p[zero] = zero_query_topk(cls, q[zero], k)
         live = np.flatnonzero(~zero)
         if live.size == 0:
             return out_s, out_p
@@ -222,7 +212,7 @@ class FaissSearcher(EvidenceSearcher):
         rr, ss, pp = topk_by_row(
             np.concatenate(got_r), np.concatenate(got_s), np.concatenate(got_p), k
         )
-        ls, lp = fill_neighbours(ql.size, k, rr, ss, pp)
+        ls, lp = fill_rows(ql.size, k, rr, ss, pp)
         # exact fallback for queries that got fewer hits than they have candidates
         n_cand = self.space_.size - self.class_sizes_[qc]
         short = np.flatnonzero((lp >= 0).sum(axis=1) < np.minimum(k, n_cand))
@@ -230,7 +220,7 @@ class FaissSearcher(EvidenceSearcher):
             logger.debug("faiss: %d queries answered by the exact fallback", short.size)
             es, ep = self._exact(ql[short], k)
             ls[short], lp[short] = es, ep
-        ls, lp = exact_rescore(x, ql, ls, lp)
+        ls, lp = rescore_rows(x, ql, ls, lp)
         out_s[live], out_p[live] = ls, lp
         return out_s, out_p
 
@@ -241,7 +231,7 @@ class FaissSearcher(EvidenceSearcher):
 
     def _search_one(self, qpos: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """One query: the hits of every other class's index, top-k by (faiss similarity
-        desc, position asc), then rescored in float64 and re-sorted (as :meth:`_search`)."""
+        desc, position asc), then rescored in float64 and re-sorted (as :meth:`_local_positions`)."""
         x = self.space_.embedding
         xq = x[qpos : qpos + 1]
         c = int(self.class_index_[qpos])
@@ -265,8 +255,7 @@ class FaissSearcher(EvidenceSearcher):
         if pos.size < min(k, n_cand):  # a short answer: exact fallback
             es, ep = self._exact(np.array([qpos]), k)
             sim, pos = es[0][ep[0] >= 0], ep[0][ep[0] >= 0]
-        o = np.lexsort((pos, -sim))[:k]
-        pos = pos[o]
+        _, pos = topk_entries(sim, pos, k)
         s64 = x[pos].astype(np.float64) @ xq[0].astype(np.float64)
         o = np.lexsort((pos, -s64))
         out_s[: pos.size], out_p[: pos.size] = s64[o], pos[o]
@@ -277,7 +266,7 @@ class FaissSearcher(EvidenceSearcher):
         x = self.space_.embedding
         cls = self.class_index_
         cols = np.arange(x.shape[0])
-        step = max(1, _BLOCK // x.shape[0])
+        step = max(1, BLOCK_ENTRIES // x.shape[0])
         got_r, got_s, got_p = [], [], []
         for lo in range(0, q.size, step):
             r = np.arange(lo, min(lo + step, q.size))
@@ -290,10 +279,4 @@ class FaissSearcher(EvidenceSearcher):
         rr, ss, pp = topk_by_row(
             np.concatenate(got_r), np.concatenate(got_s), np.concatenate(got_p), k
         )
-        return fill_neighbours(q.size, k, rr, ss, pp)
-
-    def global_pairs(self, k: int) -> Pairs:
-        """Top-k unordered pairs from the per-node faiss top-k lists (see module doc)."""
-        self._fitted()
-        k = check_k(k)
-        return global_from_local(self, self.space_.size, k)
+        return fill_rows(q.size, k, rr, ss, pp)

@@ -51,7 +51,7 @@ every such member u satisfies
 .. math:: KS(q, u) \le \cos\bigl(\max(0, \angle(x_q, \mu_j) - r_j)\bigr),
 
 so once the largest bound over the unscanned clusters is below the current k-th best
-similarity the answer is exact (``ProbedNeighbours.certified``). Inside a cluster scanned
+similarity the answer is exact (``ProbedLocalEvidence.certified``). Inside a cluster scanned
 after the entry, members are kept sorted by their angle :math:`a_u` to the centroid and only
 the annulus :math:`|a_u - \angle(x_q,\mu_j)| \le \arccos(s_k)` (:math:`s_k` the k-th best so
 far) is read: by the triangle inequality on the sphere no other member can reach :math:`s_k`.
@@ -71,7 +71,8 @@ Global query (Alg. 3, generalised to top-k; the paper keeps the top-1 LCE of eve
 bucket of size k): the local lists of every test node through the index, merged into unique
 unordered pairs and cut to the k best. Local top-k lists suffice (a pair {v, u} of the global
 top-k has u among v's local top-k); they are grown adaptively (16 first, longer only for the
-nodes that can still contribute, see :func:`global_from_local`). With exact local lists this
+nodes that can still contribute, see
+:func:`~gnnaudit.audit.global_pairs.global_pairs_from_local`). With exact local lists this
 is exact; with the index it is as approximate as the local lists.
 
 Cost: build ``O(n_partitions * (n_iter + n_clusters) * m * n_clusters * d)`` flops
@@ -79,7 +80,7 @@ Cost: build ``O(n_partitions * (n_iter + n_clusters) * m * n_clusters * d)`` flo
 ``max_probe`` clusters, fewer by the bound and the annulus). Memory: the member tables hold
 ``n_partitions * m`` int64 positions and float64 angles (16 bytes per node per partition; the
 embedding itself is not copied per partition, a scanned cluster is gathered); a query batch
-materialises blocks of at most ``_BLOCK`` (4M) similarities (16 MB) plus ``O(q * k)``.
+materialises blocks of at most ``BLOCK_ENTRIES`` (4M) similarities (16 MB) plus ``O(q * k)``.
 """
 
 from __future__ import annotations
@@ -90,22 +91,37 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 from tqdm.auto import trange
 
 from gnnaudit._validation import check_array, check_choice, check_float, check_int
-from gnnaudit.audit.search_base import EvidenceSearcher, Neighbours, Pairs, SearchSpace
+from gnnaudit.audit.evidence_result import LocalEvidence
+from gnnaudit.audit.search_base import (
+    EvidenceSearcher,
+    SearchSpace,
+    check_k,
+    check_queries,
+    check_space,
+    make_rng,
+    unknown_params,
+)
 from gnnaudit.audit.spherical_caps import cap_intersection_ratio
-from gnnaudit.errors import InvalidInputError, NotFittedError
+from gnnaudit.audit.spherical_kmeans import kmeanspp_seeds, weighted_lloyd
+from gnnaudit.audit.topk import (
+    BLOCK_ENTRIES,
+    block_topk,
+    fill_rows,
+    rescore_rows,
+    sort_rows,
+    topk_entries,
+    zero_query_topk,
+)
+from gnnaudit.errors import InvalidInputError
 
-__all__ = ["IndexSearcher", "ProbedNeighbours"]
+__all__ = ["IndexSearcher", "ProbedLocalEvidence"]
 
 logger = logging.getLogger(__name__)
 
-_BLOCK = 1 << 22  # max similarities materialised at once (float32: 16 MB)
 _N_GRID = 2049  # angle grid of the weight lookup table
-_PAIR_CHUNK = 4096  # queries per chunk of the global search
-_GLOBAL_FIRST_K = 16  # local list length of the first global pass
 _ANGLE_SLACK = 5e-3  # radians: arccos of a float32 cosine off by <= 1e-5 is off by < this
 _GEMV_ROWS = 4  # groups of at most this many queries use one matrix-vector product each
 _BOUND_TOL = 1e-5  # a cluster is skipped only if its bound is below the k-th best - this
@@ -124,292 +140,23 @@ def _probe_order(csim: np.ndarray, entry: Any) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class ProbedNeighbours(Neighbours):
-    """Local answer of the index: :class:`Neighbours` plus, per query, the number of
-    clusters scanned and whether the cap bound certifies the answer as exact (it stopped
-    because no unscanned cluster can hold a better candidate, not at ``max_probe``)."""
+class ProbedLocalEvidence(LocalEvidence):
+    """Local answer of the index: a :class:`~gnnaudit.audit.evidence_result.LocalEvidence`
+    plus, per query, the number of clusters scanned and whether the cap bound certifies the
+    answer as exact (it stopped because no unscanned cluster can hold a better candidate, not
+    at ``max_probe``). ``head`` / ``select`` return plain ``LocalEvidence``."""
 
     n_probed: np.ndarray  # (q,) int64
     certified: np.ndarray  # (q,) bool
 
-
-def check_space(space: Any) -> SearchSpace:
-    """Validate a :class:`SearchSpace` (shapes, dtypes, finiteness, ascending ids)."""
-    if not isinstance(space, SearchSpace):
-        raise InvalidInputError(f"space must be a SearchSpace, got {type(space).__name__}")
-    emb = check_array("space.embedding", space.embedding, ndim=2, dtype=np.float32, min_rows=1)
-    pred = check_array("space.predictions", space.predictions, ndim=1, dtype=None, min_rows=1)
-    ids = check_array("space.node_ids", space.node_ids, ndim=1, dtype=None, min_rows=1)
-    if pred.dtype.kind not in "iu" or ids.dtype.kind not in "iu":
-        raise InvalidInputError("space.predictions and space.node_ids must be integer arrays")
-    if not (emb.shape[0] == pred.shape[0] == ids.shape[0]):
-        raise InvalidInputError(
-            f"space arrays disagree in length: embedding {emb.shape[0]}, predictions "
-            f"{pred.shape[0]}, node_ids {ids.shape[0]}"
-        )
-    if ids.shape[0] > 1 and not (np.diff(ids) > 0).all():
-        raise InvalidInputError("space.node_ids must be strictly ascending")
-    return SearchSpace(
-        embedding=np.ascontiguousarray(emb, dtype=np.float32),
-        predictions=np.asarray(pred, dtype=np.int64),
-        node_ids=np.asarray(ids, dtype=np.int64),
-    )
-
-
-def check_queries(queries: Any, size: int) -> np.ndarray:
-    """Validate query positions (int array in ``[0, size)``)."""
-    q = np.asarray(queries)
-    if q.ndim == 0:
-        q = q.reshape(1)
-    if q.ndim != 1 or (q.size and q.dtype.kind not in "iu"):
-        raise InvalidInputError(
-            f"queries must be a 1-d integer array of positions, got shape {q.shape}, dtype {q.dtype}"
-        )
-    q = q.astype(np.int64)
-    if q.size and (q.min() < 0 or q.max() >= size):
-        raise InvalidInputError(
-            f"queries must be positions in [0, {size - 1}], got values in [{q.min()}, {q.max()}]"
-        )
-    return q
-
-
-def topk_by_row(
-    rows: np.ndarray, sims: np.ndarray, cols: np.ndarray, k: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Keep the k best ``(sim desc, col asc)`` triplets of each row; ``-inf`` entries dropped.
-
-    Returns the kept triplets sorted by row, then similarity descending, then column.
-    """
-    keep = np.isfinite(sims)
-    rows, sims, cols = rows[keep], sims[keep], cols[keep]
-    order = np.lexsort((cols, -sims, rows))
-    rows, sims, cols = rows[order], sims[order], cols[order]
-    if rows.size == 0:
-        return rows, sims, cols
-    start = np.r_[0, np.flatnonzero(np.diff(rows)) + 1]
-    run = np.diff(np.r_[start, rows.size])
-    rank = np.arange(rows.size) - np.repeat(start, run)
-    sel = rank < k
-    return rows[sel], sims[sel], cols[sel]
-
-
-def block_topk(
-    sim: np.ndarray, cols: np.ndarray, k: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Top-k of each row of a dense block ``sim`` (``-inf`` = not a candidate).
-
-    ``cols`` (ascending) are the positions of the block's columns; ties keep the smaller
-    position. Returns ``(row, sim, position)`` triplets.
-    """
-    r, n = sim.shape
-    if n > k:
-        kth = np.partition(sim, n - k, axis=1)[:, n - k]
-        mask = sim >= kth[:, None]
-    else:
-        mask = np.ones_like(sim, dtype=bool)
-    rr, cc = np.nonzero(mask)
-    return topk_by_row(rr, sim[rr, cc], cols[cc], k)
-
-
-def fill_neighbours(
-    n_rows: int, k: int, rows: np.ndarray, sims: np.ndarray, pos: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Scatter sorted triplets (at most k per row) into padded ``(n_rows, k)`` arrays."""
-    out_s = np.full((n_rows, k), -np.inf, dtype=np.float64)
-    out_p = np.full((n_rows, k), -1, dtype=np.int64)
-    if rows.size:
-        start = np.r_[0, np.flatnonzero(np.diff(rows)) + 1]
-        rank = np.arange(rows.size) - np.repeat(start, np.diff(np.r_[start, rows.size]))
-        out_s[rows, rank] = sims
-        out_p[rows, rank] = pos
-    return out_s, out_p
-
-
-def exact_rescore(
-    emb: np.ndarray, queries: np.ndarray, sim: np.ndarray, pos: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Recompute the similarities of selected pairs in float64 and re-sort each row by
-    ``(sim desc, position asc)``; padding stays at the end."""
-    valid = pos >= 0
-    if not valid.any():
-        return sim, pos
-    qi, ki = np.nonzero(valid)
-    sim = sim.copy()
-    step = max(1, _BLOCK // max(1, emb.shape[1]))  # pairs per chunk: 2 x 32 MB of float64
-    for lo in range(0, qi.size, step):
-        i, j = qi[lo : lo + step], ki[lo : lo + step]
-        # float64 arithmetic on the float32 rows (einsum casts per buffer, no float64 copies)
-        sim[i, j] = np.einsum("ij,ij->i", emb[queries[i]], emb[pos[i, j]], dtype=np.float64)
-    key_pos = np.where(valid, pos, np.iinfo(np.int64).max)
-    # row-wise lexsort: sort by position first, then stably by similarity descending
-    o1 = np.argsort(key_pos, axis=1, kind="stable")
-    s1 = np.take_along_axis(sim, o1, axis=1)
-    o2 = np.argsort(-s1, axis=1, kind="stable")
-    final = np.take_along_axis(o1, o2, axis=1)
-    return np.take_along_axis(sim, final, axis=1), np.take_along_axis(pos, final, axis=1)
-
-
-def zero_query_answer(
-    predictions: np.ndarray, queries: np.ndarray, k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Exact answer for queries whose embedding is the zero vector: every candidate has
-    similarity 0, so the k smallest positions of another class win (tie rule)."""
-    sims = np.full((queries.size, k), -np.inf)
-    pos = np.full((queries.size, k), -1, dtype=np.int64)
-    qcls = predictions[queries]
-    for c in np.unique(qcls):
-        cand = np.flatnonzero(predictions != c)[:k]
-        rows = np.flatnonzero(qcls == c)
-        pos[np.ix_(rows, np.arange(cand.size))] = cand
-        sims[np.ix_(rows, np.arange(cand.size))] = 0.0
-    return sims, pos
-
-
-def pairs_from_neighbours(
-    queries: np.ndarray, sim: np.ndarray, pos: np.ndarray, k: int, best: Pairs | None
-) -> Pairs:
-    """Merge local lists into unique unordered pairs, keep the k best (tie: smaller (u, v))."""
-    valid = pos >= 0
-    qi, ki = np.nonzero(valid)
-    a, b = queries[qi], pos[qi, ki]
-    u, v, s = np.minimum(a, b), np.maximum(a, b), sim[qi, ki]
-    if best is not None:
-        u, v, s = np.r_[best.u, u], np.r_[best.v, v], np.r_[best.similarity, s]
-    order = np.lexsort((v, u, -s))
-    u, v, s = u[order], v[order], s[order]
-    # drop duplicates (the same pair found from both ends; equal similarity)
-    _, first = np.unique(np.stack([u, v], axis=1), axis=0, return_index=True)
-    first = np.sort(first)[:k]
-    return Pairs(similarity=s[first], u=u[first], v=v[first])
-
-
-def pad_pairs(pairs: Pairs, k: int) -> Pairs:
-    """Pad a pair list to length k with -inf / -1."""
-    n = pairs.similarity.size
-    if n >= k:
-        return pairs
-    return Pairs(
-        similarity=np.r_[pairs.similarity, np.full(k - n, -np.inf)],
-        u=np.r_[pairs.u, np.full(k - n, -1, dtype=np.int64)].astype(np.int64),
-        v=np.r_[pairs.v, np.full(k - n, -1, dtype=np.int64)].astype(np.int64),
-    )
-
-
-def global_from_local(searcher: EvidenceSearcher, size: int, k: int) -> Pairs:
-    r"""Alg. 3 generalised to top-k: local lists of every node merged into unique pairs.
-
-    A pair {v, u} of the global top-k has u among v's local top-k, so local top-k lists
-    suffice. To avoid asking every node for k neighbours, the lists grow adaptively: first
-    ``min(k, 16)`` per node; then, with :math:`\tau` the k-th best pair similarity so far,
-    only nodes whose last (k'-th) similarity is still :math:`\ge\tau` (they may hide more
-    pairs above :math:`\tau`) are asked again with k' doubled, until k' = k. With exact local
-    lists the result is exact; with an approximate backend it is as good as its lists.
-    Memory: ``_PAIR_CHUNK * k'`` local results at a time plus the k best pairs.
-    """
-    k_max = max(1, min(k, size - 1))
-    k_cur = min(k_max, _GLOBAL_FIRST_K)
-    best: Pairs | None = None
-    tail = np.full(size, -np.inf)  # last similarity of each node's (full) local list
-    todo = np.arange(size, dtype=np.int64)
-    while True:
-        for lo in range(0, todo.size, _PAIR_CHUNK):
-            q = todo[lo : lo + _PAIR_CHUNK]
-            res = searcher.local(q, k_cur)
-            best = pairs_from_neighbours(q, res.similarity, res.position, k, best)
-            full = res.position[:, -1] >= 0  # incomplete lists hold every candidate already
-            tail[q] = np.where(full, res.similarity[:, -1], -np.inf)
-        if k_cur >= k_max:
-            break
-        assert best is not None
-        tau = best.similarity[k - 1] if best.similarity.size >= k else -np.inf
-        todo = np.flatnonzero(tail >= tau)
-        if todo.size == 0:
-            break
-        k_cur = min(k_max, 2 * k_cur)
-    assert best is not None
-    return pad_pairs(best, k)
-
-
-def make_rng(random_state: Any) -> np.random.Generator:
-    """``None`` | int >= 0 | ``np.random.Generator`` -> a Generator (validated)."""
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    if random_state is None:
-        return np.random.default_rng()
-    return np.random.default_rng(check_int("random_state", random_state, minimum=0))
-
-
-def check_k(k: Any) -> int:
-    return check_int("k", k, minimum=1)
-
-
-def unknown_params(cls_name: str, unknown: dict[str, Any], allowed: tuple[str, ...]) -> None:
-    if unknown:
-        key = sorted(unknown)[0]
-        raise InvalidInputError(
-            f"unknown index_params key {key!r} for {cls_name}; allowed keys: {', '.join(allowed)}"
-        )
-
-
-# ----------------------------------------------------------------------------- k-means
-def _normalise_rows(a: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(a, axis=1, keepdims=True)
-    return np.divide(a, n, out=np.zeros_like(a), where=n > 0)
-
-
-def _kmeanspp(x: np.ndarray, k: int, w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Spherical k-means++ seeding; sampling weight w_v * (1 - max cos to the seeds)."""
-    m = x.shape[0]
-    p = w / w.sum() if w.sum() > 0 else np.full(m, 1.0 / m)
-    first = int(rng.choice(m, p=p))
-    seeds = [first]
-    best = x @ x[first]
-    for _ in range(1, k):
-        score = np.clip(1.0 - best, 0.0, None).astype(np.float64) * w
-        total = score.sum()
-        if total <= 0:  # every point coincides with a seed: take unused points in order
-            unused = np.setdiff1d(np.arange(m), seeds)
-            nxt = int(unused[0])
-        else:
-            nxt = int(rng.choice(m, p=score / total))
-        seeds.append(nxt)
-        np.maximum(best, x @ x[nxt], out=best)
-    return x[seeds].copy()
-
-
-def _lloyd(
-    x: np.ndarray, cent: np.ndarray, w: np.ndarray, n_iter: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Weighted spherical Lloyd iterations; returns (centroids, labels, cos to the own
-    centroid, cos to the runner-up centroid)."""
-    m, k = x.shape[0], cent.shape[0]
-    rows = np.arange(m)
-    wf = w.astype(np.float32)
-    labels = None
-    for _ in range(n_iter):
-        sim = x @ cent.T
-        new = np.argmax(sim, axis=1)
-        if labels is not None and np.array_equal(new, labels):
-            break
-        labels = new
-        one_hot = sp.csr_matrix((wf, (labels, rows)), shape=(k, m))
-        summed = np.asarray(one_hot @ x, dtype=np.float32)
-        norms = np.linalg.norm(summed, axis=1)
-        dead = np.flatnonzero(norms <= 1e-12)
-        cent = _normalise_rows(summed)
-        if dead.size:  # empty (or zero-weight) cluster: reseed at the worst-served points
-            own = sim[rows, labels]
-            far = np.argsort(own, kind="stable")[: dead.size]
-            cent[dead] = _normalise_rows(x[far])
-    sim = x @ cent.T
-    labels = np.argmax(sim, axis=1)
-    own = sim[rows, labels]
-    if k > 1:
-        sim[rows, labels] = -np.inf
-        runner_up = sim.max(axis=1)
-    else:
-        runner_up = np.full(m, -1.0, dtype=sim.dtype)
-    return cent, labels.astype(np.int32), own, runner_up
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        q = self.query.shape[0]
+        if np.shape(self.n_probed) != (q,) or np.shape(self.certified) != (q,):
+            raise InvalidInputError(
+                f"n_probed and certified must have shape ({q},), got "
+                f"{np.shape(self.n_probed)} and {np.shape(self.certified)}"
+            )
 
 
 # ----------------------------------------------------------------------------- searcher
@@ -525,8 +272,8 @@ class IndexSearcher(EvidenceSearcher):
         w_round = np.ones(m)
         for t in trange(n_part, desc="index partitions", disable=not self.progress, leave=False):
             seed_w = w_round if self.weighted else np.ones(m)
-            c0 = _kmeanspp(x, k_cl, seed_w, rng)
-            cent, lab, cos, cos2 = _lloyd(x, c0, seed_w, int(self.n_iter))
+            c0 = kmeanspp_seeds(x, k_cl, seed_w, rng)
+            cent, lab, cos, cos2 = weighted_lloyd(x, c0, seed_w, int(self.n_iter))
             w = self.weight_of_cos(cos)
             labels[t], cents[t], weights[t], own_cos[t] = lab, cent, w, cos
             if self.entry == "weight":
@@ -583,42 +330,49 @@ class IndexSearcher(EvidenceSearcher):
         for p in range(n_part):  # max angle per cell: the last member of each sorted cell
             nz = np.flatnonzero(counts[p])
             radius[p, nz] = self.member_angle_[p, self.cell_offsets_[p, nz + 1] - 1]
-        radius = radius.reshape(n_part, k_cl, n_cls)
-        self.cluster_radius_ = radius.max(axis=2) + _ANGLE_SLACK  # (-inf: empty cluster)
-        counts = counts.reshape(n_part, k_cl, n_cls)
-        self.probe_radius_ = np.full_like(radius, -np.inf)
+        radius3 = radius.reshape(n_part, k_cl, n_cls)
+        self.cluster_radius_ = radius3.max(axis=2) + _ANGLE_SLACK  # (-inf: empty cluster)
+        counts3 = counts.reshape(n_part, k_cl, n_cls)
+        self.probe_radius_ = np.full_like(radius3, -np.inf)
         for c in range(n_cls):
-            others = np.delete(radius, c, axis=2)
+            others = np.delete(radius3, c, axis=2)
             if others.shape[2]:
                 self.probe_radius_[:, :, c] = others.max(axis=2) + _ANGLE_SLACK
-        self.n_candidates_ = counts.sum(axis=2, keepdims=True) - counts
+        self.n_candidates_ = counts3.sum(axis=2, keepdims=True) - counts3
         sizes = np.bincount(self.class_index_, minlength=n_cls)
         self.n_total_ = (m - sizes).astype(np.int64)
 
     def weight_of_cos(self, cos: np.ndarray) -> np.ndarray:
         """Eq. 10 weight from the cosine to the centroid (lookup table on the angle)."""
         grid, ratio = self.sf_table_
-        ang = np.arccos(np.clip(cos.astype(np.float64), -1.0, 1.0))
+        cos = check_array("cos", cos, ndim=None, dtype=np.float64, min_rows=0)
+        ang = np.arccos(np.clip(cos, -1.0, 1.0))
         return (1.0 - np.interp(ang, grid, ratio)).astype(np.float32)
 
-    def _fitted(self) -> None:
-        if getattr(self, "space_", None) is None:
-            raise NotFittedError("IndexSearcher is not built yet; call build(space) first")
-
     # -- queries
-    def local(self, queries: np.ndarray, k: int) -> ProbedNeighbours:
+    def local(self, queries: np.ndarray, k: int) -> ProbedLocalEvidence:
         """Top-k evidences of each query through the index (see module doc).
 
-        Returns a :class:`ProbedNeighbours`: the usual ``similarity`` / ``position`` plus the
-        number of clusters each query scanned and whether its answer is certified exact by
-        the cap bound.
+        Returns a :class:`ProbedLocalEvidence`: the usual
+        :class:`~gnnaudit.audit.evidence_result.LocalEvidence` plus the number of clusters
+        each query scanned and whether its answer is certified exact by the cap bound.
         """
-        self._fitted()
+        space = self._built_space()
         k = check_k(k)
-        q = check_queries(queries, self.space_.size)
-        return self._search(q, k)
+        q = check_queries(queries, space.size)
+        sim, pos, probed, certified = self._search(q, k)
+        return ProbedLocalEvidence.from_positions(
+            space, q, pos, sim, n_probed=probed, certified=certified
+        )
 
-    def _search(self, q: np.ndarray, k: int) -> ProbedNeighbours:
+    def _local_positions(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        sim, pos, _, _ = self._search(queries, k)
+        return sim, pos
+
+    def _search(
+        self, q: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(similarity, position, n_probed, certified)`` of each query."""
         n_q = q.size
         out_s = np.full((n_q, k), -np.inf)
         out_p = np.full((n_q, k), -1, dtype=np.int64)
@@ -626,7 +380,7 @@ class IndexSearcher(EvidenceSearcher):
         certified = np.ones(n_q, dtype=bool)
         zero = self.norms_[q] == 0
         if zero.any():
-            out_s[zero], out_p[zero] = zero_query_answer(self.class_index_, q[zero], k)
+            out_s[zero], out_p[zero] = zero_query_topk(self.class_index_, q[zero], k)
         live = np.flatnonzero(~zero)
         if live.size == 1:
             s, p, probed[live], certified[live] = self._search_one(int(q[live[0]]), k)
@@ -634,9 +388,7 @@ class IndexSearcher(EvidenceSearcher):
         elif live.size:
             s, p, probed[live], certified[live] = self._search_many(q[live], k)
             out_s[live], out_p[live] = s, p
-        return ProbedNeighbours(
-            similarity=out_s, position=out_p, n_probed=probed, certified=certified
-        )
+        return out_s, out_p, probed, certified
 
     def _candidates(self, p: int, j: int, skip: int, lo: float, hi: float) -> np.ndarray:
         """Positions of the members of cluster ``j`` of partition ``p`` not of class ``skip``
@@ -711,13 +463,7 @@ class IndexSearcher(EvidenceSearcher):
             if mem.size == 0:
                 continue
             all_s = np.concatenate((best_s, x[mem] @ xq))
-            all_p = np.concatenate((best_p, mem))
-            if all_s.size > k:
-                kth = -np.partition(-all_s, k - 1)[k - 1]
-                keep = all_s >= kth
-                all_s, all_p = all_s[keep], all_p[keep]
-            o = np.lexsort((all_p, -all_s))[:k]
-            best_s, best_p = all_s[o], all_p[o]
+            best_s, best_p = topk_entries(all_s, np.concatenate((best_p, mem)), k)
         else:
             r = order.size
         n_probed = r
@@ -757,7 +503,6 @@ class IndexSearcher(EvidenceSearcher):
         best_p = np.full((n_q, k), -1, dtype=np.int64)
         probed = np.zeros(n_q, dtype=np.int64)
         done = np.zeros(n_q, dtype=bool)
-        big = np.iinfo(np.int64).max
         row_idx = np.arange(n_q)
         for r in range(k_cl):
             b = rest[:, r]
@@ -782,17 +527,15 @@ class IndexSearcher(EvidenceSearcher):
             # merge into the running top-k, rows sorted by (similarity desc, position asc)
             all_s = np.concatenate((best_s[rows], new_s), axis=1)
             all_p = np.concatenate((best_p[rows], new_p), axis=1)
-            o1 = np.argsort(np.where(all_p >= 0, all_p, big), axis=1, kind="stable")
-            s1 = np.take_along_axis(all_s, o1, axis=1)
-            o2 = np.take_along_axis(o1, np.argsort(-s1, axis=1, kind="stable"), axis=1)[:, :k]
-            best_s[rows] = np.take_along_axis(all_s, o2, axis=1)
-            best_p[rows] = np.take_along_axis(all_p, o2, axis=1)
+            top = sort_rows(all_s, all_p)[:, :k]
+            best_s[rows] = np.take_along_axis(all_s, top, axis=1)
+            best_p[rows] = np.take_along_axis(all_p, top, axis=1)
         nxt = rest[row_idx, np.minimum(probed, k_cl - 1)]
         nxt = np.where(probed >= k_cl, -np.inf, nxt)
         kth = best_s[row_idx, np.maximum(need - 1, 0)]
         full = (best_p >= 0).sum(axis=1) >= need
         certified = (nxt == -np.inf) | (full & (nxt < kth - _BOUND_TOL))
-        s, p = exact_rescore(x, ql, best_s.astype(np.float64), best_p)
+        s, p = rescore_rows(x, ql, best_s.astype(np.float64), best_p)
         return s, p, probed, certified
 
     def _scan_round(
@@ -810,7 +553,7 @@ class IndexSearcher(EvidenceSearcher):
         ``part[rows[i]]``) among the members whose angle to the centroid lies in
         ``[lo[i], hi[i]]``: grouped by (partition, cluster), the union of the group's angle
         ranges is scanned with one matrix product per group and row block (at most
-        ``_BLOCK`` similarities), same-class members masked out.
+        ``BLOCK_ENTRIES`` similarities), same-class members masked out.
         Returns ``(len(rows), k)`` float32 similarities / positions sorted within a row."""
         x = self.space_.embedding
         k_cl = self.centroids_.shape[1]
@@ -830,7 +573,7 @@ class IndexSearcher(EvidenceSearcher):
             xm = x[mem]
             mcls = self.class_index_[mem]
             kk = min(k, mem.size)
-            step = max(1, _BLOCK // mem.size)
+            step = max(1, BLOCK_ENTRIES // mem.size)
             for b0 in range(a, e, step):
                 idx = srt[b0 : min(b0 + step, e)]
                 qr = rows[idx]
@@ -847,13 +590,7 @@ class IndexSearcher(EvidenceSearcher):
                         new_s[idx, :kk], new_p[idx, :kk] = vals, mem[top]
                         continue
                 rr, ss, pp = block_topk(sim, mem, k)  # ties at the k-th value: exact rule
-                ns, np_ = fill_neighbours(idx.size, k, rr, ss, pp)
+                ns, np_ = fill_rows(idx.size, k, rr, ss, pp)
                 new_s[idx], new_p[idx] = ns, np_
         new_p = np.where(np.isfinite(new_s), new_p, -1)
         return new_s, new_p
-
-    def global_pairs(self, k: int) -> Pairs:
-        """Top-k unordered pairs from the index's local lists (Alg. 3, see module doc)."""
-        self._fitted()
-        k = check_k(k)
-        return global_from_local(self, self.space_.size, k)

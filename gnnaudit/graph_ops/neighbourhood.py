@@ -28,11 +28,29 @@ Implementation: per hop, the edge cosines are one *sampled dense-dense product*
 graph's non-zeros, no :math:`|E| \times d` gather), and the aggregation is one CSR sparse-dense
 product inside a PyG :class:`~torch_geometric.nn.conv.MessagePassing` layer
 (:class:`KSPropagation`). A hop therefore costs about two sparse-dense products.
+
+Numerics (any finite input, no silent NaN or inf):
+
+* The cosines are invariant to scaling each row, so when the rows' magnitudes could overflow
+  a dot product or a norm (largest entry above :math:`\sqrt{\text{max}/(4d)}`, 8e17 in
+  float32 at d = 500) or lose precision to underflow (a row whose largest entry is below
+  :math:`\sqrt{\text{tiny}/\text{eps}}`, 3e-16 in float32), each row is first multiplied by
+  a power of two bringing its largest entry into [0.5, 1) (:func:`rescale_rows`). That is
+  exact -- the cosines computed are bit for bit those of the unscaled rows wherever those do
+  not overflow -- so no result changes, and 1e20 (float32) or 1e200 (float64) entries work.
+* The propagation sums are *not* per-row scale invariant, but they never grow: every hop is
+  a convex-like combination with :math:`|\cos| \le 1`, so every entry of
+  :math:`\mathbf{x}^l` is bounded by :math:`\max|\mathbf{X}|` and of :math:`\mathbf{x}^{agg}`
+  by :math:`(L+1)\max|\mathbf{X}|`. Only the output itself can overflow: input with
+  :math:`\max|\mathbf{X}| > \text{max}/(2(L+1))` (:func:`ks_input_bound`; 4.3e37 for float32
+  at L = 3) is rejected with an :class:`~gnnaudit.errors.InvalidInputError` naming the bound.
+  (A global rescale of X would be exact for KS, but ``ks_embedding`` returns
+  :math:`\mathbf{x}^{agg}` itself; :class:`~gnnaudit.audit.CounterfactualEvidence`, which
+  needs only cosines, computes such input in float64 instead.)
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import warnings
 from dataclasses import dataclass
@@ -40,14 +58,22 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Batch, Data, HeteroData
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.transforms import BaseTransform
 
 from gnnaudit._validation import check_edge_index, check_float, check_int
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["ks_embedding", "KSEmbedding", "KSPropagation", "KSGraph", "l_hop_subgraph"]
+__all__ = [
+    "ks_embedding",
+    "ks_input_bound",
+    "rescale_rows",
+    "KSEmbedding",
+    "KSPropagation",
+    "KSGraph",
+    "l_hop_subgraph",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -142,10 +168,18 @@ class KSPropagation(MessagePassing):
         """``cos(x_v, x_u)`` for every stored edge ``u -> v`` (0 when a vector is zero).
 
         ``row_scale`` (one value per target node ``v``) multiplies the cosines of ``v``'s
-        in-edges; it is folded into the same gather.
+        in-edges; it is folded into the same gather. ``x`` must be finite; rows of any
+        magnitude are handled exactly (see the module doc, Numerics).
         """
+        return self._edge_cosine(x, _finite_row_max(x), graph, row_scale)
+
+    def _edge_cosine(
+        self, x: Tensor, row_max: Tensor, graph: KSGraph, row_scale: Tensor | None
+    ) -> Tensor:
         if graph.num_edges == 0:
             return x.new_zeros(0)
+        if not _products_safe(row_max, x.size(1), x.dtype):
+            x = _scale_rows(x, row_max)  # exact: the cosines do not change
         norm = torch.linalg.vector_norm(x, dim=1)
         inv = torch.where(norm > 0, 1.0 / norm.clamp_min(torch.finfo(x.dtype).tiny), 0.0)
         pattern = graph.csr(x.new_zeros(graph.num_edges))
@@ -154,10 +188,14 @@ class KSPropagation(MessagePassing):
         return dots.mul_(scale_v[graph.row]).mul_(inv[graph.col])
 
     def forward(self, x: Tensor, graph: KSGraph) -> Tensor:
+        """One hop (Eq. 5) of the finite features ``x`` over ``graph``."""
+        row_max = _finite_row_max(x)
         if graph.num_edges == 0 or self.alpha == 1.0:
             return x * self.alpha
         deg = graph.in_degree.to(x.dtype)
-        weight = self.edge_cosine(x, graph, row_scale=(1.0 - self.alpha) / deg.clamp_min(1.0))
+        weight = self._edge_cosine(
+            x, row_max, graph, row_scale=(1.0 - self.alpha) / deg.clamp_min(1.0)
+        )
         adj_t = graph.csr(weight)
         out = self.propagate(adj_t, x=x, edge_weight=None)
         return out.add_(x, alpha=self.alpha)
@@ -170,6 +208,62 @@ class KSPropagation(MessagePassing):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(alpha={self.alpha})"
+
+
+def _finite_row_max(x: Tensor) -> Tensor:
+    """Largest magnitude of each row; raises if a row holds NaN or inf (they propagate).
+    ``amax`` / ``amin`` are vectorised reductions, about 10x faster than the inf-norm."""
+    if x.numel() == 0:
+        return x.new_zeros(x.size(0))
+    row_max = torch.maximum(x.amax(dim=1), x.amin(dim=1).neg())
+    if not bool(torch.isfinite(row_max).all()):
+        row = int(torch.nonzero(~torch.isfinite(row_max))[0])
+        raise InvalidInputError(f"x must be finite (no NaN or inf); row {row} is not")
+    return row_max
+
+
+def _products_safe(row_max: Tensor, d: int, dtype: torch.dtype) -> bool:
+    """True when dot products and norms of these rows can neither overflow nor lose
+    precision to underflow (module doc, Numerics)."""
+    if row_max.numel() == 0:
+        return True
+    info = torch.finfo(dtype)
+    nonzero = row_max[row_max > 0]
+    if nonzero.numel() == 0:
+        return True
+    return bool(nonzero.max() <= (info.max / (4 * max(d, 1))) ** 0.5) and bool(
+        nonzero.min() >= (info.tiny / info.eps) ** 0.5
+    )
+
+
+def _scale_rows(x: Tensor, row_max: Tensor) -> Tensor:
+    _, exponent = torch.frexp(row_max)  # row_max = mantissa * 2**exponent, mantissa in [0.5, 1)
+    half = torch.div(exponent, 2, rounding_mode="floor")
+    one = torch.ones_like(row_max)
+    # two factors 2**-half and 2**(half - exponent): each stays representable in x's dtype
+    return x * torch.ldexp(one, -half).unsqueeze(1) * torch.ldexp(one, half - exponent).unsqueeze(1)
+
+
+def rescale_rows(x: Tensor) -> Tensor:
+    """``x`` (2-D, finite) with every row multiplied by the power of two that brings its
+    largest magnitude into [0.5, 1); zero rows stay zero. A new tensor.
+
+    A power-of-two scaling rounds nothing, so every cosine between rows is unchanged --
+    computed bit for bit as from the unscaled rows wherever those do not over- or underflow
+    -- while dot products and norms of the scaled rows are safe for rows of any magnitude
+    (every entry is below 1, a dot product below d).
+    """
+    return _scale_rows(x, _finite_row_max(x))
+
+
+def ks_input_bound(dtype: torch.dtype, num_hops: int) -> float:
+    """Largest ``max |x|`` :func:`ks_embedding` accepts for output ``dtype``:
+    ``finfo(dtype).max / (2 (num_hops + 1))`` -- ``x^agg`` sums ``num_hops + 1`` vectors none
+    larger than ``x`` (module doc, Numerics); the factor 2 is a margin for rounding. With
+    ``num_hops = 0`` the output is ``x`` itself: ``finfo(dtype).max``."""
+    num_hops = check_int("num_hops", num_hops, minimum=0)
+    largest = float(torch.finfo(dtype).max)
+    return largest if num_hops == 0 else largest / (2 * (num_hops + 1))
 
 
 def _as_features(x: Any) -> Tensor:
@@ -213,9 +307,12 @@ def ks_embedding(
 
     Parameters
     ----------
-    x : (num_nodes, d) float tensor, finite. Integer/bool features are cast to the default
-        float dtype; otherwise the output dtype follows ``x`` (float16 / bfloat16 inputs are
-        propagated in float32 and the result cast back).
+    x : (num_nodes, d) float tensor, finite, with ``max |x| <=``
+        :func:`ks_input_bound` ``(dtype, num_hops)`` (else ``x^agg`` would overflow the dtype:
+        :class:`~gnnaudit.errors.InvalidInputError`). Integer/bool features are cast to the
+        default float dtype; otherwise the output dtype follows ``x`` (float16 / bfloat16
+        inputs are propagated in float32 and the result cast back). Rows of very large or very
+        small magnitude are handled exactly (module doc, Numerics).
     edge_index : (2, E) integer tensor of ``source -> target`` edges.
     num_hops : L >= 0 (``0`` returns a copy of ``x``).
     alpha : trade-off in ``[0, 1]`` between a node's own vector and its neighbourhood.
@@ -228,7 +325,8 @@ def ks_embedding(
     Cost and memory bound: time ``O(L (E d + n d) + E log E)`` (per hop one sampled dense-dense
     product and one CSR sparse-dense product). Peak memory is about four ``n x d`` arrays
     (``x``, current hop, next hop, running sum) plus ``O(E)`` (``3`` int64 and ``2`` float values
-    per distinct edge); no ``E x d`` intermediate is ever built.
+    per distinct edge); no ``E x d`` intermediate is ever built (one more ``n x d`` array per
+    hop only when the rows must be rescaled, see Numerics).
     """
     x = _as_features(x)
     num_nodes = x.size(0)
@@ -237,6 +335,17 @@ def ks_embedding(
     alpha = check_float("alpha", alpha, minimum=0.0, maximum=1.0)
 
     out_dtype = x.dtype
+    bound = ks_input_bound(out_dtype, num_hops)
+    low, high = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
+    largest = max(float(high), -float(low))
+    if largest > bound:
+        raise InvalidInputError(
+            f"x has entries up to {largest:.3g} in magnitude; x^agg sums num_hops + 1 = "
+            f"{num_hops + 1} vectors no larger than x, so {out_dtype} needs max |x| <= "
+            f"finfo({out_dtype}).max / (2 (num_hops + 1)) = {bound:.3g} (ks_input_bound). "
+            "Rescale x (the kernel similarity is invariant to a global scale) or pass float64 "
+            "features"
+        )
     if x.dtype in (torch.float16, torch.bfloat16):  # no half-precision sparse kernels on CPU
         x = x.to(torch.float32)
     with torch.no_grad():
@@ -255,6 +364,12 @@ def ks_embedding(
         if num_hops == 0:
             out = x.clone()
     out = out.to(out_dtype)
+    # excluded by the bound above; never silent (a finite sum proves every entry finite)
+    if not bool(torch.isfinite(out.sum())) and not bool(torch.isfinite(out).all()):
+        raise InvalidInputError(
+            f"ks_embedding produced non-finite values for x with max |x| = {largest:.3g} "
+            f"({out_dtype}); rescale x or pass float64 features"
+        )
     logger.debug(
         "ks_embedding: %d nodes, %d distinct edges, %d hops", num_nodes, graph.num_edges, num_hops
     )
@@ -264,7 +379,24 @@ def ks_embedding(
 class KSEmbedding(BaseTransform):
     r"""PyG transform writing the kernel-similarity embedding ``data.ks`` (:func:`ks_embedding`).
 
-    The input ``Data`` is not modified: a shallow copy gets the new attribute ``ks``.
+    Also records its parameters as ``data.ks_params = {"num_hops": L, "alpha": alpha}`` (0-d
+    int64 / float64 tensors, exact through PyG's collation), so that a consumer
+    (:class:`~gnnaudit.audit.CounterfactualEvidence`) can reuse ``data.ks`` when it asks for
+    the same parameters (:meth:`recorded_params`).
+
+    PyG contract: :meth:`BaseTransform.__call__ <torch_geometric.transforms.BaseTransform>`
+    hands :meth:`forward` a shallow copy, to which the new attributes are added, so the input
+    is never modified (``x`` and ``edge_index`` are shared, not copied). It composes in
+    ``T.Compose`` and works as ``transform=`` or ``pre_transform=`` of a PyG dataset (its
+    ``repr`` names both parameters, which PyG stores to detect a changed ``pre_transform``).
+
+    * A :class:`~torch_geometric.data.Batch` is transformed in one pass over its block-diagonal
+      graph: the propagation follows edges only, and a batch's edges never join two graphs
+      (checked: such an edge is an :class:`~gnnaudit.errors.InvalidInputError`), so every
+      graph gets exactly its own embedding. ``ks`` and ``ks_params`` are registered with the
+      batch's slices, so ``get_example`` / ``to_data_list`` return them per graph.
+    * :class:`~torch_geometric.data.HeteroData` is refused with an ``InvalidInputError``
+      (Eq. 5-7 need one feature space; convert with ``to_homogeneous()`` first).
     """
 
     def __init__(self, num_hops: int = 3, alpha: float = 0.5) -> None:
@@ -272,11 +404,87 @@ class KSEmbedding(BaseTransform):
         self.alpha = check_float("alpha", alpha, minimum=0.0, maximum=1.0)
 
     def forward(self, data: Data) -> Data:
+        """Add ``ks`` and ``ks_params`` to ``data`` (the copy made by ``__call__``)."""
+        if isinstance(data, HeteroData):
+            raise InvalidInputError(
+                "KSEmbedding needs a homogeneous graph (Data or Batch), got HeteroData with node "
+                f"types {list(data.node_types)}; convert it with data.to_homogeneous() first"
+            )
         if getattr(data, "x", None) is None or getattr(data, "edge_index", None) is None:
             raise InvalidInputError("data must have node features data.x and data.edge_index")
-        out = copy.copy(data)
-        out.ks = ks_embedding(data.x, data.edge_index, self.num_hops, self.alpha)
-        return out
+        slices = getattr(data, "_slice_dict", None) if isinstance(data, Batch) else None
+        if slices is not None:
+            self._check_batch_edges(data)
+        data.ks = ks_embedding(data.x, data.edge_index, self.num_hops, self.alpha)
+        if slices is None:
+            data.ks_params = self._params_record()
+            return data
+        # a Batch: per-graph parameter records, and both attributes registered with the slices
+        num_graphs = int(data.num_graphs)
+        record = self._params_record()
+        data.ks_params = {key: value.repeat(num_graphs) for key, value in record.items()}
+        per_graph = torch.arange(num_graphs + 1)
+        no_increment = torch.zeros(num_graphs, dtype=torch.long)
+        data._slice_dict = {
+            **slices,
+            "ks": slices["x"],
+            "ks_params": {key: per_graph for key in record},
+        }
+        data._inc_dict = {
+            **data._inc_dict,
+            "ks": no_increment,
+            "ks_params": {key: no_increment for key in record},
+        }
+        return data
+
+    @staticmethod
+    def _check_batch_edges(batch: Batch) -> None:
+        """Raise if an edge of the batch joins two of its graphs (then propagation would mix
+        them)."""
+        graph_of = batch.batch
+        edge_index = batch.edge_index
+        if graph_of is None or edge_index.numel() == 0:
+            return
+        crossing = graph_of[edge_index[0]] != graph_of[edge_index[1]]
+        if bool(crossing.any()):
+            first = int(torch.nonzero(crossing)[0])
+            raise InvalidInputError(
+                f"edge_index of the Batch joins two graphs ({int(crossing.sum())} edges, e.g. edge "
+                f"{first}: {tuple(edge_index[:, first].tolist())}); KS propagation would mix them"
+            )
+
+    def _params_record(self) -> dict[str, Tensor]:
+        """``{"num_hops": int64, "alpha": float64}`` 0-d tensors: exact through PyG's collation
+        (Python floats would be collated into float32)."""
+        return {
+            "num_hops": torch.tensor(self.num_hops, dtype=torch.int64),
+            "alpha": torch.tensor(self.alpha, dtype=torch.float64),
+        }
+
+    @staticmethod
+    def recorded_params(data: Any) -> tuple[int, float] | None:
+        """``(num_hops, alpha)`` a :class:`KSEmbedding` recorded on ``data`` with ``data.ks``;
+        None when ``data`` has no ``ks`` or no (or inconsistent) ``ks_params``.
+
+        Accepts the recorded values as numbers or tensors, also as the per-graph tensors PyG
+        makes of them when it collates graphs (the entries must all agree).
+        """
+        params = getattr(data, "ks_params", None)
+        if getattr(data, "ks", None) is None or not isinstance(params, dict):
+            return None
+        values = []
+        for key in ("num_hops", "alpha"):
+            value = params.get(key)
+            if value is None:
+                return None
+            flat = torch.as_tensor(value, dtype=torch.float64).reshape(-1)
+            if flat.numel() == 0 or not bool((flat == flat[0]).all()):
+                return None
+            values.append(float(flat[0]))
+        num_hops, alpha = values
+        if num_hops != int(num_hops):
+            return None
+        return int(num_hops), alpha
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_hops={self.num_hops}, alpha={self.alpha})"

@@ -327,9 +327,7 @@ class CounterfactualAuditCallback(Callback):
 
                 searcher = ExactSearcher().build(SearchSpace(cache["emb"], pred, nodes))
                 res = searcher.global_pairs(min(self.k, total_pairs))
-                u, v = np.asarray(res.u), np.asarray(res.v)
-                ok = (u >= 0) & (v >= 0)
-                u, v, sim = nodes[u[ok]], nodes[v[ok]], np.asarray(res.similarity)[ok]
+                u, v, sim = res.node_u, res.node_v, res.similarity
             lo, hi = np.minimum(u, v), np.maximum(u, v)
             self._pairs = (lo, hi, sim, pred_all)
             distinct = np.unique(np.concatenate([lo, hi]))
@@ -341,7 +339,8 @@ class CounterfactualAuditCallback(Callback):
                 if fast is not None:
                     pos = fast.local(pred, kk)
                 else:
-                    pos = np.asarray(searcher.local(np.arange(nodes.size), kk).position)
+                    ev = searcher.local(np.arange(nodes.size), kk).evidence
+                    pos = np.where(ev >= 0, np.searchsorted(nodes, ev), -1)
                 has = (pos >= 0).any(axis=1)
                 ev = np.where(pos >= 0, nodes[np.maximum(pos, 0)], -1)[has]
                 coding = cache["coding"]
