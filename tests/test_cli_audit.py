@@ -85,3 +85,14 @@ def test_audit_errors_exit_2(tmp_path, capsys):
     assert "sensitive='shoe_size'" in capsys.readouterr().err
     assert main(["audit", *SMALL, "--k", "0", "--out", str(tmp_path)]) == 2
     assert "--k must be >= 1" in capsys.readouterr().err
+
+
+def test_cli_backend_choices_match_the_library():
+    """The commands offer exactly the search backends the library has (kept as literals so
+    parsing does not import torch)."""
+    from gnnaudit.audit.evidence import BACKENDS
+    from gnnaudit.cli import audit as cli_audit
+    from gnnaudit.cli import evidence as cli_evidence
+
+    assert cli_audit.BACKENDS == BACKENDS
+    assert cli_evidence.BACKENDS == BACKENDS

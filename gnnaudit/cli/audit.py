@@ -23,7 +23,7 @@ from gnnaudit.cli._datasets import add_dataset_arguments
 
 #: gnnaudit's own backbones (``--model``); anything with a ``:`` is the user's MODULE:NAME
 BACKBONE_CHOICES: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
-BACKENDS: tuple[str, ...] = ("exact", "index", "faiss")
+BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss")  # = audit.evidence.BACKENDS
 
 TRUST_NOTE = (
     "Importing MODULE (your model code) is the one trusted step: it runs that code, as your "

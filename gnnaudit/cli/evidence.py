@@ -15,7 +15,7 @@ from gnnaudit.cli._datasets import add_dataset_arguments
 
 #: Same names as :data:`gnnaudit.training.BACKBONES` (kept here so ``--help`` stays light).
 MODELS: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
-BACKENDS: tuple[str, ...] = ("exact", "index", "faiss")
+BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss")  # = audit.evidence.BACKENDS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
