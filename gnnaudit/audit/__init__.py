@@ -10,6 +10,7 @@ report section and findings. Imports from :mod:`gnnaudit.graph_ops` and
 """
 
 from gnnaudit.audit.context import AuditContext, AuditOptions
+from gnnaudit.audit.contrast_unit import EvidenceContrastAudit, EvidenceContrastUnit
 from gnnaudit.audit.discrimination import (
     DiscriminationResult,
     DiscriminationUnit,
@@ -22,6 +23,7 @@ from gnnaudit.audit.error_verification import (
     error_verification,
 )
 from gnnaudit.audit.evidence import CounterfactualEvidence
+from gnnaudit.audit.evidence_contrast import evidence_contrast
 from gnnaudit.audit.evidence_pairs import EvidencePairsResult, EvidencePairsUnit, pair_comparison
 from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
 from gnnaudit.audit.group_fairness import GroupFairness, GroupFairnessUnit, group_fairness
@@ -33,6 +35,8 @@ from gnnaudit.audit.search_exact import ExactSearcher
 from gnnaudit.audit.search_faiss import FaissSearcher
 from gnnaudit.audit.search_index import IndexSearcher
 from gnnaudit.audit.search_sorted import SortedSimilaritySearcher
+from gnnaudit.audit.sensitivity import counterfactual_flip, feature_sensitivity
+from gnnaudit.audit.sensitivity_unit import SensitivityAudit, SensitivityUnit
 from gnnaudit.audit.unit import AuditResult, AuditUnit, run_units
 
 __all__ = [
@@ -63,6 +67,13 @@ __all__ = [
     "ErrorVerificationResult",
     "pair_comparison",
     "EvidencePairsUnit",
+    "counterfactual_flip",
+    "feature_sensitivity",
+    "SensitivityUnit",
+    "SensitivityAudit",
+    "evidence_contrast",
+    "EvidenceContrastUnit",
+    "EvidenceContrastAudit",
     "EvidencePairsResult",
     "AuditReport",
     "Finding",

@@ -228,14 +228,16 @@ def _result(
     confidence: float,
 ) -> FlipResult:
     """The :class:`FlipResult` of feature number ``f``: rates and bootstrap intervals (seed
-    streams ``3 + 2 f`` overall and ``4 + 2 f`` by group)."""
+    streams ``3 + 2 c`` overall and ``4 + 2 c`` by group, ``c`` = the feature's first column,
+    so a feature's interval does not depend on which other features are audited with it)."""
     flipped, delta = arrays.flipped[f], arrays.delta[f]
-    rng = seeded(random_state, _BOOT + 2 * f)
+    stream = _BOOT + 2 * min(spec.columns)
+    rng = seeded(random_state, stream)
     rate = bootstrap_mean(flipped.astype(np.float64), n_boot, rng, confidence)
     prob = bootstrap_mean(delta, n_boot, rng, confidence)
     by_group = None
     if setup.groups is not None:
-        grng = seeded(random_state, _BOOT + 2 * f + 1)
+        grng = seeded(random_state, stream + 1)
         by_group = bootstrap_group_rates(
             flipped.astype(np.float64), setup.groups, n_boot, grng, confidence
         )

@@ -5,9 +5,14 @@ cases?" The verdict is derived from the findings table only (never from a sectio
 so the JSON, Markdown and HTML reports and the command line say the same thing:
 
 * a degenerate model is named first: its fairness figures carry no information;
-* otherwise the flagged findings about the sensitive attribute answer "yes" with their values
-  and intervals; none flagged answers "no" at the documented thresholds, with the largest
-  estimated effect so the reader sees how close it came;
+* otherwise a flagged counterfactual flip (the decision changes when the attribute alone
+  changes) answers "yes, the decisions depend on it", with its values and intervals, and lists
+  the other flagged findings beside it;
+* flagged group gaps or evidence contrast without a flagged flip answer "outcomes differ between
+  the groups, but not through the attribute itself": the model reaches the difference through
+  other inputs (proxies) or the data's groups differ;
+* none flagged answers "no" at the documented thresholds, with the largest estimated flip
+  effect so the reader sees how close it came;
 * a flagged error verification adds where the model errs.
 """
 
@@ -52,11 +57,29 @@ def compose_verdict(
         )
     elif about:
         flagged = [f for f in about if f.flagged]
-        if flagged:
+        flips = [f for f in flagged if "flip" in f.finding]
+        others = [f for f in flagged if "flip" not in f.finding]
+        if flips:
+            text = (
+                f"Yes: the model's decisions depend on {sensitive_name}: changing it alone "
+                "changes decisions. Flagged: " + "; ".join(_figure(f) for f in flips) + "."
+            )
+            if others:
+                text += " Also flagged: " + "; ".join(_figure(f) for f in others) + "."
+            parts.append(text)
+        elif others:
+            computed = any("flip" in f.finding for f in about)
+            how = (
+                f"changing {sensitive_name} alone does not change decisions above the "
+                "documented threshold, so the model reaches the difference through other "
+                "inputs (proxies of it) or the groups differ in the data"
+                if computed
+                else f"{sensitive_name} is not a model input, so the difference comes through "
+                "other inputs (proxies of it) or from the data"
+            )
             parts.append(
-                f"Yes: the model's decisions depend on {sensitive_name}. Flagged: "
-                + "; ".join(_figure(f) for f in flagged)
-                + "."
+                f"Outcomes differ between the {sensitive_name} groups, but not through the "
+                f"attribute itself: {how}. Flagged: " + "; ".join(_figure(f) for f in others) + "."
             )
         elif degenerate_reason is None:
             effects = [f for f in about if math.isfinite(f.value) and "flip" in f.finding]

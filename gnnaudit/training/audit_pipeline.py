@@ -10,11 +10,15 @@ section and findings, and the verdict is composed from the findings.
 The default unit list (:func:`default_units`):
 
 1. model quality and the degenerate-model guard;
-2. group fairness (needs a sensitive attribute);
-3. discrimination scores (CE paper Eq. 12, descriptive);
-4. error verification (Sec. 7.2, needs labels);
-5. the top evidence pairs;
-6. fine-tuning on evidences (Sec. 7.3; only with ``finetune=True`` and a LightningModule).
+2. counterfactual sensitivity of the sensitive attribute at node and graph scope, and its rank
+   among all features (needs the attribute as a model input);
+3. group fairness (needs a sensitive attribute);
+4. the evidence contrast of the sensitive attribute (needs it as a model input);
+5. discrimination scores (CE paper Eq. 12, descriptive);
+6. error verification (Sec. 7.2, needs labels);
+7. the top evidence pairs (led by pairs differing in the attribute when the contrast is
+   significant);
+8. fine-tuning on evidences (Sec. 7.3; only with ``finetune=True`` and a LightningModule).
 """
 
 from __future__ import annotations
@@ -29,12 +33,14 @@ import torch
 
 from gnnaudit._validation import check_int
 from gnnaudit.audit.context import AuditContext, AuditOptions
+from gnnaudit.audit.contrast_unit import EvidenceContrastUnit
 from gnnaudit.audit.discrimination import DiscriminationUnit
 from gnnaudit.audit.error_verification import DEFAULT_KS, ErrorVerificationUnit
 from gnnaudit.audit.evidence_pairs import EvidencePairsUnit
 from gnnaudit.audit.group_fairness import GroupFairnessUnit
 from gnnaudit.audit.model_quality import ModelQuality
 from gnnaudit.audit.report import AuditReport
+from gnnaudit.audit.sensitivity_unit import SensitivityUnit
 from gnnaudit.audit.unit import AuditUnit, describe_units, run_units
 from gnnaudit.audit.verdict import compose_verdict
 from gnnaudit.errors import InvalidInputError
@@ -56,13 +62,16 @@ def default_units(
     bins: int = 4,
     finetune: bool = False,
     finetune_kwargs: Mapping[str, Any] | None = None,
+    model_hops: int | None = None,
 ) -> list[AuditUnit]:
     """The audit's default statistics, in report order (see the module docstring)."""
     from gnnaudit.training.finetune import EvidenceFinetuneUnit
 
     units: list[AuditUnit] = [
         ModelQuality(),
+        SensitivityUnit(num_hops=model_hops),
         GroupFairnessUnit(),
+        EvidenceContrastUnit(),
         DiscriminationUnit(min_support=min_support, bins=bins),
         ErrorVerificationUnit(ks=ks),
         EvidencePairsUnit(top=top_pairs, pool=max(100, top_pairs)),
@@ -115,6 +124,7 @@ def run_audit(
     bins: int = 4,
     finetune: bool = False,
     finetune_kwargs: Mapping[str, Any] | None = None,
+    model_hops: int | None = None,
     dataset_name: str | None = None,
     model_info: Mapping[str, Any] | None = None,
     random_state: int = 0,
@@ -142,6 +152,9 @@ def run_audit(
     mask : the audited nodes (default ``data.test_mask``, else ``data.mask``, else all).
     k, backend, num_hops, alpha, index_params : counterfactual-evidence search.
     ks, top_pairs, min_support, bins, finetune, finetune_kwargs : options of the default units.
+    model_hops : the model's receptive-field radius for node-scope sensitivity (default:
+        inferred from its ``MessagePassing`` layers; needed for a ``predict_fn`` or a model
+        without them, else node scope is skipped with a note).
     dataset_name, model_info : text for the report.
     random_state, n_boot, confidence : seeds and intervals of every statistic.
     progress : tqdm bars.
@@ -177,6 +190,7 @@ def run_audit(
             bins=bins,
             finetune=finetune,
             finetune_kwargs=finetune_kwargs,
+            model_hops=model_hops,
         )
     outcome = run_units(ctx, list(units))
     verdict = compose_verdict(
@@ -254,6 +268,7 @@ def audit_model(
         "min_support",
         "bins",
         "finetune_kwargs",
+        "model_hops",
         "dataset_name",
         "model_info",
         "n_boot",
