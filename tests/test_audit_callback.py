@@ -56,6 +56,7 @@ def test_logs_metrics_and_matches_offline_audit(tmp_path, monkeypatch):
         "audit/ds_top2",
         "audit/ds/gender",
         "audit/ds_lift/gender",
+        "audit/flip/gender",
     ):
         assert name in metrics, name
     assert len(calls) == 1  # KS embedding cached across epochs
@@ -102,41 +103,98 @@ def test_bad_arguments():
         CounterfactualAuditCallback(every_n_epochs=0)
 
 
-def test_sorted_similarity_matches_exact_search_ties_included():
-    from gnnaudit.audit.search_base import SearchSpace
-    from gnnaudit.audit.search_exact import ExactSearcher
-    from gnnaudit.training.audit_callback import _SortedSimilarity
-
-    rng = np.random.default_rng(0)
-    # few distinct directions: many exact ties
-    base = rng.normal(size=(4, 3))
-    emb = base[rng.integers(0, 4, 40)].astype(np.float32)
-    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-    for seed in range(3):
-        pred = np.random.default_rng(seed).integers(0, 3, 40)
-        fast = _SortedSimilarity(emb)
-        exact = ExactSearcher().build(SearchSpace(emb, pred, np.arange(40)))
-        for k in (1, 5, 39):
-            assert np.array_equal(fast.local(pred, k), exact.local(np.arange(40), k).evidence)
-        res = exact.global_pairs(30)
-        u, v, s = fast.global_pairs(pred, 30)
-        assert np.array_equal(u, res.node_u) and np.array_equal(v, res.node_v)
-        assert np.allclose(s, res.similarity)
-    # a long order with a rare class: rows of the common class run short in the scan window
-    emb = rng.normal(size=(300, 4)).astype(np.float32)
-    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-    pred = (rng.random(300) < 0.03).astype(np.int64)
-    fast = _SortedSimilarity(emb)
-    exact = ExactSearcher().build(SearchSpace(emb, pred, np.arange(300)))
-    for k in (3, 10):
-        assert np.array_equal(fast.local(pred, k), exact.local(np.arange(300), k).evidence)
-    res = exact.global_pairs(50)
-    assert np.array_equal(fast.global_pairs(pred, 50)[0], res.node_u)
-    assert np.array_equal(fast.global_pairs(pred, 50)[1], res.node_v)
-
-
 def test_large_stage_falls_back_to_exact_search(tmp_path):
     cb = CounterfactualAuditCallback(k=5, max_sorted_nodes=0)
     data, module, trainer = _fit(tmp_path, cb, epochs=25)
-    assert cb._cache["sorted"] is None
+    assert not cb._cache["searcher"].uses_sorted_order
     assert "audit/accuracy_in_top_k" in trainer.callback_metrics
+
+
+def test_flip_metric_equals_the_offline_flip(tmp_path):
+    from gnnaudit.audit.sensitivity import counterfactual_flip
+
+    cb = CounterfactualAuditCallback(k=5, top_features=0, sensitive="gender")
+    data, module, trainer = _fit(tmp_path, cb, epochs=4)
+    module.eval()
+    offline = counterfactual_flip(module, data, "gender", mask=data.val_mask, scope="graph")
+    assert float(trainer.callback_metrics["audit/flip/gender"]) == pytest.approx(offline.rate)
+    assert cb.flip_.rate == pytest.approx(offline.rate)
+
+
+class UserModule(L.LightningModule):
+    """A user-written LightningModule: its own GCN, training on full-batch DataLoaders."""
+
+    def __init__(self, in_channels: int) -> None:
+        super().__init__()
+        from torch_geometric.nn import GCNConv
+
+        self.conv1 = GCNConv(in_channels, 16)
+        self.conv2 = GCNConv(16, 2)
+
+    def forward(self, x, edge_index):
+        return self.conv2(torch.relu(self.conv1(x, edge_index)), edge_index)
+
+    def training_step(self, batch, batch_idx):
+        out = self(batch.x, batch.edge_index)
+        return torch.nn.functional.cross_entropy(out[batch.train_mask], batch.y[batch.train_mask])
+
+    def validation_step(self, batch, batch_idx):
+        out = self(batch.x, batch.edge_index)
+        loss = torch.nn.functional.cross_entropy(out[batch.val_mask], batch.y[batch.val_mask])
+        self.log("val_loss", loss, batch_size=1)
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=0.02)
+
+
+def test_user_module_with_plain_dataloaders_logs_to_csv_and_can_be_monitored(tmp_path):
+    from lightning.pytorch.callbacks import EarlyStopping
+    from torch_geometric.loader import DataLoader
+
+    logging.getLogger("lightning").setLevel(logging.ERROR)
+    data = synthetic_credit_graph(num_nodes=300, bias=3.0, seed=2)
+    L.seed_everything(0, verbose=False)
+    cb = CounterfactualAuditCallback(k=5, top_features=1, sensitive="gender")
+    stop = EarlyStopping(monitor="audit/flip/gender", mode="max", patience=50)
+    trainer = L.Trainer(
+        max_epochs=5,
+        logger=CSVLogger(tmp_path, name="user"),
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[cb, stop],
+        accelerator="cpu",
+    )
+    trainer.fit(UserModule(data.x.size(1)), DataLoader([data]), DataLoader([data]))
+    rows = list(csv.DictReader(open(tmp_path / "user" / "version_0" / "metrics.csv")))
+    audit_rows = [r for r in rows if r.get("audit/flip/gender")]
+    assert len(audit_rows) == 5
+    # the audit metrics share the validation row: same epoch and step as val_loss
+    assert all(r["val_loss"] and r["epoch"] for r in audit_rows)
+    assert [int(r["epoch"]) for r in audit_rows] == list(range(5))
+    assert all(0.0 <= float(r["audit/flip/gender"]) <= 1.0 for r in audit_rows)
+    assert stop.best_score is not None
+
+
+def test_data_argument_predict_fn_and_state_dict(tmp_path):
+    data = synthetic_credit_graph(num_nodes=300, seed=1)
+    module = NodeClassifier(data.x.size(1), 2, lr=0.05)
+    calls = []
+
+    def predict_fn(x, edge_index):
+        calls.append(1)
+        return module(x, edge_index)
+
+    cb = CounterfactualAuditCallback(
+        k=5, top_features=0, sensitive="gender", data=data, predict_fn=predict_fn
+    )
+    _fit(tmp_path, cb, epochs=2)
+    assert len(cb.history_) == 2 and calls  # predict_fn used for the flip
+    state = cb.state_dict()
+    fresh = CounterfactualAuditCallback()
+    fresh.load_state_dict(state)
+    assert fresh.history_ == cb.history_ and fresh.seconds_ == cb.seconds_
+    with pytest.raises(InvalidInputError, match="predict_fn"):
+        CounterfactualAuditCallback(predict_fn=3)
+    with pytest.raises(InvalidInputError, match="flip_scope"):
+        CounterfactualAuditCallback(flip_scope="edge")

@@ -10,15 +10,29 @@ local top-k evidences of each of them, and logs
 * ``audit/ds_top1`` ... ``audit/ds_top<top_features>``: the highest discrimination scores
   (Eq. 12); which (feature, value) each is stays in ``history_`` (``top_values``),
 * ``audit/ds/<sensitive>`` and ``audit/ds_lift/<sensitive>``: best score and best lift of the
-  watched ``sensitive`` feature, if given.
+  watched ``sensitive`` feature, if given;
+* ``audit/flip/<sensitive>``: the counterfactual flip rate of the watched feature on the
+  stage's nodes (:func:`~gnnaudit.audit.sensitivity.counterfactual_flip`, ``flip_scope``
+  ``"graph"`` by default: one extra forward pass), if given.
 
-Metrics go straight to ``trainer.callback_metrics`` (so ``EarlyStopping`` / ``ModelCheckpoint``
-can monitor them) and to every logger's ``log_metrics`` at the current global step.
+Metrics are logged through ``pl_module.log_dict`` at epoch level, so they reach every attached
+logger in the same row (step and epoch) as the ``val_*`` metrics and land in
+``trainer.callback_metrics``, where ``EarlyStopping`` / ``ModelCheckpoint`` can monitor them.
+Under DDP every rank computes the same audit (same graph, same synchronised weights); the loggers
+write on rank zero only.
+
+The model: any ``LightningModule`` whose forward takes ``(x, edge_index)``, or any module with a
+``predict_fn(x, edge_index) -> logits``. The graph: ``data=``, else the datamodule's ``.data``,
+else the full-batch validation batch (e.g. ``trainer.fit(m, DataLoader([data]),
+DataLoader([data]))``).
 
 The kernel-similarity embedding ``x^agg`` depends on the graph only, so it is computed once and
 cached (keyed by the identity, shape and version counter of ``data.x`` / ``data.edge_index``);
-per epoch only the predictions change, and the exact search over the stage's nodes costs one
-``(m x m)`` similarity product for ``m`` stage nodes (blocked by the exact backend).
+per epoch only the predictions change. The search is the ``"sorted"`` backend
+(:class:`~gnnaudit.audit.search_sorted.SortedSimilaritySearcher`): the similarity order of the
+stage's nodes is sorted once and rescanned with each epoch's predictions; above
+``max_sorted_nodes`` stage nodes no ``m x m`` array is built and each audit runs the blocked
+exact search (memory bounded by its 64 MiB blocks).
 """
 
 from __future__ import annotations
@@ -37,73 +51,12 @@ from gnnaudit._validation import check_choice, check_float, check_int
 from gnnaudit.audit.discrimination import arrays_to_table, code_features, score_arrays
 from gnnaudit.audit.evidence_inputs import node_features
 from gnnaudit.audit.search_base import SearchSpace
+from gnnaudit.audit.search_sorted import DEFAULT_MAX_NODES, SortedSimilaritySearcher
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["CounterfactualAuditCallback"]
 
 logger = logging.getLogger(__name__)
-
-
-class _SortedSimilarity:
-    """All pairwise KS similarities among the stage's nodes, sorted once.
-
-    The embedding is fixed during training, so the similarity order is too; per epoch only the
-    prediction filter changes. Local top-k: the first k entries of each row's order (similarity
-    descending, ties by smaller position, the exact backend's rule) whose prediction differs.
-    Global top-k: the first k upper-triangle pairs of the global order with different
-    predictions (ties by smaller ``(u, v)``). Memory: ``m^2`` int32 positions + ``m(m-1)/2``
-    (two int32 and one float32) for ``m`` nodes, built once; each epoch touches ``O(m^2)``
-    small integers.
-    """
-
-    def __init__(self, emb: np.ndarray) -> None:
-        t = torch.from_numpy(emb)
-        sim = torch.mm(t, t.t()).numpy()
-        m = sim.shape[0]
-        self.order = np.argsort(-sim, axis=1, kind="stable").astype(np.int32)
-        iu, ju = np.triu_indices(m, 1)
-        s = sim[iu, ju]
-        o = np.argsort(-s, kind="stable")  # triu_indices are in (u, v) order: stable = ties
-        self.gu = iu[o].astype(np.int32)
-        self.gv = ju[o].astype(np.int32)
-        self.gs = s[o]
-
-    @staticmethod
-    def _first_k(order: np.ndarray, pred_rows: np.ndarray, pred: np.ndarray, k: int) -> tuple:
-        diff = pred[order] != pred_rows[:, None]
-        csum = np.cumsum(diff, axis=1)
-        rows, cols = np.nonzero(diff & (csum <= k))
-        return rows, csum[rows, cols] - 1, order[rows, cols], csum[:, -1]
-
-    def local(self, pred: np.ndarray, k: int) -> np.ndarray:
-        """(m, k) positions padded with -1. Scans a window of each row's order first (the k-th
-        candidate is usually near the front) and only rows that run short in full."""
-        m = pred.shape[0]
-        out = np.full((m, k), -1, dtype=np.int64)
-        width = min(m, max(4 * k, 32))
-        rows, rank, pos, found = self._first_k(self.order[:, :width], pred, pred, k)
-        out[rows, rank] = pos
-        short = np.flatnonzero(found < k) if width < m else np.zeros(0, dtype=np.int64)
-        if short.size:
-            out[short] = -1
-            r, rank, pos, _ = self._first_k(self.order[short], pred[short], pred, k)
-            out[short[r], rank] = pos
-        return out
-
-    def global_pairs(self, pred: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """First k pairs with different predictions, scanning the sorted pairs in chunks."""
-        chunk = max(64 * k, 4096)
-        picked: list[np.ndarray] = []
-        need = k
-        for start in range(0, self.gu.size, chunk):
-            sl = slice(start, start + chunk)
-            hit = np.flatnonzero(pred[self.gu[sl]] != pred[self.gv[sl]])[:need] + start
-            picked.append(hit)
-            need -= hit.size
-            if need <= 0:
-                break
-        sel = np.concatenate(picked) if picked else np.zeros(0, dtype=np.int64)
-        return self.gu[sel].astype(np.int64), self.gv[sel].astype(np.int64), self.gs[sel]
 
 
 class CounterfactualAuditCallback(Callback):
@@ -118,11 +71,19 @@ class CounterfactualAuditCallback(Callback):
     num_hops, alpha : KS embedding parameters (Eq. 5-7).
     top_features : how many of the highest discrimination scores to log.
     features : feature names / indices to score (default: columns with <= 10 values).
-    sensitive : optional feature name whose best lift is logged every time.
+    sensitive : optional feature name whose best discrimination lift and counterfactual flip
+        rate are logged every time.
     min_support : ignore (feature, value) rows held by fewer stage nodes.
     max_sorted_nodes : up to this many stage nodes, all pairwise similarities are sorted once
-        and reused every epoch (memory about ``10 m^2`` bytes, 40 MB at 2000); above it, each
-        audit runs the exact blocked search.
+        and reused every epoch (memory ``m^2 (4 + b)`` bytes, b <= 4: 96 MB at the default
+        4,000); above it, each audit runs the exact blocked search.
+    data : the graph to audit (default: the datamodule's ``.data`` or the full validation batch).
+    predict_fn : ``predict_fn(x, edge_index) -> logits`` when the module's forward takes other
+        arguments.
+    flip_scope : ``"graph"`` (one extra forward pass) or ``"node"`` (batched per-node
+        interventions on at most ``flip_max_nodes`` nodes; needs the receptive field
+        ``model_hops`` when it cannot be inferred).
+    model_hops, flip_max_nodes : see ``flip_scope``.
 
     Attributes (after an audit)
     ---------------------------
@@ -145,7 +106,12 @@ class CounterfactualAuditCallback(Callback):
         features: Any = None,
         sensitive: str | None = None,
         min_support: int = 1,
-        max_sorted_nodes: int = 2000,
+        max_sorted_nodes: int = DEFAULT_MAX_NODES,
+        data: Any = None,
+        predict_fn: Any = None,
+        flip_scope: str = "graph",
+        model_hops: int | None = None,
+        flip_max_nodes: int = 2000,
     ) -> None:
         super().__init__()
         self.every_n_epochs = check_int("every_n_epochs", every_n_epochs, minimum=1)
@@ -158,6 +124,16 @@ class CounterfactualAuditCallback(Callback):
         self.sensitive = sensitive
         self.min_support = check_int("min_support", min_support, minimum=1)
         self.max_sorted_nodes = check_int("max_sorted_nodes", max_sorted_nodes, minimum=0)
+        if data is not None and getattr(data, "x", None) is None:
+            raise InvalidInputError("data must be a PyG Data with x and edge_index")
+        self.data = data
+        if predict_fn is not None and not callable(predict_fn):
+            raise InvalidInputError(f"predict_fn must be callable, got {type(predict_fn).__name__}")
+        self.predict_fn = predict_fn
+        self.flip_scope = check_choice("flip_scope", flip_scope, ("graph", "node"))
+        self.model_hops = None if model_hops is None else check_int("model_hops", model_hops)
+        self.flip_max_nodes = check_int("flip_max_nodes", flip_max_nodes, minimum=1)
+        self.flip_: Any = None
         self._pairs: tuple | None = None
         self._scores: dict[str, np.ndarray] | None = None
         self.history_: list[dict[str, Any]] = []
@@ -169,14 +145,16 @@ class CounterfactualAuditCallback(Callback):
 
     # ------------------------------------------------------------------ data
     def _graph(self, trainer: L.Trainer) -> Any:
+        if self.data is not None:
+            return self.data
         dm = getattr(trainer, "datamodule", None)
         data = getattr(dm, "data", None)
         if data is None:
             data = getattr(self, "_last_batch", None)
         if data is None or getattr(data, "x", None) is None:
             raise InvalidInputError(
-                "CounterfactualAuditCallback needs the full graph: use a GraphDataModule (or a "
-                "datamodule with a .data attribute) or full-batch validation"
+                "CounterfactualAuditCallback needs the full graph: pass data=..., use a "
+                "GraphDataModule (or a datamodule with a .data attribute) or full-batch validation"
             )
         return data
 
@@ -214,8 +192,9 @@ class CounterfactualAuditCallback(Callback):
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        if getattr(batch, "batch_size", None) is None and hasattr(batch, "edge_index"):
-            self._last_batch = batch  # full-batch validation: the batch is the graph
+        graph = _full_graph(batch)
+        if graph is not None:
+            self._last_batch = graph  # full-batch validation: the batch is the graph
 
     def _prepare(self, data: Any) -> dict[str, Any]:
         """KS embedding (unit rows), node sets and feature columns, cached across epochs."""
@@ -248,10 +227,8 @@ class CounterfactualAuditCallback(Callback):
             "emb": np.ascontiguousarray(emb.to(torch.float32).numpy()),
             "coding": code_features(x_np, names, self.features),
             "y": data.y.detach().cpu().numpy(),
-            "sorted": None,
+            "searcher": None,
         }
-        if 2 <= nodes.size <= self.max_sorted_nodes:
-            self._cache["sorted"] = _SortedSimilarity(self._cache["emb"])
         self._cache_key = key
         return self._cache
 
@@ -281,16 +258,60 @@ class CounterfactualAuditCallback(Callback):
         return arrays_to_table(self._scores, self._cache["coding"])
 
     # ---------------------------------------------------------------- audit
-    def _log(self, trainer: L.Trainer, pl_module: L.LightningModule, metrics: dict) -> None:
-        """Hand the metrics to the trainer's loggers and ``callback_metrics`` directly: Lightning's
-        ``self.log`` machinery costs milliseconds per call, more than the audit itself."""
-        if not metrics:
-            return
-        trainer.callback_metrics.update(
-            {k: torch.tensor(v, dtype=torch.float32) for k, v in metrics.items()}
-        )
-        for lg in trainer.loggers:
-            lg.log_metrics(dict(metrics), step=trainer.global_step)
+    def _log(self, pl_module: L.LightningModule, metrics: dict[str, float]) -> None:
+        """Epoch-level ``log_dict``: same logger row as ``val_*``, in ``callback_metrics``."""
+        if metrics:
+            pl_module.log_dict(
+                {k: float(v) for k, v in metrics.items()},
+                on_step=False,
+                on_epoch=True,
+                batch_size=1,
+            )
+
+    def _searcher(self, cache: dict[str, Any], pred: np.ndarray) -> SortedSimilaritySearcher:
+        """The sorted searcher of the stage's nodes with this epoch's predictions (the order is
+        built once per graph and shared)."""
+        base = cache["searcher"]
+        if base is None:
+            base = SortedSimilaritySearcher(max_nodes=self.max_sorted_nodes).build(
+                SearchSpace(cache["emb"], pred, cache["nodes"])
+            )
+            cache["searcher"] = base
+            return base
+        return base.with_predictions(pred)
+
+    def _flip(
+        self, pl_module: L.LightningModule, data: Any, nodes: np.ndarray, logits: torch.Tensor
+    ) -> float:
+        """Counterfactual flip rate of the watched feature on the stage's nodes."""
+        from gnnaudit.audit.sensitivity import counterfactual_flip
+
+        was = pl_module.training
+        try:
+            self.flip_ = counterfactual_flip(
+                pl_module,
+                data,
+                self.sensitive,
+                mask=nodes,
+                scope=self.flip_scope,
+                n_boot=200,
+                num_hops=self.model_hops,
+                max_nodes=self.flip_max_nodes,
+                predict_fn=self.predict_fn,
+                base_logits=logits.detach().cpu(),
+            )
+        finally:
+            pl_module.train(was)
+        return float(self.flip_.rate)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The audit history and time spent (saved in Lightning checkpoints)."""
+        return {"history": list(self.history_), "seconds": float(self.seconds_)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (a resumed run continues the history)."""
+        self.history_ = list(state_dict.get("history", []))
+        self.seconds_ = float(state_dict.get("seconds", 0.0))
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self._due(trainer):
@@ -306,9 +327,8 @@ class CounterfactualAuditCallback(Callback):
             with torch.no_grad():
                 was = pl_module.training
                 pl_module.eval()
-                logits = pl_module(
-                    data.x.to(pl_module.device), data.edge_index.to(pl_module.device)
-                )
+                call = self.predict_fn if self.predict_fn is not None else pl_module
+                logits = call(data.x.to(pl_module.device), data.edge_index.to(pl_module.device))
                 pl_module.train(was)
         pred_all = logits.argmax(-1).cpu().numpy().astype(np.int64)
         pred = pred_all[nodes]
@@ -318,17 +338,11 @@ class CounterfactualAuditCallback(Callback):
         total_pairs = (int(counts.sum()) ** 2 - int((counts * counts).sum())) // 2
         if total_pairs > 0:
             kk = min(self.k, nodes.size - 1)
-            fast = cache["sorted"]
-            if fast is not None:
-                u, v, sim = fast.global_pairs(pred, min(self.k, total_pairs))
-                u, v = nodes[u], nodes[v]
-            else:
-                from gnnaudit.audit.search_exact import ExactSearcher
-
-                searcher = ExactSearcher().build(SearchSpace(cache["emb"], pred, nodes))
-                res = searcher.global_pairs(min(self.k, total_pairs))
-                u, v, sim = res.node_u, res.node_v, res.similarity
-            lo, hi = np.minimum(u, v), np.maximum(u, v)
+            searcher = self._searcher(cache, pred)
+            pairs = searcher.global_pairs(min(self.k, total_pairs))
+            lo = np.minimum(pairs.node_u, pairs.node_v)
+            hi = np.maximum(pairs.node_u, pairs.node_v)
+            sim = pairs.similarity
             self._pairs = (lo, hi, sim, pred_all)
             distinct = np.unique(np.concatenate([lo, hi]))
             metrics["audit/accuracy_in_top_k"] = float(
@@ -336,13 +350,9 @@ class CounterfactualAuditCallback(Callback):
             )
             metrics["audit/mean_similarity"] = float(sim.mean())
             if self.top_features or self.sensitive:
-                if fast is not None:
-                    pos = fast.local(pred, kk)
-                else:
-                    ev = searcher.local(np.arange(nodes.size), kk).evidence
-                    pos = np.where(ev >= 0, np.searchsorted(nodes, ev), -1)
-                has = (pos >= 0).any(axis=1)
-                ev = np.where(pos >= 0, nodes[np.maximum(pos, 0)], -1)[has]
+                ev = searcher.local(np.arange(nodes.size), kk).evidence
+                has = (ev >= 0).any(axis=1)
+                ev = ev[has]
                 coding = cache["coding"]
                 sc = score_arrays(
                     coding, nodes[has], ev, pred_all, nodes, min_support=self.min_support
@@ -365,7 +375,9 @@ class CounterfactualAuditCallback(Callback):
             logger.info(
                 "audit skipped at epoch %d: one predicted class only", trainer.current_epoch
             )
-        self._log(trainer, pl_module, metrics)
+        if self.sensitive is not None:
+            metrics[f"audit/flip/{self.sensitive}"] = self._flip(pl_module, data, nodes, logits)
+        self._log(pl_module, metrics)
         spent = time.perf_counter() - start
         self.seconds_ += spent
         self.history_.append(
@@ -377,3 +389,16 @@ class CounterfactualAuditCallback(Callback):
                 **metrics,
             }
         )
+
+
+def _full_graph(batch: Any) -> Any:
+    """The whole graph when a validation batch is one (a ``Data``, or a PyG ``Batch`` of a single
+    graph as ``DataLoader([data])`` yields), None for sampled subgraphs (``n_id`` set by the
+    neighbour loaders) and other batches."""
+    from torch_geometric.data import Batch, Data
+
+    if isinstance(batch, Batch):
+        return batch.get_example(0) if batch.num_graphs == 1 else None
+    if isinstance(batch, Data) and getattr(batch, "n_id", None) is None:
+        return batch if getattr(batch, "edge_index", None) is not None else None
+    return None
