@@ -20,6 +20,7 @@ import argparse
 from typing import Any
 
 from gnnaudit.cli._datasets import add_dataset_arguments
+from gnnaudit.cli.options import add_force_argument, add_out_argument, add_progress_argument
 
 #: gnnaudit's own backbones (``--model``); anything with a ``:`` is the user's MODULE:NAME
 BACKBONE_CHOICES: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
@@ -113,7 +114,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ft.add_argument("--no-finetune", dest="finetune", action="store_false")
     audit.add_argument("--finetune-m", type=int, default=50, help="fine-tuning budget m (50)")
     audit.add_argument("--finetune-epochs", type=int, default=30, help="fine-tuning epochs (30)")
-    audit.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    add_progress_argument(audit)
     audit.add_argument(
         "--threads",
         type=int,
@@ -121,10 +122,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="torch intra-op threads (default: torch's choice; 1 is fastest for small graphs "
         "on a busy machine)",
     )
-    p.add_argument("--out", required=True, help="output folder for the report")
-    p.add_argument(
-        "--force", action="store_true", help="replace an --out folder that holds other files"
+    add_out_argument(
+        p, kind="folder", what="output folder for report.json, .md, .html", required=True
     )
+    add_force_argument(p, kind="folder")
     p.set_defaults(func=run)
 
 
@@ -229,6 +230,7 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from gnnaudit._validation import check_int
+    from gnnaudit.cli.options import progress_enabled
     from gnnaudit.safe_io import atomic_output_dir, check_output_dir
     from gnnaudit.training.audit_pipeline import FINETUNE_MAX_NODES, run_audit
 
@@ -242,8 +244,9 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(check_int("--threads", args.threads, minimum=1))
     from tqdm.auto import tqdm
 
+    progress = progress_enabled(args)
     with atomic_output_dir(args.out, force=args.force, name="--out") as out_dir:
-        steps = tqdm(total=3, desc="gnnaudit audit", disable=args.no_progress)
+        steps = tqdm(total=3, desc="gnnaudit audit", disable=not progress)
         steps.set_postfix_str("load data")
         data, data_name = _load_data(args)
         steps.update(1)
@@ -266,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
             dataset_name=data_name,
             model_info=info,
             random_state=args.seed,
-            progress=not args.no_progress,
+            progress=progress,
             device=args.device,
         )
         if wanted and not finetune:
