@@ -245,8 +245,10 @@ def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     progress = progress_enabled(args)
-    with atomic_output_dir(args.out, force=args.force, name="--out") as out_dir:
-        steps = tqdm(total=3, desc="gnnaudit audit", disable=not progress)
+    with (
+        atomic_output_dir(args.out, force=args.force, name="--out") as out_dir,
+        tqdm(total=3, desc="gnnaudit audit", disable=not progress) as steps,  # closed on errors
+    ):
         steps.set_postfix_str("load data")
         data, data_name = _load_data(args)
         steps.update(1)
@@ -279,7 +281,6 @@ def run(args: argparse.Namespace) -> int:
             )
         report.save(out_dir, force=True)
         steps.update(1)
-        steps.close()
 
     with pd.option_context("display.width", 120, "display.max_columns", 20):
         accuracies = [

@@ -57,11 +57,11 @@ def run(args: argparse.Namespace) -> int:
 
     from gnnaudit.clustering import ExDBSCAN
     from gnnaudit.datasets import load_tabular
-    from gnnaudit.safe_io import atomic_file, check_output_file, read_csv
+    from gnnaudit.safe_io import atomic_file, check_output_file
 
     if args.out is not None:
         check_output_file("--out", args.out, force=args.force)
-    data = load_tabular(read_csv("csv", args.csv, min_rows=0), label=args.label)
+    data = load_tabular(args.csv, label=args.label, name="csv")
     model = ExDBSCAN(
         eps=args.eps,
         min_samples=args.min_samples,

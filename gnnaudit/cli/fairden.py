@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         label=args.label,
         sensitive=list(args.sensitive),
         categorical=list(args.categorical) or None,
+        name=f"data {args.data!r}",
     )
     if data.X.shape[1] == 0:
         raise InvalidInputError("data: FairDen needs at least one numeric feature column")

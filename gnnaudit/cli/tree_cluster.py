@@ -101,13 +101,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.out is not None:
         check_output_file("--out", args.out, force=args.force)
-    frame = read_csv("data", args.data, min_rows=0)
+    frame = read_csv("data", args.data)
     if args.ignore:
         missing = [c for c in args.ignore if c not in frame.columns]
         if missing:
             raise InvalidInputError(f"--ignore: column(s) {missing} not found")
         frame = frame.drop(columns=list(args.ignore))
-    data = load_tabular(frame, label=args.label)
+    data = load_tabular(frame, label=args.label, name=f"data {args.data!r}")
     if data.X.shape[1] == 0:
         raise InvalidInputError("data: no numeric feature column")
     ml = _read_pairs(args.must_link, "--must-link")
