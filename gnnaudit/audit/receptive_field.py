@@ -255,6 +255,7 @@ class BatchPlan:
 
     @property
     def n_batches(self) -> int:
+        """Number of batches (``max(colours) + 1``; 0 without audited nodes)."""
         return int(self.colours.max()) + 1 if self.colours.size else 0
 
     def batches(self) -> list[np.ndarray]:

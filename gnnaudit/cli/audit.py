@@ -34,6 +34,7 @@ TRUST_NOTE = (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``audit`` command and its options to ``subparsers``."""
     p = subparsers.add_parser(
         "audit",
         help="audit a GNN node classifier (yours or a built-in one) and write a report",
@@ -224,6 +225,7 @@ def _load_model(args: argparse.Namespace, data: Any, out_dir: str) -> tuple[Any,
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``gnnaudit audit`` on the parsed ``args``; return the exit code."""
     import time
 
     import lightning as L

@@ -23,6 +23,7 @@ BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss")  # = audit.evi
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``evidence`` command and its options to ``subparsers``."""
     p = subparsers.add_parser(
         "evidence",
         help="find counterfactual evidences (similar test nodes labelled differently)",

@@ -13,6 +13,7 @@ from gnnaudit.cli.options import add_force_argument, add_out_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``explain-dbscan`` command and its options to ``subparsers``."""
     p = subparsers.add_parser(
         "explain-dbscan",
         help="counterfactuals moving one point of a DBSCAN clustering into another cluster",

@@ -20,6 +20,7 @@ __all__ = ["register", "run"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``fairden`` command and its options to ``subparsers``."""
     p = subparsers.add_parser(
         "fairden",
         help="fair density-based clustering (FairDen) of a csv table",

@@ -20,6 +20,7 @@ MODELS: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``train`` command and its options to ``subparsers``."""
     p = subparsers.add_parser(
         "train",
         help="train a GNN node classifier on a graph dataset",

@@ -26,6 +26,7 @@ __all__ = ["register", "run"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``tree-cluster`` command and its options to ``subparsers``."""
     p = subparsers.add_parser(
         "tree-cluster",
         help="optimal constrained clustering tree (MaxSAT) for a csv table",

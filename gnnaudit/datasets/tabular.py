@@ -47,6 +47,7 @@ class TabularData:
 
     @property
     def n_samples(self) -> int:
+        """Number of rows."""
         return int(self.X.shape[0])
 
 
