@@ -18,17 +18,19 @@ printed as one line each.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import sys
 import traceback
 import warnings
 import zipfile
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from gnnaudit.errors import GnnAuditError
 
-__all__ = ["run_command", "file_error_message"]
+__all__ = ["run_command", "file_error_message", "one_line_warnings"]
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -120,13 +122,21 @@ def _show_warning(
         pass
 
 
+@contextlib.contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Inside the block, every warning shown is printed as one line ``gnnaudit: Category: ...``
+    on stderr (no source line); the previous behaviour is restored afterwards."""
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        yield
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run ``args.func(args)`` and map any failure to an exit code and one line on stderr."""
     command = getattr(args, "command", None) or ""
     prefix = f"gnnaudit {command}".rstrip()
     debug = bool(getattr(args, "debug", False))
-    with warnings.catch_warnings():
-        warnings.showwarning = _show_warning
+    with one_line_warnings():
         try:
             return int(args.func(args) or 0)
         except GnnAuditError as exc:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from gnnaudit import __version__
-from gnnaudit.cli.failures import run_command
+from gnnaudit.cli.failures import one_line_warnings, run_command
 from gnnaudit.cli.options import add_global_options
 
 #: Subcommand modules, in the order ``--help`` lists them.
@@ -59,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     (``SystemExit``) on an unknown flag.
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    with one_line_warnings():  # deprecated flag spellings warn while parsing
+        args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
