@@ -27,6 +27,7 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check gnnaudit tests examples benchmarks
 	$(BIN)/ruff format --check gnnaudit tests examples benchmarks
+	$(BIN)/mypy gnnaudit
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix gnnaudit tests examples benchmarks

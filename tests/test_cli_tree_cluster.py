@@ -30,7 +30,7 @@ def test_tree_cluster_prints_tree_status_and_objectives(iris_csv, tmp_path, caps
         [
             "tree-cluster", str(path), "--k", "3", "--depth", "2", "--label", "target",
             "--must-link", str(ml), "--cannot-link", str(cl), "--objective", "md-ms",
-            "--time-limit", "60", "--output", str(out),
+            "--time-limit", "60", "--out", str(out),
         ]
     )  # fmt: skip
     text = capsys.readouterr().out
@@ -55,8 +55,10 @@ def test_tree_cluster_infeasible_exit_code(tmp_path, capsys):
         ["tree-cluster", str(path), "--k", "2", "--depth", "1", "--must-link", str(ml),
          "--cannot-link", str(cl)]
     )  # fmt: skip
-    assert code == 1
-    assert "infeasible" in capsys.readouterr().out
+    assert code == 2
+    captured = capsys.readouterr()
+    assert "infeasible" in captured.out
+    assert "no clustering" in captured.err and "infeasible" in captured.err
 
 
 def test_tree_cluster_contradictory_constraints_clean_error(tmp_path, capsys):

@@ -96,6 +96,7 @@ class Interval:
     n_boot: int
 
     def as_tuple(self) -> tuple[float, float, float]:
+        """``(estimate, ci_low, ci_high)``."""
         return self.estimate, self.ci_low, self.ci_high
 
 

@@ -245,6 +245,7 @@ class AuditContext:
 
     @property
     def num_nodes(self) -> int:
+        """Number of nodes of the audited graph."""
         return int(self.data.x.size(0))
 
     @cached_property

@@ -163,6 +163,7 @@ class CounterfactualEvidence:
         self.progress = progress
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor parameters by name (scikit-learn's ``get_params``; ``deep`` is unused)."""
         return {
             "num_hops": self.num_hops,
             "alpha": self.alpha,

@@ -19,10 +19,12 @@ REQUIRED_GLOBAL_COLUMNS = ("node_u", "node_v", "similarity")
 
 
 def is_estimator(evidence: Any) -> bool:
+    """Whether ``evidence`` is a CounterfactualEvidence-like estimator (not a DataFrame)."""
     return hasattr(evidence, "local_evidence") and hasattr(evidence, "global_evidence")
 
 
 def to_numpy(value: Any) -> np.ndarray:
+    """A numpy array of ``value`` (a tensor is detached and moved to the CPU first)."""
     if hasattr(value, "detach") and hasattr(value, "cpu"):
         value = value.detach().cpu().numpy()
     return np.asarray(value)
@@ -71,6 +73,8 @@ def fitted_predictions(estimator: Any, num_nodes: int) -> np.ndarray:
 
 
 def mask_nodes(name: str, mask: Any, num_nodes: int) -> np.ndarray:
+    """Sorted unique node ids selected by ``mask``: a boolean mask of shape ``(num_nodes,)`` or
+    node ids in ``[0, num_nodes)``; anything else raises InvalidInputError naming ``name``."""
     arr = to_numpy(mask)
     if arr.dtype == bool:
         if arr.shape != (num_nodes,):
@@ -87,6 +91,7 @@ def mask_nodes(name: str, mask: Any, num_nodes: int) -> np.ndarray:
 
 
 def check_frame(name: str, frame: Any, columns: Sequence[str]) -> pd.DataFrame:
+    """``frame`` if it is a DataFrame holding ``columns``, else InvalidInputError naming ``name``."""
     if not isinstance(frame, pd.DataFrame):
         raise InvalidInputError(
             f"{name} must be a fitted CounterfactualEvidence or a pandas DataFrame, "
@@ -102,6 +107,7 @@ def check_frame(name: str, frame: Any, columns: Sequence[str]) -> pd.DataFrame:
 
 
 def check_frame_ids(frame: pd.DataFrame, columns: Sequence[str], num_nodes: int) -> None:
+    """Raise InvalidInputError if a node id in ``columns`` lies outside ``[0, num_nodes)``."""
     for col in columns:
         ids = frame[col].to_numpy(dtype=np.int64)
         if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
@@ -114,6 +120,8 @@ def check_frame_ids(frame: pd.DataFrame, columns: Sequence[str], num_nodes: int)
 def predictions_from_frame(
     frame: pd.DataFrame, pairs: Sequence[tuple[str, str]], num_nodes: int
 ) -> np.ndarray:
+    """Predicted class of every node (``-1`` where unknown) read from an evidence DataFrame:
+    ``pairs`` names its ``(node column, prediction column)`` pairs."""
     pred = np.full(num_nodes, -1, dtype=np.int64)
     for node_col, pred_col in pairs:
         if node_col in frame.columns and pred_col in frame.columns:
@@ -124,6 +132,8 @@ def predictions_from_frame(
 
 
 def node_features(data: Any) -> tuple[np.ndarray, list[str]]:
+    """``(x, names)``: ``data.x`` as float64 numpy and the feature names
+    (``data.feature_names`` when it matches, else ``x0, x1 ...``)."""
     x = getattr(data, "x", None)
     if x is None:
         raise InvalidInputError("data must carry node features data.x, got None")

@@ -223,7 +223,7 @@ class EvidencePairsUnit(AuditUnit):
             and getattr(contrast, "significant", False)
         )
         pairs = ctx.global_evidence(self.pool if lead else self.top)
-        if lead:
+        if lead and ctx.sensitive is not None:  # lead implies a sensitive attribute
             pairs = sensitive_first(pairs, ctx.sensitive)
         table, feats = pair_comparison(
             ctx.data,

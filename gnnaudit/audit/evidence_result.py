@@ -268,6 +268,7 @@ class GlobalEvidence:
 
     @classmethod
     def empty(cls) -> GlobalEvidence:
+        """A result with no pair."""
         z = np.zeros(0, dtype=np.int64)
         return cls(z, z, np.zeros(0, dtype=np.float64), z, z)
 

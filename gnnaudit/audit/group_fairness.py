@@ -122,6 +122,7 @@ class GroupFairness(AuditResult):
 
     @property
     def eod_flagged(self) -> bool:
+        """Whether the whole equal-opportunity-difference interval lies above ``EOD_THRESHOLD``."""
         return bool(self.eod_ci[0] > EOD_THRESHOLD)
 
     def findings(self) -> list[Finding]:

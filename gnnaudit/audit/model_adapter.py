@@ -42,8 +42,8 @@ def resolve_device(device: Any, model: Any = None) -> torch.device:
         if isinstance(model, torch.nn.Module):
             for tensor in model.parameters():
                 return tensor.device
-            for tensor in model.buffers():
-                return tensor.device
+            for buffer in model.buffers():
+                return buffer.device
         return torch.device("cpu")
     try:
         dev = torch.device(device)

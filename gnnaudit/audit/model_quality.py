@@ -72,6 +72,7 @@ class ModelQualityResult(AuditResult):
 
     @property
     def degenerate(self) -> bool:
+        """Whether the model is degenerate (``degenerate_reason`` says why)."""
         return self.degenerate_reason is not None
 
     def to_frame(self) -> pd.DataFrame:

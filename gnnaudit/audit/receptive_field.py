@@ -79,8 +79,10 @@ def infer_num_hops(model: Any) -> int | None:
         if isinstance(module, MessagePassing):
             found = True
             k = getattr(module, "K", None)
-            is_k = isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 1
-            hops += int(k) if is_k else 1
+            if isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 1:
+                hops += int(k)
+            else:
+                hops += 1
     return hops if found else None
 
 
@@ -255,6 +257,7 @@ class BatchPlan:
 
     @property
     def n_batches(self) -> int:
+        """Number of batches (``max(colours) + 1``; 0 without audited nodes)."""
         return int(self.colours.max()) + 1 if self.colours.size else 0
 
     def batches(self) -> list[np.ndarray]:

@@ -93,6 +93,7 @@ class AuditReport:
         return [s.key for s in self.sections]
 
     def has_section(self, key: str) -> bool:
+        """Whether the report holds the section ``key``."""
         return key in self.section_keys
 
     def section(self, key: str) -> ReportSection:
@@ -190,11 +191,13 @@ class AuditReport:
 
     # ---------------------------------------------------------------------------- render
     def to_markdown(self) -> str:
+        """The report as a Markdown document (what ``report.md`` holds)."""
         from gnnaudit.audit.report_render import render_markdown
 
         return render_markdown(self)
 
     def to_html(self) -> str:
+        """The report as a self-contained HTML page (what ``report.html`` holds)."""
         from gnnaudit.audit.report_render import render_html
 
         return render_html(self)

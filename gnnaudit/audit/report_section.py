@@ -129,10 +129,12 @@ class Finding:
     explanation: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The finding as a JSON-ready dict (what ``report.json`` stores)."""
         return clean_json({name: getattr(self, name) for name in FINDING_COLUMNS})
 
     @classmethod
     def from_dict(cls, payload: dict[str, Any]) -> Finding:
+        """The finding stored by :meth:`to_dict`."""
         return cls(
             finding=str(payload["finding"]),
             feature=str(payload.get("feature") or ""),
@@ -189,6 +191,7 @@ class Figure:
     options: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The figure as a JSON-ready dict (its data as records)."""
         return {
             "kind": self.kind,
             "title": self.title,
@@ -198,6 +201,7 @@ class Figure:
 
     @classmethod
     def from_dict(cls, payload: dict[str, Any]) -> Figure:
+        """The figure stored by :meth:`to_dict`."""
         data = frame_from_json(payload.get("data"))
         return cls(
             kind=str(payload["kind"]),
@@ -244,9 +248,11 @@ class ReportSection:
         return cls(key=key, title=title, summary=f"Not computed: {reason}", status="skipped")
 
     def table(self, name: str) -> pd.DataFrame | None:
+        """The table ``name`` of this section, or ``None`` when it has none by that name."""
         return self.tables.get(name)
 
     def to_dict(self) -> dict[str, Any]:
+        """The section as a JSON-ready dict (tables as records)."""
         return {
             "key": self.key,
             "title": self.title,
@@ -260,6 +266,7 @@ class ReportSection:
 
     @classmethod
     def from_dict(cls, payload: dict[str, Any]) -> ReportSection:
+        """The section stored by :meth:`to_dict`."""
         tables = {}
         for name, frame in (payload.get("tables") or {}).items():
             restored = frame_from_json(frame)

@@ -66,6 +66,7 @@ class SearchSpace:
 
     @property
     def size(self) -> int:
+        """Number of test nodes searched over (``m``)."""
         return int(self.node_ids.shape[0])
 
 

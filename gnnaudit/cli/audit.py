@@ -20,6 +20,7 @@ import argparse
 from typing import Any
 
 from gnnaudit.cli._datasets import add_dataset_arguments
+from gnnaudit.cli.options import add_force_argument, add_out_argument, add_progress_argument
 
 #: gnnaudit's own backbones (``--model``); anything with a ``:`` is the user's MODULE:NAME
 BACKBONE_CHOICES: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
@@ -33,6 +34,7 @@ TRUST_NOTE = (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``audit`` command and its options to ``subparsers``."""
     p = subparsers.add_parser(
         "audit",
         help="audit a GNN node classifier (yours or a built-in one) and write a report",
@@ -113,7 +115,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ft.add_argument("--no-finetune", dest="finetune", action="store_false")
     audit.add_argument("--finetune-m", type=int, default=50, help="fine-tuning budget m (50)")
     audit.add_argument("--finetune-epochs", type=int, default=30, help="fine-tuning epochs (30)")
-    audit.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    add_progress_argument(audit)
     audit.add_argument(
         "--threads",
         type=int,
@@ -121,10 +123,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="torch intra-op threads (default: torch's choice; 1 is fastest for small graphs "
         "on a busy machine)",
     )
-    p.add_argument("--out", required=True, help="output folder for the report")
-    p.add_argument(
-        "--force", action="store_true", help="replace an --out folder that holds other files"
+    add_out_argument(
+        p, kind="folder", what="output folder for report.json, .md, .html", required=True
     )
+    add_force_argument(p, kind="folder")
     p.set_defaults(func=run)
 
 
@@ -223,12 +225,14 @@ def _load_model(args: argparse.Namespace, data: Any, out_dir: str) -> tuple[Any,
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``gnnaudit audit`` on the parsed ``args``; return the exit code."""
     import time
 
     import lightning as L
     import pandas as pd
 
     from gnnaudit._validation import check_int
+    from gnnaudit.cli.options import progress_enabled
     from gnnaudit.safe_io import atomic_output_dir, check_output_dir
     from gnnaudit.training.audit_pipeline import FINETUNE_MAX_NODES, run_audit
 
@@ -242,8 +246,11 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(check_int("--threads", args.threads, minimum=1))
     from tqdm.auto import tqdm
 
-    with atomic_output_dir(args.out, force=args.force, name="--out") as out_dir:
-        steps = tqdm(total=3, desc="gnnaudit audit", disable=args.no_progress)
+    progress = progress_enabled(args)
+    with (
+        atomic_output_dir(args.out, force=args.force, name="--out") as out_dir,
+        tqdm(total=3, desc="gnnaudit audit", disable=not progress) as steps,  # closed on errors
+    ):
         steps.set_postfix_str("load data")
         data, data_name = _load_data(args)
         steps.update(1)
@@ -266,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
             dataset_name=data_name,
             model_info=info,
             random_state=args.seed,
-            progress=not args.no_progress,
+            progress=progress,
             device=args.device,
         )
         if wanted and not finetune:
@@ -276,7 +283,6 @@ def run(args: argparse.Namespace) -> int:
             )
         report.save(out_dir, force=True)
         steps.update(1)
-        steps.close()
 
     with pd.option_context("display.width", 120, "display.max_columns", 20):
         accuracies = [

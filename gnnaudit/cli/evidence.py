@@ -4,7 +4,10 @@ Loads a graph dataset, gets a node classifier (``--checkpoint`` or, without one,
 with :func:`gnnaudit.training.train_node_classifier`), fits
 :class:`gnnaudit.audit.CounterfactualEvidence` on the test nodes and writes the local
 evidences of ``--node`` (default: of every test node) or the global top-k pairs
-(``--global``) to a CSV file; prints the first rows and the average similarity AS.
+(``--global``) to the CSV file ``--out`` (checked before any work starts, written atomically,
+``--force`` replaces an existing file); prints the first rows and the average similarity AS.
+Training never shows Lightning's progress bar: ``--progress`` shows gnnaudit's own bars, on
+stderr.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 
 from gnnaudit.cli._datasets import add_dataset_arguments
+from gnnaudit.cli.options import add_force_argument, add_out_argument, add_progress_argument
 
 #: Same names as :data:`gnnaudit.training.BACKBONES` (kept here so ``--help`` stays light).
 MODELS: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
@@ -19,6 +23,7 @@ BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss")  # = audit.evi
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``evidence`` command and its options to ``subparsers``."""
     p = subparsers.add_parser(
         "evidence",
         help="find counterfactual evidences (similar test nodes labelled differently)",
@@ -52,27 +57,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search.add_argument("--backend", default="exact", choices=BACKENDS, help="search backend")
     search.add_argument("--num-hops", type=int, default=3, help="KS hops L (default 3)")
     search.add_argument("--alpha", type=float, default=0.5, help="KS trade-off alpha (0.5)")
-    p.add_argument("--out", required=True, help="CSV file to write the evidences to")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    add_out_argument(p, kind="file", what="CSV file for the evidences", required=True)
+    add_force_argument(p, kind="file")
+    add_progress_argument(p)
     p.add_argument("--show", type=int, default=20, help="rows to print (default 20)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
+    """Run ``gnnaudit evidence`` on the parsed ``args``; return the exit code."""
     import sys
     import time
 
+    from gnnaudit._validation import check_int
     from gnnaudit.audit import CounterfactualEvidence
     from gnnaudit.cli._datasets import dataset_from_args
-    from gnnaudit.errors import InvalidInputError
+    from gnnaudit.cli.options import progress_enabled
+    from gnnaudit.safe_io import atomic_file, check_output_file
 
     start = time.perf_counter()
-    if os.path.isdir(args.out):
-        raise InvalidInputError(f"--out must be a CSV file path, got the folder {args.out}")
-    if args.k < 1:
-        raise InvalidInputError(f"--k must be >= 1, got {args.k}")
-    progress = not args.no_progress
+    check_output_file("--out", args.out, force=args.force)
+    check_int("--k", args.k, minimum=1)
+    progress = progress_enabled(args)
     data = dataset_from_args(args)
 
     if args.checkpoint is not None:
@@ -92,7 +98,6 @@ def run(args: argparse.Namespace) -> int:
             backbone=args.model,
             max_epochs=args.epochs,
             seed=getattr(args, "seed", 0),
-            enable_progress_bar=progress,
         )
         source = f"trained {args.model} (test accuracy {metrics.get('test_acc', float('nan')):.4f})"
 
@@ -113,9 +118,8 @@ def run(args: argparse.Namespace) -> int:
             f"local top-{args.k} evidences of {len(nodes)} quer{'y' if len(nodes) == 1 else 'ies'}"
         )
 
-    parent = os.path.dirname(os.path.abspath(args.out))
-    os.makedirs(parent, exist_ok=True)
-    result.to_csv(args.out, index=False)
+    with atomic_file(args.out, name="--out", force=args.force) as tmp:
+        result.to_csv(tmp, index=False)
     print(
         f"{args.dataset}: {int(data.num_nodes)} nodes, {ce.node_ids_.size} test nodes, "
         f"{len(ce.classes_)} predicted classes | model: {source} | backend {args.backend}"

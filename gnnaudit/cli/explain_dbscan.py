@@ -1,11 +1,19 @@
-"""``gnnaudit explain-dbscan``: ExDBSCAN counterfactuals for one row of a csv table."""
+"""``gnnaudit explain-dbscan``: ExDBSCAN counterfactuals for one row of a csv table.
+
+Prints the clustering, the counterfactuals and their feature changes; ``--out FILE`` also
+writes the feature changes (one row per counterfactual and changed feature) as CSV, checked
+before the clustering starts and written atomically (``--force`` replaces an existing file).
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from gnnaudit.cli.options import add_force_argument, add_out_argument
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``explain-dbscan`` command and its options to ``subparsers``."""
     p = subparsers.add_parser(
         "explain-dbscan",
         help="counterfactuals moving one point of a DBSCAN clustering into another cluster",
@@ -32,18 +40,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--strategy", default="energy", choices=("energy", "random", "nearest", "furthest")
     )
     p.add_argument("--seed", type=int, default=0, help="random_state (random/furthest)")
+    add_out_argument(
+        p,
+        kind="file",
+        what="CSV file for the feature changes (counterfactual, target, valid, feature, "
+        "original, new, change)",
+    )
+    add_force_argument(p, kind="file")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``gnnaudit explain-dbscan`` on the parsed ``args``; return the exit code."""
     import warnings
 
     import numpy as np
 
     from gnnaudit.clustering import ExDBSCAN
     from gnnaudit.datasets import load_tabular
+    from gnnaudit.safe_io import atomic_file, check_output_file
 
-    data = load_tabular(args.csv, label=args.label)
+    if args.out is not None:
+        check_output_file("--out", args.out, force=args.force)
+    data = load_tabular(args.csv, label=args.label, name="csv")
     model = ExDBSCAN(
         eps=args.eps,
         min_samples=args.min_samples,
@@ -68,9 +87,14 @@ def run(args: argparse.Namespace) -> int:
     print("feature changes:")
     changes = result.to_frame()
     print(changes.to_string(index=False) if len(changes) else "(none)")
+    if args.out is not None:
+        with atomic_file(args.out, name="--out", force=args.force) as tmp:
+            changes.to_csv(tmp, index=False)
     print()
     print(
         f"validity {result.valid.mean():.3f}  proximity {result.proximity:.6g}  "
         f"DPP diversity {result.diversity:.6g}  energy {result.energy:.6g}"
     )
+    if args.out is not None:
+        print(f"feature changes written to {args.out}")
     return 0

@@ -6,17 +6,21 @@ Example::
 
 Every column that is not sensitive, categorical, ``--label`` or ``--ignore`` must be numeric and
 is a feature. Prints the balance (over the combined sensitive groups), the noise fraction and
-each cluster's group mix; ``--out`` writes one label per row (``-1`` = noise).
+each cluster's group mix; ``--out FILE`` writes one label per row (``-1`` = noise), checked
+before the clustering starts and written atomically (``--force`` replaces an existing file).
 """
 
 from __future__ import annotations
 
 import argparse
 
+from gnnaudit.cli.options import add_force_argument, add_out_argument, add_progress_argument
+
 __all__ = ["register", "run"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``fairden`` command and its options to ``subparsers``."""
     p = subparsers.add_parser(
         "fairden",
         help="fair density-based clustering (FairDen) of a csv table",
@@ -46,25 +50,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--ignore", nargs="*", default=(), metavar="COL", help="columns to drop")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--out", default=None, help="write the labels to this csv")
-    p.add_argument("--progress", action="store_true", help="show progress bars")
+    add_out_argument(p, kind="file", what="CSV file for the cluster labels (one per row)")
+    add_force_argument(p, kind="file")
+    add_progress_argument(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
+    """Run ``gnnaudit fairden`` on the parsed ``args``; return the exit code."""
     import pandas as pd
 
+    from gnnaudit.cli.options import progress_enabled
     from gnnaudit.clustering import FairDen
     from gnnaudit.clustering.metrics import adjusted_rand_noise, balance, group_mix, noise_fraction
     from gnnaudit.datasets.tabular import load_tabular
     from gnnaudit.errors import InvalidInputError
+    from gnnaudit.safe_io import atomic_file, check_output_file, read_csv
 
-    path = os.fspath(args.data)
-    if not os.path.isfile(path):
-        raise InvalidInputError(f"data: file {path!r} does not exist")
-    frame = pd.read_csv(path)
+    if args.out is not None:
+        check_output_file("--out", args.out, force=args.force)
+    frame = read_csv("data", args.data)
     missing = [c for c in args.ignore if c not in frame.columns]
     if missing:
         raise InvalidInputError(f"--ignore column(s) {missing} not found")
@@ -74,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         label=args.label,
         sensitive=list(args.sensitive),
         categorical=list(args.categorical) or None,
+        name=f"data {args.data!r}",
     )
     if data.X.shape[1] == 0:
         raise InvalidInputError("data: FairDen needs at least one numeric feature column")
@@ -83,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         solver=args.solver,
         random_state=args.seed,
         min_group_size=args.min_group_size,
-        progress=args.progress,
+        progress=progress_enabled(args),
     ).fit(data.X, sensitive_features=data.sensitive, categorical=data.categorical)
     sens = frame[list(args.sensitive)].to_numpy(dtype=object)
     print(
@@ -99,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         ari = adjusted_rand_noise(data.labels, model.labels_)
         print(f"ARI vs {args.label} (noise-adjusted): {ari:.4f}")
     print(group_mix(model.labels_, sens).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    if args.out:
-        pd.DataFrame({"label": model.labels_}).to_csv(args.out, index=False)
+    if args.out is not None:
+        with atomic_file(args.out, name="--out", force=args.force) as tmp:
+            pd.DataFrame({"label": model.labels_}).to_csv(tmp, index=False)
         print(f"labels written to {args.out}")
     return 0

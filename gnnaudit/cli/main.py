@@ -14,7 +14,8 @@ import sys
 from collections.abc import Sequence
 
 from gnnaudit import __version__
-from gnnaudit.errors import GnnAuditError
+from gnnaudit.cli.failures import one_line_warnings, run_command
+from gnnaudit.cli.options import add_global_options
 
 #: Subcommand modules, in the order ``--help`` lists them.
 COMMANDS: tuple[str, ...] = (
@@ -28,21 +29,38 @@ COMMANDS: tuple[str, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``gnnaudit`` parser with every subcommand of :data:`COMMANDS` registered.
+
+    ``-v/--verbose`` and ``--debug`` are accepted before and after the subcommand.
+    """
     parser = argparse.ArgumentParser(
         prog="gnnaudit",
-        description="Audit GNN node classifiers and explain density-based clusterings.",
+        description="Audit GNN node classifiers and explain density-based clusterings. "
+        "Conventions: --out is a file or a folder as each command's --help says, is checked "
+        "before any work starts, written atomically and replaced only with --force; "
+        "--progress/--no-progress on long-running commands. Exit codes: 0 success, 2 bad "
+        "input or no result, 1 a bug (rerun with --debug).",
     )
     parser.add_argument("--version", action="version", version=f"gnnaudit {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    add_global_options(parser, in_subcommand=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"gnnaudit.cli.{name.replace('-', '_')}").register(sub)
+    for subparser in sub.choices.values():
+        add_global_options(subparser, in_subcommand=True)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``gnnaudit`` with ``argv`` (default ``sys.argv[1:]``); return the exit code.
+
+    0 on success, 2 for bad input or no result (one line on stderr naming the argument), 1 for
+    an unexpected error (a bug; ``--debug`` shows its traceback). argparse itself exits with 2
+    (``SystemExit``) on an unknown flag.
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    with one_line_warnings():  # deprecated flag spellings warn while parsing
+        args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -50,11 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
-    try:
-        return int(args.func(args) or 0)
-    except GnnAuditError as exc:
-        print(f"gnnaudit {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    return run_command(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

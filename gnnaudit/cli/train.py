@@ -3,6 +3,9 @@
 Writes ``<out>/metrics.json`` (configuration, dataset size, train / val / test accuracy and
 loss, majority rate, timings) and ``<out>/model.ckpt`` (a Lightning checkpoint that
 :func:`gnnaudit.training.load_node_classifier` reopens safely), and prints a metrics table.
+``--out`` is checked before training starts; the files are written into a private temporary
+folder that replaces ``--out`` only when everything succeeded (``--force`` replaces a folder
+that already holds files).
 """
 
 from __future__ import annotations
@@ -10,12 +13,14 @@ from __future__ import annotations
 import argparse
 
 from gnnaudit.cli._datasets import add_dataset_arguments
+from gnnaudit.cli.options import add_force_argument, add_out_argument, add_progress_argument
 
 #: Same names as :data:`gnnaudit.training.BACKBONES` (kept here so ``--help`` stays light).
 MODELS: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``train`` command and its options to ``subparsers``."""
     p = subparsers.add_parser(
         "train",
         help="train a GNN node classifier on a graph dataset",
@@ -42,12 +47,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument(
         "--patience", type=int, default=None, help="early stopping patience on val loss"
     )
-    model.add_argument("--progress", action="store_true", help="show the progress bar")
-    p.add_argument("--out", required=True, help="output folder for metrics.json and model.ckpt")
+    add_progress_argument(model)
+    add_out_argument(
+        p, kind="folder", what="output folder for metrics.json and model.ckpt", required=True
+    )
+    add_force_argument(p, kind="folder")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``gnnaudit train`` on the parsed ``args``; return the exit code."""
+    import time
+
+    from gnnaudit.safe_io import atomic_output_dir, check_output_dir
+
+    start = time.perf_counter()
+    check_output_dir("--out", args.out, force=args.force)
+    with atomic_output_dir(args.out, force=args.force, name="--out") as out_dir:
+        wall = _train_into(args, str(out_dir), start)
+    print(f"wrote {args.out}/metrics.json and {args.out}/model.ckpt ({wall:.1f} s)")
+    return 0
+
+
+def _train_into(args: argparse.Namespace, out_dir: str, start: float) -> float:
+    """Train, print the metrics table and write the outputs into ``out_dir``; return seconds."""
     import json
     import os
     import time
@@ -55,15 +78,11 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from gnnaudit.cli._datasets import dataset_from_args
-    from gnnaudit.errors import InvalidInputError
+    from gnnaudit.cli.options import progress_enabled
     from gnnaudit.training import train_node_classifier
 
-    start = time.perf_counter()
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise InvalidInputError(f"--out must be a folder, got the file {args.out}")
-    os.makedirs(args.out, exist_ok=True)
     data = dataset_from_args(args)
-    ckpt = os.path.join(args.out, "model.ckpt")
+    ckpt = os.path.join(out_dir, "model.ckpt")
     module, metrics = train_node_classifier(
         data,
         backbone=args.model,
@@ -77,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         patience=args.patience,
         checkpoint_path=ckpt,
-        enable_progress_bar=args.progress,
+        enable_progress_bar=progress_enabled(args),
         verbose=bool(getattr(args, "verbose", False)),
     )
     wall = time.perf_counter() - start
@@ -111,8 +130,6 @@ def run(args: argparse.Namespace) -> int:
         "checkpoint": "model.ckpt",
         "wall_seconds": wall,
     }
-    path = os.path.join(args.out, "metrics.json")
-    with open(path, "w", encoding="utf-8") as fh:
+    with open(os.path.join(out_dir, "metrics.json"), "w", encoding="utf-8") as fh:
         json.dump(report, fh, indent=2)
-    print(f"wrote {path} and {ckpt} ({wall:.1f} s)")
-    return 0
+    return wall

@@ -8,18 +8,25 @@ Example::
 Every numeric column except ``--label`` (and ``--ignore`` columns) is a feature. A constraint
 file holds one pair of 0-based row indices per line (two integer columns, optional header).
 Prints the tree, the solver status and the objective values; with ``--label`` also the ARI.
-Exit code 0 with a clustering, 1 when the solver found none (status ``infeasible`` or
-``unknown``), 2 for bad input or contradictory constraints.
+``--out FILE`` writes the cluster label of every row (checked before the solver starts, written
+atomically, ``--force`` replaces an existing file; ``--output`` is a deprecated spelling).
+Exit code 0 with a clustering; 2 for bad input, contradictory constraints, or when the solver
+found no clustering (status ``infeasible``, or ``unknown`` when ``--time-limit`` stopped it),
+with one line on stderr saying which.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+from gnnaudit.cli.options import add_force_argument, add_out_argument
 
 __all__ = ["register", "run"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``tree-cluster`` command and its options to ``subparsers``."""
     p = subparsers.add_parser(
         "tree-cluster",
         help="optimal constrained clustering tree (MaxSAT) for a csv table",
@@ -48,26 +55,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-tree", action="store_true", help="CC baseline: no tree")
     p.add_argument("--label", default=None, help="ground-truth column (not a feature; ARI)")
     p.add_argument("--ignore", nargs="*", default=(), help="columns to drop before clustering")
-    p.add_argument("--output", default=None, help="write the cluster labels to this csv")
+    add_out_argument(
+        p,
+        kind="file",
+        what="CSV file for the cluster labels (columns row, cluster)",
+        deprecated=("--output",),
+    )
+    add_force_argument(p, kind="file")
     p.set_defaults(func=run)
 
 
-def _read_pairs(path: str | None, name: str):
+def _read_pairs(path: str | None, name: str) -> Any:
     import numpy as np
     import pandas as pd
 
     from gnnaudit.errors import InvalidInputError
+    from gnnaudit.safe_io import read_csv, read_text
 
     if path is None:
         return None
-    try:
-        frame = pd.read_csv(path, header=None, comment="#", skipinitialspace=True)
-    except FileNotFoundError:
-        raise InvalidInputError(f"{name}: file {path!r} does not exist") from None
-    except pd.errors.EmptyDataError:
+    lines = [line.split("#", 1)[0].strip() for line in read_text(name, path).splitlines()]
+    if not any(lines):  # an empty file (or only comments): no constraints
         return np.zeros((0, 2), dtype=np.int64)
-    except pd.errors.ParserError as exc:
-        raise InvalidInputError(f"{name}: cannot parse {path!r}: {exc}") from None
+    frame = read_csv(name, path, min_rows=0, header=None, comment="#", skipinitialspace=True)
     if frame.shape[1] != 2:
         raise InvalidInputError(
             f"{name}: {path!r} must have two columns (row indices), got {frame.shape[1]}"
@@ -81,20 +91,24 @@ def _read_pairs(path: str | None, name: str):
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``gnnaudit tree-cluster`` on the parsed ``args``; return the exit code."""
     import numpy as np
     import pandas as pd
 
     from gnnaudit.clustering import TreeClustering
     from gnnaudit.datasets import load_tabular
-    from gnnaudit.errors import InvalidInputError
+    from gnnaudit.errors import InfeasibleError, InvalidInputError
+    from gnnaudit.safe_io import atomic_file, check_output_file, read_csv
 
-    frame = pd.read_csv(args.data) if args.ignore else args.data
+    if args.out is not None:
+        check_output_file("--out", args.out, force=args.force)
+    frame = read_csv("data", args.data)
     if args.ignore:
         missing = [c for c in args.ignore if c not in frame.columns]
         if missing:
             raise InvalidInputError(f"--ignore: column(s) {missing} not found")
         frame = frame.drop(columns=list(args.ignore))
-    data = load_tabular(frame, label=args.label)
+    data = load_tabular(frame, label=args.label, name=f"data {args.data!r}")
     if data.X.shape[1] == 0:
         raise InvalidInputError("data: no numeric feature column")
     ml = _read_pairs(args.must_link, "--must-link")
@@ -131,6 +145,17 @@ def run(args: argparse.Namespace) -> int:
         rows["ARI vs label"] = round(float(adjusted_rand_score(data.labels, model.labels_)), 4)
     table = pd.DataFrame({"value": pd.Series(rows, dtype=object)})
     print(table.to_string())
-    if args.output is not None and model.labels_ is not None:
-        pd.DataFrame({"cluster": model.labels_}).to_csv(args.output, index_label="row")
-    return 0 if model.labels_ is not None else 1
+    if model.labels_ is None:
+        if model.status_ == "infeasible":
+            raise InfeasibleError(
+                f"no clustering: the solver proved that no depth-{args.depth} tree with "
+                f"--k {args.k} satisfies the constraints (status infeasible)"
+            )
+        raise InfeasibleError(
+            f"no clustering: the solver found none (status {model.status_}) within --time-limit "
+            f"{args.time_limit} s; raise --time-limit or use --solver lsu"
+        )
+    if args.out is not None:
+        with atomic_file(args.out, name="--out", force=args.force) as tmp:
+            pd.DataFrame({"cluster": model.labels_}).to_csv(tmp, index_label="row")
+    return 0

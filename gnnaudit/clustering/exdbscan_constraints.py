@@ -174,7 +174,7 @@ def parse_constraints(
                 if (
                     isinstance(bound, bool)
                     or not isinstance(bound, numbers.Real)
-                    or not (np.isfinite(bound) and bound >= 0)
+                    or not (np.isfinite(float(bound)) and float(bound) >= 0)
                 ):
                     raise InvalidInputError(
                         f"monotone[{ref!r}] bound must be a finite number >= 0, got {bound!r}"

@@ -423,6 +423,7 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         solution)."""
         self.fit(X, y, **kwargs)
         self._check_solution()
+        assert self.labels_ is not None  # _check_solution raised otherwise
         return self.labels_
 
     # ------------------------------------------------------------------ using the tree

@@ -189,7 +189,8 @@ def build_encoding(
     bm = v.block(mu)
     bp = v.block(mu) if pareto else v.block(0)
 
-    fam: dict[str, np.ndarray | list[list[int]]] = {}
+    # clause families: an array of clauses, several arrays, or plain lists of literals
+    fam: dict[str, np.ndarray | list[np.ndarray] | list[list[int]]] = {}
     if tree:
         # Eq. (7)-(8): exactly one feature per branch node
         ja, jb = np.triu_indices(n_feat, 1)

@@ -413,7 +413,7 @@ def save_graph(data: Data, path: str | os.PathLike[str], *, force: bool = False)
         with atomic_file(target, name="path", force=force) as tmp:
             torch.save(parts, tmp)
     elif suffix == ".npz":
-        arrays = {
+        arrays: dict[str, Any] = {
             k: (np.asarray(v, dtype=str) if isinstance(v, list | str) else v.numpy())
             for k, v in parts.items()
         }

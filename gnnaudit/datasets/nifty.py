@@ -102,11 +102,11 @@ def _encode_sensitive(series: pd.Series, name: str, source: str, column: str) ->
         if set(lowered) <= set(_GENDER_CODES):
             codes = np.array([_GENDER_CODES[v] for v in lowered], dtype=np.int64)[codes]
     else:
-        values = numeric_column(source, column, series)
-        if name == "credit" and not set(np.unique(values).tolist()) <= {0.0, 1.0}:
-            codes = (values > _CREDIT_AGE_THRESHOLD).astype(np.int64)
+        numbers = numeric_column(source, column, series)
+        if name == "credit" and not set(np.unique(numbers).tolist()) <= {0.0, 1.0}:
+            codes = (numbers > _CREDIT_AGE_THRESHOLD).astype(np.int64)
         else:
-            codes = np.unique(values, return_inverse=True)[1].astype(np.int64)
+            codes = np.unique(numbers, return_inverse=True)[1].astype(np.int64)
     if np.unique(codes).size < 2:
         raise InvalidInputError(
             f"{source}: sensitive column {column!r} holds a single group; an audit needs at "

@@ -47,6 +47,7 @@ class TabularData:
 
     @property
     def n_samples(self) -> int:
+        """Number of rows."""
         return int(self.X.shape[0])
 
 
@@ -75,8 +76,13 @@ def load_tabular(
     label: str | None = None,
     sensitive: str | Sequence[str] | None = None,
     categorical: str | Sequence[str] | None = None,
+    *,
+    name: str = "source",
 ) -> TabularData:
     """Load a csv file or a DataFrame into :class:`TabularData`.
+
+    ``name`` is how error messages call ``source`` (a command-line tool passes its argument's
+    name).
 
     Every column that is not the label, a sensitive column or a categorical column must be
     numeric and becomes a column of ``X``. Sensitive and categorical columns are factorised to
@@ -95,10 +101,10 @@ def load_tabular(
     """
     if isinstance(source, pd.DataFrame):
         frame = source.copy()
-        where = "source"
+        where = name
     else:
-        frame = read_csv("source", source, min_rows=0)
-        where = f"source {os.fspath(source)!r}"
+        frame = read_csv(name, source, min_rows=0)
+        where = f"{name} {os.fspath(source)!r}"
     if frame.shape[0] == 0:
         raise InvalidInputError(f"{where}: the table has no rows")
     repeated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})

@@ -117,7 +117,9 @@ class CoreGraph:
         self.core_indices = core[order]
         self.core_labels = self.labels[self.core_indices]
         self.clusters = np.unique(self.core_labels)
-        bounds = np.searchsorted(self.core_labels, np.r_[self.clusters, np.iinfo(np.int64).max])
+        bounds = np.asarray(
+            np.searchsorted(self.core_labels, np.r_[self.clusters, np.iinfo(np.int64).max])
+        )
         self._slices = {
             int(c): (int(bounds[i]), int(bounds[i + 1])) for i, c in enumerate(self.clusters)
         }
@@ -355,6 +357,7 @@ class CoreGraph:
         if self.n_cores == 0:
             raise InvalidInputError("the clustering has no core point (every point is noise)")
         k = min(check_int("k", k, minimum=1), self.n_cores)
+        assert self._index is not None  # built whenever there is a core point
         _, pos = self._index.kneighbors(pts, n_neighbors=k)
         dist = rowwise_distances(pts[:, None, :], self.core_points[pos], self.metric)
         # exact ties: the core first in core order (lower cluster id, then lower index) wins

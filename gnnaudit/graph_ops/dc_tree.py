@@ -132,7 +132,7 @@ class DCTree:
         method = self.mst_method
         if method == "auto":
             method = "dense" if n <= self.dense_max_n else "boruvka"
-        self.mst_method_ = method
+        self.mst_method_: str = method  # "dense" or "boruvka"; "given" from from_mst
         logger.info("dc-tree: n=%d, minPts=%d, MST method %s", n, min_pts, method)
         timings: dict[str, float] = {}
         bar = tqdm(total=3, desc="dc-tree", disable=not self.progress, leave=False)

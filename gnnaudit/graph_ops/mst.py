@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -71,6 +71,10 @@ class MSTEdges:
         return float(self.weight.sum())
 
 
+@overload
+def _points(X: Any, core: None = None) -> tuple[np.ndarray, None]: ...
+@overload
+def _points(X: Any, core: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 def _points(X: Any, core: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
     """``X`` as a finite float64 (n, d) array and ``core`` as finite (n,) core distances."""
     X = check_array("X", X)

@@ -100,6 +100,7 @@ class KSGraph:
 
     @property
     def num_edges(self) -> int:
+        """Number of stored (directed) edges."""
         return int(self.col.numel())
 
     @property

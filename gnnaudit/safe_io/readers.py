@@ -7,7 +7,7 @@ import json
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -88,7 +88,12 @@ def read_csv(name: str, path: PathLike, *, min_rows: int = 1, **kwargs: Any) -> 
 
 
 def load_text_array(
-    name: str, path: PathLike, *, dtype: Any = np.float64, ndmin: int = 2, comments: str = "#"
+    name: str,
+    path: PathLike,
+    *,
+    dtype: Any = np.float64,
+    ndmin: Literal[0, 1, 2] = 2,
+    comments: str = "#",
 ) -> np.ndarray:
     """``numpy.loadtxt`` of a whitespace-separated numeric file, errors as InvalidInputError.
 

@@ -17,10 +17,11 @@ Mini-batches (``batch_size`` given), ``batch_size`` seed nodes of the stage's ma
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 from torch_geometric.data import Data
 
 from gnnaudit._validation import check_edge_index, check_finite_tensor, check_int
@@ -121,7 +122,8 @@ class GraphDataModule(L.LightningDataModule):
 
     def _loader(self, stage: str | None, shuffle: bool) -> DataLoader:
         if self.batch_size is None:
-            return DataLoader([self.data], batch_size=1, collate_fn=_single)
+            single = cast("Dataset[Data]", [self.data])  # a list is a map-style dataset
+            return DataLoader(single, batch_size=1, collate_fn=_single)
         mask = None if stage is None else self.data[f"{stage}_mask"]
         generator = torch.Generator().manual_seed(self.seed) if shuffle else None
         if self.num_neighbors is None:

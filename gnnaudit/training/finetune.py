@@ -216,9 +216,8 @@ def finetune_on_evidences(
     m = check_int("m", m, minimum=1)
     epochs = check_int("epochs", epochs, minimum=1)
     lr = check_float("lr", lr, minimum=0.0, inclusive=(False, True))
-    if isinstance(seeds, (int, np.integer)):
-        seeds = [seeds]
-    seeds = [check_int("seeds entry", s, minimum=0) for s in seeds]
+    given = [seeds] if isinstance(seeds, (int, np.integer)) else seeds
+    seeds = [check_int("seeds entry", s, minimum=0) for s in given]
     if not seeds:
         raise InvalidInputError("seeds must hold at least one seed, got an empty sequence")
     if not callable(module) or not isinstance(module, L.LightningModule):

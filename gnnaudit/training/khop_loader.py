@@ -18,8 +18,10 @@ neighbourhoods (``num_neighbors`` with ``NeighborLoader``) are the bounded alter
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 from torch_geometric.data import Data
 from torch_geometric.utils import k_hop_subgraph
 
@@ -74,7 +76,7 @@ def khop_loader(
         return khop_batch(data, torch.stack(seeds), num_hops)
 
     return DataLoader(
-        ids,
+        cast("Dataset[torch.Tensor]", ids),  # a tensor is a map-style dataset of its rows
         batch_size=batch_size,
         shuffle=shuffle,
         generator=generator,

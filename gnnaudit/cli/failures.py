@@ -1,0 +1,161 @@
+"""The one error path of every ``gnnaudit`` command.
+
+:func:`run_command` runs a parsed command and turns every failure into an exit code and one
+line on stderr:
+
+* a :class:`~gnnaudit.errors.GnnAuditError` (bad input, infeasible request; model-call
+  failures are raised as such at the model boundary) -> exit 2;
+* a file-boundary failure that escaped the command's own checks - an ``OSError`` and its
+  relatives, ``UnicodeError``, pandas' parser errors, ``csv.Error``, a broken zip or a
+  truncated file - -> exit 2, naming the argument and the file when they can be told;
+* ``KeyboardInterrupt`` -> exit 130;
+* anything else is a bug: exit 1 with one line asking to rerun with ``--debug``.
+
+With ``--debug`` the traceback is printed as well. Warnings raised while a command runs are
+printed as one line each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import os
+import sys
+import traceback
+import warnings
+import zipfile
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from gnnaudit.errors import GnnAuditError
+
+__all__ = ["run_command", "file_error_message", "one_line_warnings"]
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _file_error_types() -> tuple[type[BaseException], ...]:
+    types: list[type[BaseException]] = [
+        OSError,
+        UnicodeError,
+        csv.Error,
+        zipfile.BadZipFile,
+        EOFError,
+    ]
+    pandas = sys.modules.get("pandas")  # its errors cannot occur unless it was imported
+    if pandas is not None:
+        types += [pandas.errors.ParserError, pandas.errors.EmptyDataError]
+    return tuple(types)
+
+
+def _path_arguments(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """``(flag, value)`` for every string argument that names an existing path."""
+    found = []
+    for dest, value in vars(args).items():
+        values = value if isinstance(value, list | tuple) else [value]
+        for item in values:
+            if isinstance(item, str) and item and os.path.lexists(item):
+                found.append((_flag(dest), item))
+    return found
+
+
+def _flag(dest: str) -> str:
+    """``out`` -> ``--out``; positional destinations (``data``, ``csv``) stay as they are."""
+    return dest if dest in ("data", "csv") else "--" + dest.replace("_", "-")
+
+
+def _argument_for(args: argparse.Namespace, filename: Any) -> str | None:
+    """The flag whose value is ``filename`` or a folder holding it."""
+    if not isinstance(filename, str | os.PathLike):
+        return None
+    target = os.path.abspath(os.fspath(filename))
+    best: tuple[int, str] | None = None
+    for dest, value in vars(args).items():
+        values = value if isinstance(value, list | tuple) else [value]
+        for item in values:
+            if not isinstance(item, str) or not item:
+                continue
+            path = os.path.abspath(item)
+            if target == path or target.startswith(path.rstrip(os.sep) + os.sep):
+                if best is None or len(path) > best[0]:
+                    best = (len(path), _flag(dest))
+    return None if best is None else best[1]
+
+
+def file_error_message(exc: BaseException, args: argparse.Namespace) -> str:
+    """One line naming the argument and the file of a file-boundary failure ``exc``."""
+    if isinstance(exc, OSError):
+        reason = exc.strerror or _one_line(str(exc)) or type(exc).__name__
+        filename = exc.filename
+        if filename is not None:
+            flag = _argument_for(args, filename)
+            where = f"{flag}: " if flag else ""
+            return f"{where}cannot access {os.fspath(filename)!r}: {reason}"
+        return f"input/output error: {reason}"
+    reason = f"{type(exc).__name__}: {_one_line(str(exc))}"
+    candidates = _path_arguments(args)
+    if len(candidates) == 1:
+        flag, path = candidates[0]
+        return f"{flag}: cannot read {path!r}: {reason}"
+    if candidates:
+        listed = ", ".join(f"{flag} {path!r}" for flag, path in candidates)
+        return f"cannot read one of the input files ({listed}): {reason}"
+    return f"cannot read an input file: {reason}"
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    stream = sys.stderr if file is None else file
+    try:
+        print(f"gnnaudit: {category.__name__}: {_one_line(str(message))}", file=stream)
+    except OSError:  # stderr closed: nothing sensible left to do
+        pass
+
+
+@contextlib.contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Inside the block, every warning shown is printed as one line ``gnnaudit: Category: ...``
+    on stderr (no source line); the previous behaviour is restored afterwards."""
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        yield
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run ``args.func(args)`` and map any failure to an exit code and one line on stderr."""
+    command = getattr(args, "command", None) or ""
+    prefix = f"gnnaudit {command}".rstrip()
+    debug = bool(getattr(args, "debug", False))
+    with one_line_warnings():
+        try:
+            return int(args.func(args) or 0)
+        except GnnAuditError as exc:
+            if debug:
+                traceback.print_exc()
+            print(f"{prefix}: error: {_one_line(str(exc), 2000)}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"{prefix}: interrupted", file=sys.stderr)
+            return 130
+        except Exception as exc:
+            if debug:
+                traceback.print_exc()
+            if isinstance(exc, _file_error_types()):
+                print(f"{prefix}: error: {file_error_message(exc, args)}", file=sys.stderr)
+                return 2
+            print(
+                f"{prefix}: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+                "(a bug in gnnaudit; rerun with --debug to see the traceback and report it)",
+                file=sys.stderr,
+            )
+            return 1
