@@ -39,8 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "audit",
         help="audit a GNN node classifier (yours or a built-in one) and write a report",
         description=(
-            "Audit a node classifier on a graph: model quality, group fairness with intervals, "
-            "counterfactual evidences (CE paper), discrimination scores, error verification, "
+            "Audit a node classifier on a graph: model quality, counterfactual sensitivity to "
+            "the sensitive attribute (node and graph scope, rank among features), group "
+            "fairness with intervals, the evidence contrast, counterfactual evidences (CE "
+            "paper), discrimination scores, error verification, "
             "and optionally fine-tuning on evidences. " + TRUST_NOTE
         ),
     )
