@@ -106,7 +106,7 @@ def test_bad_arguments():
 def test_large_stage_falls_back_to_exact_search(tmp_path):
     cb = CounterfactualAuditCallback(k=5, max_sorted_nodes=0)
     data, module, trainer = _fit(tmp_path, cb, epochs=25)
-    assert not cb._cache["searcher"].uses_sorted_order
+    assert not cb.searcher_.uses_sorted_order
     assert "audit/accuracy_in_top_k" in trainer.callback_metrics
 
 
@@ -198,3 +198,35 @@ def test_data_argument_predict_fn_and_state_dict(tmp_path):
         CounterfactualAuditCallback(predict_fn=3)
     with pytest.raises(InvalidInputError, match="flip_scope"):
         CounterfactualAuditCallback(flip_scope="edge")
+
+
+def test_resumes_from_a_checkpoint_with_its_history(tmp_path):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    logging.getLogger("lightning").setLevel(logging.ERROR)
+    data = synthetic_credit_graph(num_nodes=300, seed=1)
+
+    def trainer(epochs, cb, ckpt=None):
+        return L.Trainer(
+            max_epochs=epochs,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            callbacks=[cb] + ([ckpt] if ckpt else []),
+            accelerator="cpu",
+            default_root_dir=tmp_path,
+        )
+
+    first = CounterfactualAuditCallback(k=5, top_features=0)
+    saver = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
+    L.seed_everything(0, verbose=False)
+    module = NodeClassifier(data.x.size(1), 2, lr=0.05)
+    trainer(3, first, saver).fit(module, datamodule=GraphDataModule(data))
+    resumed = CounterfactualAuditCallback(k=5, top_features=0)
+    trainer(5, resumed).fit(
+        NodeClassifier(data.x.size(1), 2, lr=0.05),
+        datamodule=GraphDataModule(data),
+        ckpt_path=str(tmp_path / "ckpt" / "last.ckpt"),
+    )
+    assert [h["epoch"] for h in resumed.history_] == [0, 1, 2, 3, 4]
+    assert resumed.history_[:3] == first.history_

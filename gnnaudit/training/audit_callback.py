@@ -18,8 +18,8 @@ local top-k evidences of each of them, and logs
 Metrics are logged through ``pl_module.log_dict`` at epoch level, so they reach every attached
 logger in the same row (step and epoch) as the ``val_*`` metrics and land in
 ``trainer.callback_metrics``, where ``EarlyStopping`` / ``ModelCheckpoint`` can monitor them.
-Under DDP every rank computes the same audit (same graph, same synchronised weights); the loggers
-write on rank zero only.
+Under DDP the audit runs on global rank zero only; its metrics are broadcast to the other ranks,
+so every rank's ``callback_metrics`` (and so ``EarlyStopping``) sees the same values.
 
 The model: any ``LightningModule`` whose forward takes ``(x, edge_index)``, or any module with a
 ``predict_fn(x, edge_index) -> logits``. The graph: ``data=``, else the datamodule's ``.data``,
@@ -318,11 +318,36 @@ class CounterfactualAuditCallback(Callback):
             self._remove_hook()
             return
         start, cpu_start = time.perf_counter(), time.thread_time()
+        metrics: dict[str, float] = {}
+        labels: list[str] = []
+        try:
+            if trainer.is_global_zero:
+                metrics, labels = self._audit(trainer, pl_module)
+        finally:
+            self._remove_hook()
+        if trainer.world_size > 1:
+            metrics = trainer.strategy.broadcast(metrics, src=0)
+        self._log(pl_module, metrics)
+        spent = time.perf_counter() - start
+        self.seconds_ += spent
+        self.history_.append(
+            {
+                "epoch": int(trainer.current_epoch),
+                "seconds": spent,
+                "cpu_seconds": time.thread_time() - cpu_start,
+                "top_values": labels,
+                **metrics,
+            }
+        )
+
+    def _audit(
+        self, trainer: L.Trainer, pl_module: L.LightningModule
+    ) -> tuple[dict[str, float], list[str]]:
+        """This epoch's metrics and the names of the logged top discrimination scores."""
         data = self._graph(trainer)
         cache = self._prepare(data)
         nodes = cache["nodes"]
         logits = self._captured
-        self._remove_hook()
         if logits is None or logits.shape[0] != data.x.shape[0]:
             with torch.no_grad():
                 was = pl_module.training
@@ -377,18 +402,13 @@ class CounterfactualAuditCallback(Callback):
             )
         if self.sensitive is not None:
             metrics[f"audit/flip/{self.sensitive}"] = self._flip(pl_module, data, nodes, logits)
-        self._log(pl_module, metrics)
-        spent = time.perf_counter() - start
-        self.seconds_ += spent
-        self.history_.append(
-            {
-                "epoch": int(trainer.current_epoch),
-                "seconds": spent,
-                "cpu_seconds": time.thread_time() - cpu_start,
-                "top_values": labels,
-                **metrics,
-            }
-        )
+        return metrics, labels
+
+    @property
+    def searcher_(self) -> SortedSimilaritySearcher | None:
+        """The sorted-similarity searcher of the stage's nodes (None before the first audit);
+        its ``uses_sorted_order`` says whether the stage fitted under ``max_sorted_nodes``."""
+        return self._cache.get("searcher") if self._cache else None
 
 
 def _full_graph(batch: Any) -> Any:
