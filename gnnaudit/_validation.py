@@ -174,6 +174,26 @@ def check_edge_index(name: str, edge_index: Any, num_nodes: int) -> Any:
     return edge_index
 
 
+def check_device(name: str, device: Any, auto: Any = None) -> Any:
+    """``device`` as a ``torch.device``: ``"auto"`` / None give ``auto`` (a device or None),
+    otherwise a device string / ``torch.device``; an unknown device, or CUDA where none
+    exists, raises :class:`InvalidInputError` naming ``name``."""
+    import torch
+
+    if device is None or (isinstance(device, str) and device == "auto"):
+        return None if auto is None else torch.device(auto)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise InvalidInputError(
+            f"{name} must be 'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device, got "
+            f"{device!r}: {exc}"
+        ) from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidInputError(f"{name}={device!r} was requested but CUDA is not available")
+    return dev
+
+
 def check_fitted(estimator: Any, attributes: str | Iterable[str]) -> None:
     """Raise :class:`NotFittedError` unless ``estimator`` has every attribute in ``attributes``."""
     if isinstance(attributes, str):

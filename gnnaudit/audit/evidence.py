@@ -127,6 +127,8 @@ class CounterfactualEvidence:
     index_params : keyword arguments of the backend's constructor.
     random_state : seed of the approximate backends' random choices.
     progress : show tqdm progress bars for long work.
+    device : where the KS propagation runs (``"auto"``: the device of ``data.x``; ``"cpu"``,
+        ``"cuda"`` ...); the embedding is then brought to the CPU for the search backends.
 
     Attributes (after ``fit``)
     --------------------------
@@ -154,6 +156,7 @@ class CounterfactualEvidence:
         index_params: Mapping[str, Any] | None = None,
         random_state: Any = 0,
         progress: bool = False,
+        device: Any = "auto",
     ) -> None:
         self.num_hops = num_hops
         self.alpha = alpha
@@ -161,6 +164,7 @@ class CounterfactualEvidence:
         self.index_params = index_params
         self.random_state = random_state
         self.progress = progress
+        self.device = device
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor parameters by name (scikit-learn's ``get_params``; ``deep`` is unused)."""
@@ -171,6 +175,7 @@ class CounterfactualEvidence:
             "index_params": self.index_params,
             "random_state": self.random_state,
             "progress": self.progress,
+            "device": self.device,
         }
 
     def __repr__(self) -> str:
@@ -234,7 +239,9 @@ class CounterfactualEvidence:
         ks = self._stored_ks(data, n, num_hops, alpha)
         if ks is None:
             x_ks = self._precision_for_ks(x, num_hops)
-            ks = ks_embedding(x_ks, edge_index, num_hops, alpha, progress=self.progress)
+            ks = ks_embedding(
+                x_ks, edge_index, num_hops, alpha, progress=self.progress, device=self.device
+            ).cpu()
         emb = _unit_rows(ks, node_ids)
         space = SearchSpace(
             embedding=emb,

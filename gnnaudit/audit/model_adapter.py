@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gnnaudit._validation import check_device
 from gnnaudit.errors import GnnAuditError, InvalidInputError
 
 __all__ = ["ModelAdapter", "resolve_device"]
@@ -45,15 +46,7 @@ def resolve_device(device: Any, model: Any = None) -> torch.device:
             for buffer in model.buffers():
                 return buffer.device
         return torch.device("cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise InvalidInputError(
-            f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device, got {device!r}: {exc}"
-        ) from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InvalidInputError(f"device={device!r} was requested but CUDA is not available")
-    return dev
+    return check_device("device", device)
 
 
 class ModelAdapter:

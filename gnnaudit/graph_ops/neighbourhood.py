@@ -62,7 +62,7 @@ from torch_geometric.data import Batch, Data, HeteroData
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.transforms import BaseTransform
 
-from gnnaudit._validation import check_edge_index, check_float, check_int
+from gnnaudit._validation import check_device, check_edge_index, check_float, check_int
 from gnnaudit.errors import InvalidInputError
 
 __all__ = [
@@ -123,7 +123,7 @@ class KSGraph:
         row = torch.div(key, num_nodes, rounding_mode="floor")
         col = key - row * num_nodes
         del key
-        crow = torch.zeros(num_nodes + 1, dtype=torch.long)
+        crow = torch.zeros(num_nodes + 1, dtype=torch.long, device=row.device)
         torch.cumsum(torch.bincount(row, minlength=num_nodes), dim=0, out=crow[1:])
         return cls(crow=crow, col=col, row=row, num_nodes=num_nodes)
 
@@ -289,7 +289,7 @@ def _as_features(x: Any) -> Tensor:
         raise InvalidInputError(
             f"x must be finite (no NaN or inf); found {x[bad[0], bad[1]].item()} at index {tuple(bad)}"
         )
-    return x.detach().cpu()
+    return x.detach()
 
 
 def ks_embedding(
@@ -299,6 +299,7 @@ def ks_embedding(
     alpha: float = 0.5,
     *,
     progress: bool = False,
+    device: Any = None,
 ) -> Tensor:
     r"""Kernel-similarity embedding :math:`\mathbf{x}^{agg} = \sum_{l=0}^{L} \mathbf{x}^l` (Eq. 5-7).
 
@@ -318,10 +319,14 @@ def ks_embedding(
     num_hops : L >= 0 (``0`` returns a copy of ``x``).
     alpha : trade-off in ``[0, 1]`` between a node's own vector and its neighbourhood.
     progress : show a tqdm bar over the hops.
+    device : where the propagation runs: ``None`` / ``"auto"`` (default) the device of ``x``,
+        or ``"cpu"``, ``"cuda"``, ``"cuda:N"``, a ``torch.device``. The same torch operations run
+        on every device (CSR sampled products and sparse-dense products), so the results agree
+        with the CPU path to float rounding.
 
     Returns
     -------
-    (num_nodes, d) tensor ``x^agg`` (cosine of two rows = ``KS``).
+    (num_nodes, d) tensor ``x^agg`` (cosine of two rows = ``KS``) on that device.
 
     Cost and memory bound: time ``O(L (E d + n d) + E log E)`` (per hop one sampled dense-dense
     product and one CSR sparse-dense product). Peak memory is about four ``n x d`` arrays
@@ -330,8 +335,10 @@ def ks_embedding(
     hop only when the rows must be rescaled, see Numerics).
     """
     x = _as_features(x)
+    target = check_device("device", device, auto=x.device)
+    x = x.to(target)
     num_nodes = x.size(0)
-    edge_index = check_edge_index("edge_index", edge_index, num_nodes).cpu()
+    edge_index = check_edge_index("edge_index", edge_index, num_nodes).to(target)
     num_hops = check_int("num_hops", num_hops, minimum=0)
     alpha = check_float("alpha", alpha, minimum=0.0, maximum=1.0)
 
