@@ -55,3 +55,39 @@ def test_cuda_evidence_matches_cpu(data):
     gpu = CounterfactualEvidence(device="cuda").fit(data, predictions=pred).global_evidence(k=10)
     assert gpu[["node_u", "node_v"]].equals(cpu[["node_u", "node_v"]])
     np.testing.assert_allclose(gpu["similarity"], cpu["similarity"], atol=1e-5)
+
+
+def _space(seed=0, m=120):
+    from gnnaudit.audit.search_base import SearchSpace
+
+    rng = np.random.default_rng(seed)
+    emb = rng.normal(size=(m, 6)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    return SearchSpace(emb, rng.integers(0, 3, m), np.arange(m) * 2)
+
+
+def test_exact_searcher_cpu_device_is_the_numpy_path():
+    from gnnaudit.audit.search_exact import ExactSearcher
+
+    space = _space()
+    a = ExactSearcher().build(space)
+    b = ExactSearcher(device="cpu").build(space)
+    q = np.arange(space.size)
+    assert np.array_equal(a.local(q, 7).evidence, b.local(q, 7).evidence)
+    assert np.array_equal(a.global_pairs(25).node_u, b.global_pairs(25).node_u)
+    with pytest.raises(InvalidInputError, match="device"):
+        ExactSearcher(device="nope").build(space)
+
+
+@cuda
+def test_exact_searcher_on_cuda_matches_cpu():
+    from gnnaudit.audit.search_exact import ExactSearcher
+
+    space = _space(1, 500)
+    cpu = ExactSearcher().build(space)
+    gpu = ExactSearcher(device="cuda").build(space)
+    q = np.arange(space.size)
+    np.testing.assert_allclose(gpu.local(q, 5).similarity, cpu.local(q, 5).similarity, atol=1e-5)
+    np.testing.assert_allclose(
+        gpu.global_pairs(50).similarity, cpu.global_pairs(50).similarity, atol=1e-5
+    )

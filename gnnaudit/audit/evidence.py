@@ -31,6 +31,7 @@ import torch
 
 from gnnaudit._validation import (
     check_choice,
+    check_device,
     check_edge_index,
     check_finite_tensor,
     check_fitted,
@@ -127,8 +128,9 @@ class CounterfactualEvidence:
     index_params : keyword arguments of the backend's constructor.
     random_state : seed of the approximate backends' random choices.
     progress : show tqdm progress bars for long work.
-    device : where the KS propagation runs (``"auto"``: the device of ``data.x``; ``"cpu"``,
-        ``"cuda"`` ...); the embedding is then brought to the CPU for the search backends.
+    device : where the KS propagation and the exact backend's similarity products run
+        (``"auto"``: the device of ``data.x``; ``"cpu"``, ``"cuda"`` ...). The other backends
+        search on the CPU.
 
     Attributes (after ``fit``)
     --------------------------
@@ -248,7 +250,11 @@ class CounterfactualEvidence:
             predictions=pred_test,
             node_ids=node_ids,
         )
-        searcher = make_searcher(self.backend, self.random_state, self.index_params, self.progress)
+        params = dict(self.index_params or {})
+        device = check_device("device", self.device, auto=x.device)
+        if self.backend == "exact" and device.type != "cpu":
+            params.setdefault("device", device)  # similarity products where the data lives
+        searcher = make_searcher(self.backend, self.random_state, params, self.progress)
         searcher.build(space)
 
         self.ks_ = ks

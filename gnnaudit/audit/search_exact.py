@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from gnnaudit._validation import check_int
+from gnnaudit._validation import check_device, check_int
 from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace, check_space
 from gnnaudit.audit.topk import block_topk, topk_entries
 
@@ -51,16 +51,25 @@ class ExactSearcher(EvidenceSearcher):
     block_bytes : memory budget of one similarity block in bytes (default 64 MiB).
     progress : show tqdm bars for long batched local queries and the global search.
     random_state : accepted for a uniform backend signature; the search is deterministic.
+    device : where the similarity products run (None / ``"cpu"``: numpy's BLAS; ``"cuda"``
+        ...: ``torch.mm`` on that device, the embedding copied there once at ``build``). The
+        top-k selection stays on the CPU with the same tie rule, so results equal the CPU path
+        up to the float32 rounding of the products.
     """
 
     name = "exact"
 
     def __init__(
-        self, block_bytes: int = 64 * 2**20, progress: bool = False, random_state: Any = None
+        self,
+        block_bytes: int = 64 * 2**20,
+        progress: bool = False,
+        random_state: Any = None,
+        device: Any = None,
     ) -> None:
         self.block_bytes = block_bytes
         self.progress = progress
         self.random_state = random_state
+        self.device = device
 
     # ------------------------------------------------------------------ build
     def build(self, space: SearchSpace) -> ExactSearcher:
@@ -79,7 +88,24 @@ class ExactSearcher(EvidenceSearcher):
             int(c): (int(a), int(b)) for c, a, b in zip(self.classes_, starts, ends, strict=True)
         }
         self.space_ = space
+        device = check_device("device", self.device)
+        self._on_device: Any = None
+        if device is not None and device.type != "cpu":
+            import torch
+
+            self._on_device = torch.from_numpy(self.sorted_embedding_).to(device)
         return self
+
+    def _product(self, rows: np.ndarray | slice, c0: int, c1: int) -> np.ndarray:
+        """``E[rows] @ E[c0:c1].T`` (float32 numpy) for the class-sorted embedding ``E``."""
+        if self._on_device is None:
+            emb = self.sorted_embedding_
+            return _matmul(emb[rows], emb[c0:c1])
+        import torch
+
+        t = self._on_device
+        r = t[rows] if isinstance(rows, slice) else t[torch.from_numpy(rows).to(t.device)]
+        return torch.mm(r, t[c0:c1].t()).cpu().numpy()
 
     def _bar(self, total: int, desc: str) -> Any:
         from tqdm.auto import tqdm
@@ -93,7 +119,7 @@ class ExactSearcher(EvidenceSearcher):
         pos_out = np.full((q, k), -1, dtype=np.int64)
         if q == 0:
             return sim_out, pos_out
-        emb, m = self.sorted_embedding_, self.predictions_.size
+        m = self.predictions_.size
         qclass = self.predictions_[queries]
         with self._bar(q, "local evidence") as bar:
             for c in np.unique(qclass):
@@ -108,12 +134,12 @@ class ExactSearcher(EvidenceSearcher):
                 rows = max(1, self.block_bytes_ // (4 * m_c))
                 for start in range(0, idx.size, rows):
                     block = idx[start : start + rows]
-                    qe = emb[self.slot_[queries[block]]]
+                    slots = self.slot_[queries[block]]
                     sim = np.empty((block.size, m_c), dtype=np.float32)
                     if lo:
-                        sim[:, :lo] = _matmul(qe, emb[:lo])
+                        sim[:, :lo] = self._product(slots, 0, lo)
                     if hi < m:
-                        sim[:, lo:] = _matmul(qe, emb[hi:])
+                        sim[:, lo:] = self._product(slots, hi, m)
                     # every row has >= kk finite candidates: exactly kk triplets per row
                     _, vals, pos = block_topk(sim, key, kk)
                     sim_out[block, :kk] = vals.reshape(block.size, kk)
@@ -124,7 +150,7 @@ class ExactSearcher(EvidenceSearcher):
     # ----------------------------------------------------------------- global
     def _global_positions(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m = self.predictions_.size
-        emb, perm = self.sorted_embedding_, self.perm_
+        perm = self.perm_
         best_s = np.empty(0, dtype=np.float32)
         best_key = np.empty(0, dtype=np.int64)  # u * m + v, u < v
         classes = [int(c) for c in self.classes_]
@@ -137,7 +163,7 @@ class ExactSearcher(EvidenceSearcher):
                 jobs.extend((s, min(s + rows, hi_a), lo_b, hi_b) for s in range(lo_a, hi_a, rows))
         with self._bar(len(jobs), "global evidence") as bar:
             for r0, r1, c0, c1 in jobs:
-                sim = _matmul(emb[r0:r1], emb[c0:c1])
+                sim = self._product(slice(r0, r1), c0, c1)
                 thr = best_s[-1] if best_s.size >= k else -np.inf
                 n_ge = int(np.count_nonzero(sim >= thr)) if np.isfinite(thr) else sim.size
                 if n_ge > k:  # tighten with the block's own k-th value
