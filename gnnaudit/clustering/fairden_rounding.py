@@ -46,6 +46,7 @@ from gnnaudit.errors import InfeasibleError, InvalidInputError
 __all__ = [
     "proportional_quotas",
     "quota_assignment",
+    "solve_quota_assignment",
     "balanced_kmeans_rounding",
     "BalancedRounding",
 ]
@@ -138,9 +139,11 @@ def _pred_cycle(pred: np.ndarray, W: np.ndarray) -> tuple[float, list[int]]:
     return best
 
 
-def _negative_cycle(W: np.ndarray, tol: float) -> list[int] | None:
+def _negative_cycle(W: np.ndarray, tol: float) -> tuple[list[int] | None, np.ndarray]:
     """A simple cycle of ``W`` of weight ``< -tol`` as a node list (arcs ``cycle[j] ->
-    cycle[j + 1]``, wrapping), or ``None`` when there is none.
+    cycle[j + 1]``, wrapping), or ``None`` when there is none, and the distances. Without a
+    negative cycle the distances are dual prices: every point's cluster ``c`` minimises
+    ``C[i, c] - dist[c]`` (since ``C[i, c'] - C[i, c] >= W[c, c'] >= dist[c'] - dist[c]``).
 
     Bellman-Ford from a virtual source joined to every node: while distances still improve,
     the predecessor graph is inspected; a cycle there is negative, and one appears when a
@@ -159,14 +162,14 @@ def _negative_cycle(W: np.ndarray, tol: float) -> list[int] | None:
         best = cand[best_from, np.arange(k)]
         upd = best < dist - tol
         if not upd.any():
-            return None
+            return None, dist
         dist[upd] = best[upd]
         pred[upd] = best_from[upd]
         weight, cycle = _pred_cycle(pred, W)
         if weight < -tol:
-            return cycle
+            return cycle, dist
     logger.warning("negative-cycle search did not settle; assignment may be suboptimal")
-    return None
+    return None, dist
 
 
 def _repair(C: np.ndarray, lab: np.ndarray, quotas: np.ndarray) -> np.ndarray:
@@ -193,8 +196,20 @@ def _repair(C: np.ndarray, lab: np.ndarray, quotas: np.ndarray) -> np.ndarray:
         lab[idx[np.argsort(delta, kind="stable")[:t]]] = u
 
 
+def _smallest_sorted(d: np.ndarray, bound: float, cap: int) -> np.ndarray:
+    """Indices of the entries of ``d`` below ``bound`` (at most ``cap``), in ascending order of
+    ``d`` (ties by index): a partial sort, ``O(len(d) + t log t)``."""
+    cand = np.flatnonzero(d < bound)
+    if cand.size > cap:
+        cand = cand[np.argpartition(d[cand], cap - 1)[:cap]]
+    return cand[np.lexsort((cand, d[cand]))]
+
+
 def quota_assignment(
-    C: np.ndarray, quotas: np.ndarray, init: np.ndarray | None = None
+    C: np.ndarray,
+    quotas: np.ndarray,
+    init: np.ndarray | None = None,
+    prices: np.ndarray | None = None,
 ) -> np.ndarray:
     """Exact minimum-cost assignment of ``n`` points to ``k`` clusters with exact sizes.
 
@@ -203,10 +218,23 @@ def quota_assignment(
         quotas: ``(k,)`` non-negative integers summing to ``n``: cluster ``c`` receives exactly
             ``quotas[c]`` points.
         init: optional start labels (repaired to meet the quotas).
+        prices: optional ``(k,)`` dual prices of a similar problem: the start is then
+            :math:`\\arg\\min_c C_{ic} - p_c` (repaired), overriding ``init``.
 
     Returns ``(n,)`` labels minimising :math:`\\sum_i C_{i,\\ell(i)}` subject to the quotas
     (cycle cancelling on the exchange graph, see the module docstring).
     """
+    return solve_quota_assignment(C, quotas, init, prices)[0]
+
+
+def solve_quota_assignment(
+    C: np.ndarray,
+    quotas: np.ndarray,
+    init: np.ndarray | None = None,
+    prices: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`quota_assignment` returning ``(labels, prices)``; the prices certify optimality
+    (each point's cluster minimises ``C[i, c] - prices[c]``) and warm-start a similar call."""
     C = np.asarray(C, dtype=np.float64)
     quotas = np.asarray(quotas, dtype=np.int64)
     n, k = C.shape
@@ -217,34 +245,43 @@ def quota_assignment(
     if not np.isfinite(C).all():
         raise InvalidInputError("the assignment costs C must be finite")
     if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    lab = C.argmin(axis=1) if init is None else np.asarray(init, dtype=np.int64).copy()
+        return np.zeros(0, dtype=np.int64), np.zeros(k)
+    if prices is not None:
+        lab = (C - np.asarray(prices, dtype=np.float64)[None, :]).argmin(axis=1)
+    elif init is not None:
+        lab = np.asarray(init, dtype=np.int64).copy()
+    else:
+        lab = C.argmin(axis=1)
     lab = _repair(C, lab, quotas)
     scale = float(np.abs(C).max()) or 1.0
     tol = 1e-12 * scale * max(1, k)
     for _ in range(MAX_CANCELLATIONS):
-        cycle = _negative_cycle(_exchange_weights(C, lab, k), tol)
+        W = _exchange_weights(C, lab, k)
+        cycle, dist = _negative_cycle(W, tol)
         if cycle is None:
-            return lab
+            return lab, dist
         L = len(cycle)
-        members = [np.flatnonzero(lab == c) for c in cycle]
-        t_max = min(m.size for m in members)
-        deltas, orders = [], []
-        for j, c in enumerate(cycle):  # cycle length <= k
-            nxt = cycle[(j + 1) % L]
-            d = C[members[j], nxt] - C[members[j], c]
-            o = np.argsort(d, kind="stable")[:t_max]
+        arcs = [(cycle[j], cycle[(j + 1) % L]) for j in range(L)]
+        w = np.array([W[a, b] for a, b in arcs])
+        members = [np.flatnonzero(lab == a) for a, _ in arcs]
+        cap = min(m.size for m in members)
+        deltas, chosen = [], []
+        for j, (a, b) in enumerate(arcs):  # cycle length <= k
+            d = C[members[j], b] - C[members[j], a]
+            # a point of rank s on arc j helps only if d + (the other arcs' minima) < 0
+            o = _smallest_sorted(d, -(w.sum() - w[j]) + tol, cap)
             deltas.append(d[o])
-            orders.append(o)
-        marginal = np.sum(deltas, axis=0)  # nondecreasing in the rank
+            chosen.append(members[j][o])
+        t_max = min(x.size for x in deltas)
+        marginal = np.sum([x[:t_max] for x in deltas], axis=0)  # nondecreasing in the rank
         t = max(1, int(np.searchsorted(marginal, -tol, side="left")))
-        for j in range(L):
-            lab[members[j][orders[j][:t]]] = cycle[(j + 1) % L]
+        for j, (_, b) in enumerate(arcs):
+            lab[chosen[j][:t]] = b
     logger.warning(
         "quota_assignment: stopped after %d cycle cancellations (feasible, maybe not optimal)",
         MAX_CANCELLATIONS,
     )
-    return lab
+    return lab, _negative_cycle(_exchange_weights(C, lab, k), tol)[1]
 
 
 class BalancedRounding:
@@ -277,7 +314,12 @@ def _sq_dist(H: np.ndarray, centers: np.ndarray) -> np.ndarray:
 
 
 def balanced_kmeans_rounding(
-    H: np.ndarray, init_labels: np.ndarray, groups: np.ndarray, *, max_iter: int = 100
+    H: np.ndarray,
+    init_labels: np.ndarray,
+    groups: np.ndarray,
+    *,
+    max_iter: int = 50,
+    tol: float = 1e-4,
 ) -> BalancedRounding:
     """Round the rows of ``H`` to clusters with the data's group proportions (module doc).
 
@@ -287,10 +329,13 @@ def balanced_kmeans_rounding(
             fixes the cluster sizes ``n_c`` and the first centres.
         groups: ``(n,)`` combined sensitive group codes.
         max_iter: Lloyd steps at most.
+        tol: stop when a step lowers the objective by less than ``tol`` times its value (as
+            scikit-learn's k-means stops on a small centre shift), or the labels repeat.
 
     Every cluster ``c`` receives exactly ``q_{cg}`` points of every group ``g``
     (:func:`proportional_quotas`), so each cluster's balance is as close to 1 as integers
-    allow. Time ``O(max_iter * (n k d + cancellations * n log n))``, memory ``O(n (k + d))``.
+    allow. Each assignment is warm-started from the previous step's dual prices. Time
+    ``O(max_iter * (n k d + cancellations * n k))``, memory ``O(n (k + d))``.
     """
     H = np.asarray(H, dtype=np.float64)
     lab = np.asarray(init_labels, dtype=np.int64)
@@ -306,17 +351,23 @@ def balanced_kmeans_rounding(
     sizes = np.bincount(lab, minlength=k)
     quotas = proportional_quotas(sizes, np.bincount(groups, minlength=n_groups))
     members = [np.flatnonzero(groups == g) for g in range(n_groups)]
+    prices: list[np.ndarray | None] = [None] * n_groups
     centers = _centers(H, lab, k)
+    previous = np.inf
     n_iter = 0
     for n_iter in range(1, max_iter + 1):  # noqa: B007 (n_iter is reported)
         D = _sq_dist(H, centers)
         new = np.empty_like(lab)
         for g, idx in enumerate(members):  # loop over sensitive groups (few)
-            new[idx] = quota_assignment(D[idx], quotas[:, g], init=lab[idx])
+            new[idx], prices[g] = solve_quota_assignment(
+                D[idx], quotas[:, g], init=lab[idx], prices=prices[g]
+            )
+        objective = float(np.maximum(D[np.arange(n), new], 0.0).sum())
         changed = not np.array_equal(new, lab)
         lab = new
         centers = _centers(H, lab, k)
-        if not changed:
+        if not changed or previous - objective <= tol * objective:
             break
+        previous = objective
     inertia = float(np.maximum(_sq_dist(H, centers)[np.arange(n), lab], 0.0).sum())
     return BalancedRounding(lab, centers, inertia, quotas, n_iter)
