@@ -61,7 +61,7 @@ from gnnaudit.clustering.fair_spectral import (
 )
 from gnnaudit.clustering.fairden_rounding import balanced_kmeans_rounding
 from gnnaudit.clustering.goodall import Goodall1, encode_columns
-from gnnaudit.clustering.metrics.fairness import balance
+from gnnaudit.clustering.metrics.fairness import balance, group_mix
 from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.graph_ops._distances import rowwise_distances
 from gnnaudit.graph_ops.dc_tree import DCTree
@@ -406,31 +406,26 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
 
     def _unfair_message(self, labels: np.ndarray, groups: np.ndarray) -> str:
         """Plain-words warning for a clustering with balance below the threshold."""
-        keep = labels >= 0
-        n_cl = int(labels.max()) + 1
-        table = np.zeros((n_cl, int(groups.max()) + 1), dtype=np.int64)
-        np.add.at(table, (labels[keep], groups[keep]), 1)
-        present = table > 0
-        pure = np.flatnonzero(present.sum(axis=1) == 1)
-        names = [
-            "/".join(map(str, row)) if len(row) > 1 else str(row[0]) for row in self._group_values
-        ]
-        if pure.size:
+        names = np.array(
+            ["/".join(map(str, row)) if len(row) > 1 else str(row[0]) for row in self._group_values]
+        )
+        mix = group_mix(labels, names[groups])
+        mix = mix[mix["cluster"] >= 0]
+        shares = mix.filter(like="share_")
+        pure = mix[(shares.to_numpy() == 1.0).any(axis=1)]
+        if mix.empty:
+            what = "no point is in a cluster"
+        elif len(pure):
             detail = "; ".join(
-                f"cluster {c} holds only group {names[int(present[c].argmax())]} "
-                f"({int(table[c].sum())} points)"
-                for c in pure
+                f"cluster {int(r['cluster'])} holds only group "
+                f"{shares.loc[i].idxmax().removeprefix('share_')} ({int(r['size'])} points)"
+                for i, r in pure.iterrows()
             )
             what = f"group-pure clusters: {detail}"
         else:
-            share = table / table.sum(axis=1, keepdims=True)
-            overall = table.sum(axis=0) / table.sum()
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.minimum(share / overall, overall / share)
-            per_cluster = np.nan_to_num(ratio, nan=1.0).min(axis=1)
-            worst = np.argsort(per_cluster)[:3]
+            worst = mix.nsmallest(3, "balance")
             what = "least balanced clusters: " + ", ".join(
-                f"cluster {c} (balance {per_cluster[c]:.2f})" for c in worst
+                f"cluster {int(r.cluster)} (balance {r.balance:.2f})" for r in worst.itertuples()
             )
         noise = float(np.mean(labels == -1))
         if noise > 0.5:
