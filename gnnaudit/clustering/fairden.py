@@ -206,6 +206,10 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
     ) -> FairDen:
         """Cluster ``X`` (n, d_n numerical) fairly w.r.t. ``sensitive_features``; returns ``self``.
 
+        Warns (``UserWarning``) when the fitted ``balance_`` is below
+        :data:`BALANCE_WARNING_THRESHOLD` (0.5), naming the group-pure clusters (or the least
+        balanced ones) and the remedy.
+
         Args:
             X: numerical features (array or DataFrame of numeric columns), validated by
                 scikit-learn.
