@@ -5,11 +5,27 @@ affinity :math:`A = \\tfrac{d_n}{d}(1 - D_{dc}/\\max D_{dc}) + \\tfrac{d_c}{d} S
 (Eq. 1, 15), fairness matrix ``F`` over the *combined* sensitive groups (Sec. 2.2, 2.4), the
 constrained normalised-cut embedding (Eq. 12, :mod:`gnnaudit.clustering.fair_spectral`),
 k-means on its rows, and Alg. 1's noise loop: clusters with fewer than ``minPts`` points become
-noise (-1); while fewer than ``n_clusters`` non-noise clusters remain, ``k`` grows by one.
+noise (-1); while fewer than ``n_clusters`` non-noise clusters remain, k-means is rerun with
+``k + 1`` clusters on the *same* embedding (Alg. 1 line 14 and the published code;
+``noise_loop="fixed"``, the default). ``noise_loop="recompute"`` instead recomputes the embedding
+with ``k + 1`` eigenvectors at every step (gnnaudit's behaviour before issue 16; measured in
+``benchmarks/results/fairden_k.md``).
 
 The loop is capped at ``k <= max(n_clusters, n // minPts)`` (more clusters of at least ``minPts``
-points cannot exist) and at the embedding's maximal dimension; when the cap is hit the last
-clustering is returned and a warning logged.
+points cannot exist) and, with ``noise_loop="recompute"``, at the embedding's maximal dimension;
+when the cap is hit the last clustering is returned and a warning logged.
+
+Rounding (extension of the paper). k-means on the relaxed embedding can separate the sensitive
+groups although :math:`F^\top H = 0` holds for the relaxation (three moons at ``k = 3``: balance
+0.33). ``rounding="balanced"`` (default) rounds the same embedding to the k-means-nearest
+partition that meets the discrete form of the constraint, the data's group proportions in every
+cluster (:mod:`gnnaudit.clustering.fairden_rounding`), starting from Alg. 1's partition and
+keeping its cluster sizes and noise; the k-means partition is kept when it is already at least as
+balanced, so the balanced rounding never lowers balance. ``rounding="kmeans"`` is the paper's
+Alg. 1 exactly.
+
+A fitted model whose balance is below :data:`BALANCE_WARNING_THRESHOLD` (0.5) warns
+(``UserWarning``), naming the group-pure clusters.
 
 Small groups. A balanced clustering into ``k`` clusters needs every combined sensitive group to
 have at least ``k`` members (paper Sec. 2.5). By default a smaller group raises
@@ -43,14 +59,15 @@ from gnnaudit.clustering.fair_spectral import (
     fair_embedding_matrix_free,
     fairness_matrix,
 )
+from gnnaudit.clustering.fairden_rounding import balanced_kmeans_rounding
 from gnnaudit.clustering.goodall import Goodall1, encode_columns
-from gnnaudit.clustering.metrics.fairness import balance
+from gnnaudit.clustering.metrics.fairness import balance, group_mix
 from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.graph_ops._distances import rowwise_distances
 from gnnaudit.graph_ops.dc_tree import DCTree
 from gnnaudit.graph_ops.mst import core_distances
 
-__all__ = ["FairDen"]
+__all__ = ["FairDen", "BALANCE_WARNING_THRESHOLD"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +75,8 @@ logger = logging.getLogger(__name__)
 AUTO_DENSE_MAX_N = 1000
 #: ``solver="dense"`` refuses more points than this (``O(n^3)`` time, ``O(n^2)`` memory).
 DENSE_MAX_N = 5000
+#: ``fit`` warns when the fitted clustering's balance is below this value.
+BALANCE_WARNING_THRESHOLD = 0.5
 
 
 class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
@@ -84,6 +103,17 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         An int ``m``: points of groups smaller than ``m`` are excluded (label -1).
     n_init:
         k-means restarts.
+    rounding:
+        How the relaxed embedding becomes clusters. ``"balanced"`` (default, an extension of
+        the paper): Alg. 1's k-means partition is re-rounded to the k-means-nearest partition
+        with the data's combined-group proportions in every cluster (exact per-cluster group
+        quotas, :func:`~gnnaudit.clustering.fairden_rounding.balanced_kmeans_rounding`), same
+        cluster sizes and noise; kept only when it raises the balance. ``"kmeans"``: the
+        paper's Alg. 1 (k-means on ``H``).
+    noise_loop:
+        ``"fixed"`` (default, Alg. 1 line 14 as published): when fewer than ``n_clusters``
+        clusters have ``minPts`` points, k-means runs again with ``k + 1`` clusters on the same
+        embedding. ``"recompute"``: the embedding is recomputed with ``k + 1`` eigenvectors.
     progress:
         Show a tqdm progress bar over the stages.
 
@@ -91,16 +121,19 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
     ----------
     labels_ : (n,) cluster ids ``0..n_clusters_-1``, noise and excluded points -1.
     n_clusters_ : number of non-noise clusters found.
-    k_ : the ``k`` of the final Alg. 1 iteration.
-    embedding_ : (n_used, k_) the spectral embedding ``H`` of the clustered points.
-    eigenvalues_ : the ``k_`` smallest constrained generalised eigenvalues.
+    k_ : the ``k`` (k-means clusters) of the final Alg. 1 iteration.
+    embedding_ : (n_used, n_clusters) the spectral embedding ``H`` of the clustered points
+        (``(n_used, k_)`` with ``noise_loop="recompute"``).
+    eigenvalues_ : its constrained generalised eigenvalues (the smallest ones).
+    rounding_ : ``"balanced"`` when the balanced rounding produced ``labels_``, ``"kmeans"``
+        when Alg. 1's k-means partition did (``rounding="kmeans"``, or already as balanced).
     balance_ : noise-adjusted balance of ``labels_`` over the combined groups.
     groups_ : (n,) combined sensitive group code of every point.
     excluded_ : (n,) bool, points left out for belonging to a too-small group.
     dc_tree_ : the fitted :class:`~gnnaudit.graph_ops.DCTree` (of the used points).
     min_pts_ : the ``minPts`` used.
-    timings_ : seconds per stage (``dc_tree``, ``affinity``, ``eigensolver``, ``kmeans``;
-        the last two summed over the Alg. 1 iterations).
+    timings_ : seconds per stage (``dc_tree``, ``affinity``, ``eigensolver``, ``kmeans``,
+        ``rounding``; eigensolver and k-means summed over the Alg. 1 iterations).
     """
 
     def __init__(
@@ -111,6 +144,8 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         random_state: int | np.random.RandomState | None = 0,
         min_group_size: int | None = None,
         n_init: int = 10,
+        rounding: Literal["balanced", "kmeans"] = "balanced",
+        noise_loop: Literal["fixed", "recompute"] = "fixed",
         progress: bool = False,
     ) -> None:
         self.n_clusters = n_clusters
@@ -119,6 +154,8 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         self.random_state = random_state
         self.min_group_size = min_group_size
         self.n_init = n_init
+        self.rounding = rounding
+        self.noise_loop = noise_loop
         self.progress = progress
 
     def _validate(self, X: Any, sensitive: Any, categorical: Any) -> tuple:
@@ -126,6 +163,8 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         k = check_int("n_clusters", self.n_clusters, minimum=2)
         check_choice("solver", self.solver, ("auto", "dense", "matrix_free"))
         check_int("n_init", self.n_init, minimum=1)
+        check_choice("rounding", self.rounding, ("balanced", "kmeans"))
+        check_choice("noise_loop", self.noise_loop, ("fixed", "recompute"))
         check_random_state_param(self.random_state)
         n, d_n = X.shape
         if sensitive is None:
@@ -142,7 +181,8 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
             raise InvalidInputError(
                 f"sensitive_features has {groups_raw.shape[0]} rows but X has {n}"
             )
-        groups = np.unique(groups_raw, axis=0, return_inverse=True)[1].reshape(-1)
+        group_values, groups = np.unique(groups_raw, axis=0, return_inverse=True)
+        groups = groups.reshape(-1)
         cat = None
         if categorical is not None:
             cat = encode_columns("categorical", categorical)
@@ -152,6 +192,7 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
                 cat = None
         min_pts = self.min_pts if self.min_pts is not None else max(2, 2 * d_n - 1)
         min_pts = check_int("min_pts", min_pts, minimum=1)
+        self._group_values = group_values
         return k, X, groups, cat, min_pts
 
     def fit(
@@ -164,6 +205,10 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         dc_tree: DCTree | None = None,
     ) -> FairDen:
         """Cluster ``X`` (n, d_n numerical) fairly w.r.t. ``sensitive_features``; returns ``self``.
+
+        Warns (``UserWarning``) when the fitted ``balance_`` is below
+        :data:`BALANCE_WARNING_THRESHOLD` (0.5), naming the group-pure clusters (or the least
+        balanced ones) and the remedy.
 
         Args:
             X: numerical features (array or DataFrame of numeric columns), validated by
@@ -254,6 +299,7 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
                 "use solver='matrix_free'"
             )
         timings = {"dc_tree": 0.0, "affinity": 0.0, "eigensolver": 0.0, "kmeans": 0.0}
+        timings["rounding"] = 0.0
         bar = tqdm(total=3, desc="FairDen", disable=not self.progress, leave=False)
         t0 = time.perf_counter()
         if dc_tree is None:
@@ -269,25 +315,35 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         goodall = Goodall1(cat[used]) if cat is not None else None
         op = AffinityOperator(tree, goodall, d_n / (d_n + d_c), d_c / (d_n + d_c))
         F = fairness_matrix(g_used)
-        k_cap = min(max(k0, m // min_pts), m - F.shape[1] - 1)
-        if k_cap < k0:
+        emb_cap = m - F.shape[1] - 1  # largest embedding dimension
+        if emb_cap < k0:
             raise InfeasibleError(
                 f"n_clusters={k0} is too large for {m} points with {F.shape[1]} fairness "
                 "constraints"
             )
+        k_cap = min(max(k0, m // min_pts), m)
+        if self.noise_loop == "recompute":
+            k_cap = min(k_cap, emb_cap)
         A_dense = op.to_dense() if solver == "dense" else None
         timings["affinity"] = time.perf_counter() - t0
         bar.update()
-        k = k0
-        while True:
-            t0 = time.perf_counter()
+
+        def embed(dim: int) -> Any:
+            t = time.perf_counter()
             if A_dense is not None:
-                emb = fair_embedding_dense(A_dense, F, k)
+                out = fair_embedding_dense(A_dense, F, dim)
             else:
-                emb = fair_embedding_matrix_free(op, F, k, random_state=rng)
+                out = fair_embedding_matrix_free(op, F, dim, random_state=rng)
+            timings["eigensolver"] += time.perf_counter() - t
+            return out
+
+        k = k0
+        emb = embed(k0)
+        while True:
+            if k > k0 and self.noise_loop == "recompute":
+                emb = embed(k)
             t1 = time.perf_counter()
             km = KMeans(n_clusters=k, n_init=self.n_init, random_state=rng).fit(emb.H)
-            timings["eigensolver"] += t1 - t0
             timings["kmeans"] += time.perf_counter() - t1
             bar.set_postfix_str(f"k={k}")
             lab = km.labels_
@@ -308,10 +364,13 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
             k += 1
         bar.update()
         bar.close()
+        t0 = time.perf_counter()
+        lab, rounding_used = self._round(emb.H, lab, big, g_used)
+        timings["rounding"] = time.perf_counter() - t0
         # relabel surviving clusters 0..m-1 in order of first appearance, small ones -> noise
         new_id = np.full(k, -1, dtype=np.int64)
         survivors = np.flatnonzero(big)
-        first = np.unique(lab, return_index=True)[1][survivors]  # k-means ids are 0..k-1
+        first = np.unique(lab, return_index=True)[1][survivors]  # labels are 0..k-1
         new_id[survivors[np.argsort(first)]] = np.arange(survivors.size)
         labels = np.full(n, -1, dtype=np.int64)
         labels[used] = new_id[lab]
@@ -326,8 +385,65 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         self.min_pts_ = min_pts
         self.solver_ = solver
         self.timings_ = timings
+        self.rounding_ = rounding_used
         self.balance_ = balance(labels, groups)
+        if self.balance_ < BALANCE_WARNING_THRESHOLD and groups.max() > 0:
+            warnings.warn(self._unfair_message(labels, groups), UserWarning, stacklevel=3)
         return self
+
+    def _round(
+        self, H: np.ndarray, lab: np.ndarray, big: np.ndarray, groups: np.ndarray
+    ) -> tuple[np.ndarray, str]:
+        """Alg. 1's k-means labels ``lab`` (ids ``0..k-1``, clusters with ``big`` false become
+        noise), re-rounded when ``rounding="balanced"`` and that raises the balance."""
+        if self.rounding == "kmeans" or groups.max() == 0:
+            return lab, "kmeans"
+        keep = big[lab]
+        ids = np.flatnonzero(big)
+        compact = np.searchsorted(ids, lab[keep])
+        result = balanced_kmeans_rounding(H[keep], compact, groups[keep])
+        new = lab.copy()
+        new[keep] = ids[result.labels]
+        if balance(np.where(keep, new, -1), groups) > balance(np.where(keep, lab, -1), groups):
+            return new, "balanced"
+        return lab, "kmeans"
+
+    def _unfair_message(self, labels: np.ndarray, groups: np.ndarray) -> str:
+        """Plain-words warning for a clustering with balance below the threshold."""
+        names = np.array(
+            ["/".join(map(str, row)) if len(row) > 1 else str(row[0]) for row in self._group_values]
+        )
+        mix = group_mix(labels, names[groups])
+        mix = mix[mix["cluster"] >= 0]
+        shares = mix.filter(like="share_")
+        pure = mix[(shares.to_numpy() == 1.0).any(axis=1)]
+        if mix.empty:
+            what = "no point is in a cluster"
+        elif len(pure):
+            detail = "; ".join(
+                f"cluster {int(r['cluster'])} holds only group "
+                f"{shares.loc[i].idxmax().removeprefix('share_')} ({int(r['size'])} points)"
+                for i, r in pure.iterrows()
+            )
+            what = f"group-pure clusters: {detail}"
+        else:
+            worst = mix.nsmallest(3, "balance")
+            what = "least balanced clusters: " + ", ".join(
+                f"cluster {int(r.cluster)} (balance {r.balance:.2f})" for r in worst.itertuples()
+            )
+        noise = float(np.mean(labels == -1))
+        if noise > 0.5:
+            what += f"; {noise:.0%} of the points are noise (balance counts only clustered points)"
+        remedy = (
+            "use rounding='balanced' (the default), which gives every cluster the data's group "
+            "proportions"
+            if self.rounding == "kmeans"
+            else "try fewer clusters (n_clusters) or a smaller min_pts"
+        )
+        return (
+            f"FairDen: the clustering is unfair, balance {self.balance_:.3f} is below "
+            f"{BALANCE_WARNING_THRESHOLD} ({what}). To fix it, {remedy}."
+        )
 
     @staticmethod
     def _check_dc_tree(tree: Any, Xu: np.ndarray, min_pts: int, n: int) -> DCTree:
