@@ -113,6 +113,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ft.add_argument("--no-finetune", dest="finetune", action="store_false")
     audit.add_argument("--finetune-m", type=int, default=50, help="fine-tuning budget m (50)")
     audit.add_argument("--finetune-epochs", type=int, default=30, help="fine-tuning epochs (30)")
+    audit.add_argument(
+        "--embedding",
+        action="store_true",
+        help="add the embedding audit: density clusters of the model's representation, their "
+        "balance beside FairDen's, a readable tree on the input features, ExDBSCAN counterparts",
+    )
     audit.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     audit.add_argument(
         "--threads",
@@ -263,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
             min_support=args.min_support,
             finetune=finetune,
             finetune_kwargs={"m": args.finetune_m, "epochs": args.finetune_epochs},
+            embedding=args.embedding,
             dataset_name=data_name,
             model_info=info,
             random_state=args.seed,
