@@ -2,7 +2,7 @@
 
 What belongs here: counterfactual-evidence search (exact, sorted, the paper's index, faiss), the audit
 statistics (each one module: model quality, group fairness, discrimination scores, error
-verification, evidence pairs ...), the shared audit context, and the report with its findings.
+verification, evidence pairs, the embedding audit ...), the shared audit context, and the report with its findings.
 Each statistic is an :class:`AuditUnit` taking the shared :class:`AuditContext` (model, data,
 options, cached predictions and evidences) and returning a result with ``to_frame()``, a
 report section and findings. Imports from :mod:`gnnaudit.graph_ops` and
@@ -17,6 +17,9 @@ from gnnaudit.audit.discrimination import (
     discrimination_scores,
     feature_rank,
 )
+from gnnaudit.audit.embedding_audit import EmbeddingAudit
+from gnnaudit.audit.embedding_unit import EmbeddingStructureResult, EmbeddingStructureUnit
+from gnnaudit.audit.embeddings import final_layer_name, node_embeddings
 from gnnaudit.audit.error_verification import (
     ErrorVerificationResult,
     ErrorVerificationUnit,
@@ -75,6 +78,11 @@ __all__ = [
     "EvidenceContrastUnit",
     "EvidenceContrastAudit",
     "EvidencePairsResult",
+    "node_embeddings",
+    "final_layer_name",
+    "EmbeddingAudit",
+    "EmbeddingStructureUnit",
+    "EmbeddingStructureResult",
     "AuditReport",
     "Finding",
     "ReportSection",

@@ -119,6 +119,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     audit.add_argument("--finetune-epochs", type=int, default=30, help="fine-tuning epochs (30)")
     add_progress_argument(audit)
     audit.add_argument(
+        "--embedding",
+        action="store_true",
+        help="add the embedding audit: density clusters of the model's representation, their "
+        "balance beside FairDen's, a readable tree on the input features, ExDBSCAN counterparts",
+    )
+    audit.add_argument(
         "--threads",
         type=int,
         default=None,
@@ -272,6 +278,7 @@ def run(args: argparse.Namespace) -> int:
             min_support=args.min_support,
             finetune=finetune,
             finetune_kwargs={"m": args.finetune_m, "epochs": args.finetune_epochs},
+            embedding=args.embedding,
             dataset_name=data_name,
             model_info=info,
             random_state=args.seed,

@@ -182,7 +182,7 @@ def _repair(C: np.ndarray, lab: np.ndarray, quotas: np.ndarray) -> np.ndarray:
         over, under = np.flatnonzero(excess > 0), np.flatnonzero(excess < 0)
         if over.size == 0:
             return lab
-        best = (np.inf, -1, -1)
+        best: tuple[float, int, int] = (float(np.inf), -1, -1)
         for c in over:  # few clusters
             members = lab == c
             d = (C[members][:, under] - C[members, c][:, None]).min(axis=0)

@@ -19,6 +19,10 @@ The default unit list (:func:`default_units`):
 7. the top evidence pairs (led by pairs differing in the attribute when the contrast is
    significant);
 8. fine-tuning on evidences (Sec. 7.3; only with ``finetune=True`` and a LightningModule).
+
+``embedding=True`` appends the embedding audit
+(:class:`~gnnaudit.audit.EmbeddingStructureUnit`, options in ``embedding_kwargs``); it is not
+a default unit.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from gnnaudit._validation import check_int
 from gnnaudit.audit.context import AuditContext, AuditOptions
 from gnnaudit.audit.contrast_unit import EvidenceContrastUnit
 from gnnaudit.audit.discrimination import DiscriminationUnit
+from gnnaudit.audit.embedding_unit import EmbeddingStructureUnit
 from gnnaudit.audit.error_verification import DEFAULT_KS, ErrorVerificationUnit
 from gnnaudit.audit.evidence_pairs import EvidencePairsUnit
 from gnnaudit.audit.group_fairness import GroupFairnessUnit
@@ -63,6 +68,8 @@ def default_units(
     finetune: bool = False,
     finetune_kwargs: Mapping[str, Any] | None = None,
     model_hops: int | None = None,
+    embedding: bool = False,
+    embedding_kwargs: Mapping[str, Any] | None = None,
 ) -> list[AuditUnit]:
     """The audit's default statistics, in report order (see the module docstring)."""
     from gnnaudit.training.finetune import EvidenceFinetuneUnit
@@ -78,6 +85,8 @@ def default_units(
     ]
     if finetune:
         units.append(EvidenceFinetuneUnit(**dict(finetune_kwargs or {})))
+    if embedding:
+        units.append(EmbeddingStructureUnit(**dict(embedding_kwargs or {})))
     return units
 
 
@@ -125,6 +134,8 @@ def run_audit(
     finetune: bool = False,
     finetune_kwargs: Mapping[str, Any] | None = None,
     model_hops: int | None = None,
+    embedding: bool = False,
+    embedding_kwargs: Mapping[str, Any] | None = None,
     dataset_name: str | None = None,
     model_info: Mapping[str, Any] | None = None,
     random_state: int = 0,
@@ -155,6 +166,8 @@ def run_audit(
     model_hops : the model's receptive-field radius for node-scope sensitivity (default:
         inferred from its ``MessagePassing`` layers; needed for a ``predict_fn`` or a model
         without them, else node scope is skipped with a note).
+    embedding, embedding_kwargs : add the embedding audit
+        (:class:`~gnnaudit.audit.EmbeddingStructureUnit`) with these options.
     dataset_name, model_info : text for the report.
     random_state, n_boot, confidence : seeds and intervals of every statistic.
     progress : tqdm bars.
@@ -191,7 +204,11 @@ def run_audit(
             finetune=finetune,
             finetune_kwargs=finetune_kwargs,
             model_hops=model_hops,
+            embedding=embedding,
+            embedding_kwargs=embedding_kwargs,
         )
+    elif embedding and not any(u.name == EmbeddingStructureUnit.name for u in units):
+        units = [*units, EmbeddingStructureUnit(**dict(embedding_kwargs or {}))]
     outcome = run_units(ctx, list(units))
     verdict = compose_verdict(
         outcome.findings,
@@ -246,17 +263,18 @@ def audit_model(
 ) -> AuditReport:
     """Audit a user's model on a user's graph in one call; write the report when ``out`` is set.
 
-    ``model``: any ``torch.nn.Module`` or callable ``(x, edge_index) -> logits``; models that
-    need more arguments take them through ``forward_kwargs`` (e.g. ``{"edge_weight": w}``) or a
-    ``predict_fn(x, edge_index) -> logits``. ``data``: a PyG ``Data`` with ``x``,
-    ``edge_index`` and ``test_mask`` or ``mask``; labels (``y``) are optional. ``out``: a folder
-    that receives ``report.json``, ``report.md`` and ``report.html`` (existing report files
-    are replaced only with ``force=True``). Further keyword arguments go to :func:`run_audit`.
+        ``model``: any ``torch.nn.Module`` or callable ``(x, edge_index) -> logits``; models that
+        need more arguments take them through ``forward_kwargs`` (e.g. ``{"edge_weight": w}``) or a
+        ``predict_fn(x, edge_index) -> logits``. ``data``: a PyG ``Data`` with ``x``,
+        ``edge_index`` and ``test_mask`` or ``mask``; labels (``y``) are optional. ``out``: a folder
+        that receives ``report.json``, ``report.md`` and ``report.html`` (existing report files
+        are replaced only with ``force=True``). Further keyword arguments go to :func:`run_audit`
+    (e.g. ``embedding=True`` for the embedding audit section).
 
-    Example::
+        Example::
 
-        report = gnnaudit.audit_model(my_gcn, data, sensitive="gender", out="audit/")
-        print(report.verdict)
+            report = gnnaudit.audit_model(my_gcn, data, sensitive="gender", out="audit/")
+            print(report.verdict)
     """
     unknown = set(options) - {
         "units",
@@ -269,6 +287,8 @@ def audit_model(
         "bins",
         "finetune_kwargs",
         "model_hops",
+        "embedding",
+        "embedding_kwargs",
         "dataset_name",
         "model_info",
         "n_boot",
