@@ -189,11 +189,11 @@ def _repair(C: np.ndarray, lab: np.ndarray, quotas: np.ndarray) -> np.ndarray:
             j = int(d.argmin())
             if d[j] < best[0]:
                 best = (float(d[j]), int(c), int(under[j]))
-        _, c, u = best
-        t = int(min(excess[c], -excess[u]))
-        idx = np.flatnonzero(lab == c)
-        delta = C[idx, u] - C[idx, c]
-        lab[idx[np.argsort(delta, kind="stable")[:t]]] = u
+        _, src, dst = best
+        t = int(min(excess[src], -excess[dst]))
+        idx = np.flatnonzero(lab == src)
+        delta = C[idx, dst] - C[idx, src]
+        lab[idx[np.argsort(delta, kind="stable")[:t]]] = dst
 
 
 def _smallest_sorted(d: np.ndarray, bound: float, cap: int) -> np.ndarray:
