@@ -229,3 +229,20 @@ def test_bad_options_are_refused():
         SensitivityUnit(max_rank_values=0)
     with pytest.raises(InvalidInputError, match="max_nodes"):
         EvidenceContrastUnit(max_nodes=1)
+
+
+def test_a_unit_that_finds_it_cannot_run_is_skipped_and_the_rest_runs(data):
+    from gnnaudit.audit.unit import AuditUnit, UnitSkipped
+
+    class Refuses(AuditUnit):
+        name = "refuses"
+        title = "Refuses"
+
+        def run(self, ctx):
+            raise UnitSkipped("too few nodes in the smaller group")
+
+    ctx = _ctx(Linear(_weights(2.0)), data)
+    outcome = run_units(ctx, [Refuses(), SensitivityUnit(num_hops=0, rank=False)])
+    assert outcome.sections[0].status == "skipped"
+    assert "too few nodes" in outcome.sections[0].summary
+    assert outcome.sections[1].status == "ok"

@@ -27,7 +27,8 @@ import pandas as pd
 from gnnaudit._validation import check_int
 from gnnaudit.audit.embedding_audit import EmbeddingAudit
 from gnnaudit.audit.report_section import Figure, Finding, ReportSection
-from gnnaudit.audit.unit import AuditResult, AuditUnit
+from gnnaudit.audit.unit import AuditResult, AuditUnit, UnitSkipped
+from gnnaudit.errors import InfeasibleError, InvalidInputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from gnnaudit.audit.context import AuditContext
@@ -222,8 +223,13 @@ class EmbeddingStructureUnit(AuditUnit):
         if self.evidence_pairs and ctx.missing(("evidence",)) is None:
             evidence = ctx.global_evidence(self.evidence_pairs)
         params = {"random_state": ctx.options.random_state, **self.params}
-        audit = EmbeddingAudit(**params).fit(
-            ctx.adapter, ctx.data, sensitive=ctx.sensitive, evidence=evidence, mask=ctx.nodes
-        )
+        try:
+            audit = EmbeddingAudit(**params).fit(
+                ctx.adapter, ctx.data, sensitive=ctx.sensitive, evidence=evidence, mask=ctx.nodes
+            )
+        except (InvalidInputError, InfeasibleError) as err:
+            # the data cannot support this analysis (too few nodes or groups for the clusters):
+            # say so in the section and let the rest of the audit run
+            raise UnitSkipped(f"the embedding audit cannot run on these nodes: {err}") from err
         audit.sensitive_name_ = ctx.sensitive_name or audit.sensitive_name_
         return EmbeddingStructureResult(audit=audit, examples=self.examples)

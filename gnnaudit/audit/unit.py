@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from gnnaudit.audit.context import AuditContext
 
 __all__ = [
+    "UnitSkipped",
     "AuditResult",
     "AuditUnit",
     "UnitsOutcome",
@@ -45,6 +46,13 @@ logger = logging.getLogger(__name__)
 
 #: what a unit may require of the context (see :meth:`AuditContext.missing`)
 REQUIREMENTS = ("labels", "sensitive", "sensitive_feature", "evidence", "train_mask")
+
+
+class UnitSkipped(InvalidInputError):
+    """Raised by :meth:`AuditUnit.run` when the unit cannot produce its statistic on this input
+    (found only while computing, e.g. a sensitive group too small for the requested clusters);
+    :func:`run_units` turns it into a ``skipped`` section with the message as the reason, and
+    the other units still run."""
 
 
 class AuditResult(ABC):
@@ -111,9 +119,9 @@ def run_units(
 ) -> UnitsOutcome:
     """Run ``units`` in order on ``ctx`` (see the module docstring).
 
-    A unit whose :attr:`~AuditUnit.requires` are not met gets a ``skipped`` section stating the
-    reason in plain words; every other failure propagates (a broken statistic is a bug, not a
-    finding).
+    A unit whose :attr:`~AuditUnit.requires` are not met, or that raises :class:`UnitSkipped`,
+    gets a ``skipped`` section stating the reason in plain words; every other failure propagates
+    (a broken statistic is a bug, not a finding).
     """
     from tqdm.auto import tqdm
 
@@ -147,7 +155,12 @@ def run_units(
             outcome.sections.append(ReportSection.skipped(unit.name, unit.title, reason))
             continue
         start = time.perf_counter()
-        result = unit.run(ctx)
+        try:
+            result = unit.run(ctx)
+        except UnitSkipped as skip:
+            logger.info("audit unit %s skipped: %s", unit.name, skip)
+            outcome.sections.append(ReportSection.skipped(unit.name, unit.title, str(skip)))
+            continue
         outcome.seconds[unit.name] = time.perf_counter() - start
         outcome.results[unit.name] = result
         ctx.results[unit.name] = result
