@@ -10,7 +10,7 @@ Two ways in:
   (``--model gcn``) or loaded from ``--checkpoint``.
 
 Writes ``<out>/report.json``, ``report.md`` and ``report.html`` (and ``model.ckpt`` when it
-trains) into a private temporary folder that replaces ``--out`` only when everything succeeded;
+trains, ``mitigated_model.pt`` with ``--mitigate``) into a private temporary folder that replaces ``--out`` only when everything succeeded;
 prints the verdict and the findings.
 """
 
@@ -113,6 +113,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ft.add_argument("--no-finetune", dest="finetune", action="store_false")
     audit.add_argument("--finetune-m", type=int, default=50, help="fine-tuning budget m (50)")
     audit.add_argument("--finetune-epochs", type=int, default=30, help="fine-tuning epochs (30)")
+    audit.add_argument(
+        "--mitigate",
+        action="store_true",
+        help="fine-tune a copy of the model to remove its dependence on --sensitive "
+        "(counterfactual consistency), audit it again, add a before/after section and save "
+        "its weights as mitigated_model.pt beside the report",
+    )
+    audit.add_argument(
+        "--mitigate-lambda",
+        type=float,
+        default=None,
+        help="weight lambda_cf of the consistency term (default: FairFinetune's)",
+    )
     audit.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     audit.add_argument(
         "--threads",
@@ -263,6 +276,10 @@ def run(args: argparse.Namespace) -> int:
             min_support=args.min_support,
             finetune=finetune,
             finetune_kwargs={"m": args.finetune_m, "epochs": args.finetune_epochs},
+            mitigate=args.mitigate,
+            mitigate_kwargs=(
+                {} if args.mitigate_lambda is None else {"lambda_cf": args.mitigate_lambda}
+            ),
             dataset_name=data_name,
             model_info=info,
             random_state=args.seed,

@@ -14,7 +14,10 @@ The default unit list (:func:`default_units`):
 3. discrimination scores (CE paper Eq. 12, descriptive);
 4. error verification (Sec. 7.2, needs labels);
 5. the top evidence pairs;
-6. fine-tuning on evidences (Sec. 7.3; only with ``finetune=True`` and a LightningModule).
+6. fine-tuning on evidences (Sec. 7.3; only with ``finetune=True`` and a LightningModule);
+7. before / after mitigation (only with ``mitigate=True``: a copy of the model fine-tuned with
+   :class:`~gnnaudit.training.FairFinetune` and audited again; its weights are saved beside the
+   report as ``mitigated_model.pt``).
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ def default_units(
     bins: int = 4,
     finetune: bool = False,
     finetune_kwargs: Mapping[str, Any] | None = None,
+    mitigate: bool = False,
+    mitigate_kwargs: Mapping[str, Any] | None = None,
 ) -> list[AuditUnit]:
     """The audit's default statistics, in report order (see the module docstring)."""
     from gnnaudit.training.finetune import EvidenceFinetuneUnit
@@ -69,6 +74,10 @@ def default_units(
     ]
     if finetune:
         units.append(EvidenceFinetuneUnit(**dict(finetune_kwargs or {})))
+    if mitigate:
+        from gnnaudit.training.mitigation import MitigationUnit
+
+        units.append(MitigationUnit(**dict(mitigate_kwargs or {})))
     return units
 
 
@@ -115,6 +124,8 @@ def run_audit(
     bins: int = 4,
     finetune: bool = False,
     finetune_kwargs: Mapping[str, Any] | None = None,
+    mitigate: bool = False,
+    mitigate_kwargs: Mapping[str, Any] | None = None,
     dataset_name: str | None = None,
     model_info: Mapping[str, Any] | None = None,
     random_state: int = 0,
@@ -142,6 +153,9 @@ def run_audit(
     mask : the audited nodes (default ``data.test_mask``, else ``data.mask``, else all).
     k, backend, num_hops, alpha, index_params : counterfactual-evidence search.
     ks, top_pairs, min_support, bins, finetune, finetune_kwargs : options of the default units.
+    mitigate, mitigate_kwargs : add the before / after mitigation unit
+        (:class:`~gnnaudit.training.mitigation.MitigationUnit` with these keyword arguments);
+        the mitigated weights go to ``report.checkpoints`` and are written by ``report.save``.
     dataset_name, model_info : text for the report.
     random_state, n_boot, confidence : seeds and intervals of every statistic.
     progress : tqdm bars.
@@ -177,8 +191,13 @@ def run_audit(
             bins=bins,
             finetune=finetune,
             finetune_kwargs=finetune_kwargs,
+            mitigate=mitigate,
+            mitigate_kwargs=mitigate_kwargs,
         )
     outcome = run_units(ctx, list(units))
+    checkpoints: dict[str, Any] = {}
+    for result in outcome.results.values():
+        checkpoints.update(getattr(result, "checkpoints", {}) or {})
     verdict = compose_verdict(
         outcome.findings,
         sensitive_name=ctx.sensitive_name,
@@ -209,6 +228,7 @@ def run_audit(
         verdict=verdict,
         sections=outcome.sections,
         run_info=run_info,
+        checkpoints=checkpoints,
     )
 
 
@@ -221,6 +241,7 @@ def audit_model(
     k: int = 10,
     backend: str = "exact",
     finetune: bool = False,
+    mitigate: bool = False,
     out: str | Path | None = None,
     random_state: int = 0,
     progress: bool = True,
@@ -237,7 +258,8 @@ def audit_model(
     ``predict_fn(x, edge_index) -> logits``. ``data``: a PyG ``Data`` with ``x``,
     ``edge_index`` and ``test_mask`` or ``mask``; labels (``y``) are optional. ``out``: a folder
     that receives ``report.json``, ``report.md`` and ``report.html`` (existing report files
-    are replaced only with ``force=True``). Further keyword arguments go to :func:`run_audit`.
+    are replaced only with ``force=True``); with ``mitigate=True`` it also receives
+    ``mitigated_model.pt``, the state_dict of the mitigated copy. Further keyword arguments go to :func:`run_audit`.
 
     Example::
 
@@ -254,6 +276,7 @@ def audit_model(
         "min_support",
         "bins",
         "finetune_kwargs",
+        "mitigate_kwargs",
         "dataset_name",
         "model_info",
         "n_boot",
@@ -269,6 +292,7 @@ def audit_model(
         k=k,
         backend=backend,
         finetune=finetune,
+        mitigate=mitigate,
         random_state=random_state,
         progress=progress,
         forward_kwargs=forward_kwargs,
