@@ -295,11 +295,16 @@ class FairFinetune(L.LightningModule):
         return x_cf, compare
 
     def consistency_loss(
-        self, x: torch.Tensor, edge_index: torch.Tensor, logits: torch.Tensor, step: int
+        self,
+        x: torch.Tensor,
+        edge_index: torch.Tensor,
+        logits: torch.Tensor,
+        step: int,
+        rng_state: tuple[torch.Tensor, torch.Tensor | None] | None = None,
     ) -> torch.Tensor:
         """Mean over :attr:`scopes` of the counterfactual-consistency terms at step ``step``
-        (``logits``: the factual pass, whose random state the counterfactual passes replay
-        through :meth:`training_step`)."""
+        (``logits``: the factual pass; ``rng_state``: the random state before it, restored
+        before every counterfactual pass so that all passes share the dropout masks)."""
         rng = np.random.default_rng([self.random_state, 1, step])
         alt_index = int(rng.integers(len(self.alternatives)))
         terms = []
@@ -310,6 +315,8 @@ class FairFinetune(L.LightningModule):
             x_cf, compare = self._changed(x, alt_index, nodes)
             if compare.size == 0:
                 continue
+            if rng_state is not None:
+                self._set_rng_state(rng_state)
             out = self.model(x_cf, edge_index)
             idx = torch.from_numpy(compare).to(logits.device)
             terms.append(consistency_divergence(logits[idx], out[idx], self.divergence).mean())
@@ -334,8 +341,8 @@ class FairFinetune(L.LightningModule):
         loss = task
         if self.lambda_cf > 0 and state is not None:
             after = self._rng_state()
-            self._set_rng_state(state)
-            cf = self.consistency_loss(batch.x, batch.edge_index, logits, int(self.global_step))
+            step = int(self.global_step)
+            cf = self.consistency_loss(batch.x, batch.edge_index, logits, step, state)
             self._set_rng_state(after)
             loss = loss + self.lambda_cf * cf
             self.log("consistency_loss", cf, batch_size=1)
