@@ -121,7 +121,15 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def markdown(frame: pd.DataFrame) -> str:
-    return frame.to_markdown(index=False, floatfmt=".3f")
+    """A GitHub table (floats to 3 decimals; no optional dependency)."""
+
+    def cell(v) -> str:
+        return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "---|" * frame.shape[1]
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(False)]
+    return "\n".join([head, rule, *body])
 
 
 def main() -> None:
@@ -137,6 +145,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=DEFAULT_LR)
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--csv", type=Path, default=None, help="also save every run as CSV")
     args = ap.parse_args()
     torch.set_num_threads(1)
     logging.getLogger("lightning").setLevel(logging.ERROR)
@@ -158,6 +167,8 @@ def main() -> None:
     for n, b, h, s, bb in tqdm(jobs, desc="runs"):
         rows += run(n, b, h, s, bb, lambdas, args)
     frame = derive(pd.DataFrame(rows))
+    if args.csv is not None:
+        frame.to_csv(args.csv, index=False)
     table = summary(frame)
     wall = time.perf_counter() - start
     print(markdown(table))
