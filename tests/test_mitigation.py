@@ -91,7 +91,7 @@ def test_section_in_all_three_formats(report):
     assert {"before_ci_low", "after_ci_high", "change"} <= set(table.columns)
     assert np.allclose(table["change"], table["after"] - table["before"])
     tradeoff = section.tables["tradeoff"]
-    assert sorted(tradeoff["lambda_cf"].unique()) == [0.0, 1.0, 4.0]
+    assert sorted(tradeoff["lambda_cf"].unique()) == [0.0, 1.0, 2.0]
     payload = json.loads((out / "report.json").read_text())
     assert "mitigation" in [s["key"] for s in payload["sections"]]
     md = (out / "report.md").read_text()
@@ -158,9 +158,12 @@ def test_cli_mitigate_writes_the_checkpoint(tmp_path, capsys):
     out = tmp_path / "audit"
     args = ["audit", "--dataset", "synthetic", "--num-nodes", "150", "--epochs", "20"]
     args += ["--no-progress", "--no-finetune", "--mitigate", "--mitigate-lambda", "1.0"]
+    args += ["--mitigate-epochs", "5", "--mitigate-grid", "0"]
     assert main([*args, "--out", str(out)]) == 0
     assert (out / CHECKPOINT_NAME).is_file()
     state = torch.load(out / CHECKPOINT_NAME, weights_only=True)
     assert all(isinstance(v, torch.Tensor) for v in state.values())
     report = AuditReport.from_json(out / "report.json")
-    assert report.section("mitigation").data["settings"]["lambda_cf"] == 1.0
+    settings = report.section("mitigation").data["settings"]
+    assert settings["lambda_cf"] == 1.0 and settings["epochs"] == 5
+    assert sorted(report.table("mitigation", "tradeoff")["lambda_cf"].unique()) == [0.0, 1.0]

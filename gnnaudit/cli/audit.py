@@ -126,6 +126,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="weight lambda_cf of the consistency term (default: FairFinetune's)",
     )
+    audit.add_argument(
+        "--mitigate-epochs",
+        type=int,
+        default=None,
+        help="fine-tuning epochs of the mitigation (default: FairFinetune's)",
+    )
+    audit.add_argument(
+        "--mitigate-grid",
+        type=float,
+        nargs="*",
+        default=None,
+        help="lambda_cf values of the trade-off figure (default 0 0.5 1 4)",
+    )
     audit.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     audit.add_argument(
         "--threads",
@@ -235,6 +248,15 @@ def _load_model(args: argparse.Namespace, data: Any, out_dir: str) -> tuple[Any,
     }
 
 
+def _mitigate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    pairs = {
+        "lambda_cf": args.mitigate_lambda,
+        "epochs": args.mitigate_epochs,
+        "grid": None if args.mitigate_grid is None else tuple(args.mitigate_grid),
+    }
+    return {key: value for key, value in pairs.items() if value is not None}
+
+
 def run(args: argparse.Namespace) -> int:
     import time
 
@@ -277,9 +299,7 @@ def run(args: argparse.Namespace) -> int:
             finetune=finetune,
             finetune_kwargs={"m": args.finetune_m, "epochs": args.finetune_epochs},
             mitigate=args.mitigate,
-            mitigate_kwargs=(
-                {} if args.mitigate_lambda is None else {"lambda_cf": args.mitigate_lambda}
-            ),
+            mitigate_kwargs=_mitigate_kwargs(args),
             dataset_name=data_name,
             model_info=info,
             random_state=args.seed,

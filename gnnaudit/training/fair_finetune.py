@@ -96,7 +96,7 @@ SCOPES: tuple[str, ...] = ("node", "graph")
 #: divergences between factual and counterfactual outputs
 DIVERGENCES: tuple[str, ...] = ("sym_kl", "logit_l2")
 #: default weight of the counterfactual-consistency term
-DEFAULT_LAMBDA_CF = 4.0
+DEFAULT_LAMBDA_CF = 2.0
 #: default fine-tuning epochs (one full-batch step each)
 DEFAULT_EPOCHS = 150
 #: default Adam learning rate
