@@ -49,12 +49,19 @@ def load(name: str, root: Path):
 
 
 def table_md(frame: pd.DataFrame) -> str:
-    def cell(v) -> str:
-        return f"{v:+.3f}" if isinstance(v, float) else str(v)
+    signed = [("gain" in str(c) or "CI" in str(c)) for c in frame.columns]
+
+    def cell(v, sign: bool) -> str:
+        if not isinstance(v, float):
+            return str(v)
+        return f"{v:+.3f}" if sign else f"{v:.3f}"
 
     head = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "|" + "---|" * frame.shape[1]
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(False)]
+    body = [
+        "| " + " | ".join(cell(v, s) for v, s in zip(row, signed, strict=True)) + " |"
+        for row in frame.itertuples(False)
+    ]
     return "\n".join([head, rule, *body])
 
 
