@@ -61,6 +61,10 @@ class AuditReport:
     sections : one :class:`ReportSection` per statistic.
     run_info : stage timings in seconds, versions, notes.
     title : the report's heading.
+    checkpoints : model weights produced by the audit (e.g. the mitigated model), by file
+        name: ``{name: state_dict}``; :meth:`save` writes each beside the report with
+        ``torch.save`` (readable with ``torch.load(path, weights_only=True)``). Not part of the
+        JSON.
     """
 
     dataset: dict[str, Any]
@@ -71,6 +75,7 @@ class AuditReport:
     sections: list[ReportSection] = field(default_factory=list)
     run_info: dict[str, Any] = field(default_factory=dict)
     title: str = "GNN audit"
+    checkpoints: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.findings, (list, tuple)):
@@ -203,7 +208,8 @@ class AuditReport:
         return render_html(self)
 
     def save(self, out_dir: str | Path, *, force: bool = False) -> dict[str, Path]:
-        """Write ``report.json``, ``report.md`` and ``report.html`` into ``out_dir``.
+        """Write ``report.json``, ``report.md`` and ``report.html`` (and every entry of
+        :attr:`checkpoints`) into ``out_dir``.
 
         The three files are rendered first and then each written atomically (temporary file +
         rename), so a failed render never leaves a half-written or mixed report behind.
@@ -213,6 +219,12 @@ class AuditReport:
         if out.exists() and not out.is_dir():
             raise InvalidInputError(f"out_dir must be a folder, got the file {str(out)!r}")
         paths = {kind: out / name for kind, name in REPORT_FILES.items()}
+        for name in self.checkpoints:
+            if Path(name).name != name or not name.endswith(".pt"):
+                raise InvalidInputError(
+                    f"checkpoint name {name!r} must be a plain '*.pt' file name"
+                )
+            paths[name] = out / name
         existing = [p.name for p in paths.values() if p.exists()]
         if existing and not force:
             raise InvalidInputError(
@@ -230,6 +242,14 @@ class AuditReport:
             raise InvalidInputError(f"cannot write the report into {str(out)!r}: {exc}") from None
         for kind, text in texts.items():
             atomic_write_text(paths[kind], text, name="out_dir", force=True)
+        if self.checkpoints:
+            import torch
+
+            from gnnaudit.safe_io import atomic_file
+
+            for name, state in self.checkpoints.items():
+                with atomic_file(paths[name], name="out_dir", force=True) as tmp:
+                    torch.save(state, tmp)
         logger.info("audit report written to %s", out)
         return paths
 

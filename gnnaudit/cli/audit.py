@@ -10,7 +10,7 @@ Two ways in:
   (``--model gcn``) or loaded from ``--checkpoint``.
 
 Writes ``<out>/report.json``, ``report.md`` and ``report.html`` (and ``model.ckpt`` when it
-trains) into a private temporary folder that replaces ``--out`` only when everything succeeded;
+trains, ``mitigated_model.pt`` with ``--mitigate``) into a private temporary folder that replaces ``--out`` only when everything succeeded;
 prints the verdict and the findings.
 """
 
@@ -125,6 +125,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "balance beside FairDen's, a readable tree on the input features, ExDBSCAN counterparts",
     )
     audit.add_argument(
+        "--mitigate",
+        action="store_true",
+        help="fine-tune a copy of the model to remove its dependence on --sensitive "
+        "(counterfactual consistency), audit it again, add a before/after section and save "
+        "its weights as mitigated_model.pt beside the report",
+    )
+    audit.add_argument(
+        "--mitigate-lambda",
+        type=float,
+        default=None,
+        help="weight lambda_cf of the consistency term (default: FairFinetune's)",
+    )
+    audit.add_argument(
+        "--mitigate-epochs",
+        type=int,
+        default=None,
+        help="fine-tuning epochs of the mitigation (default: FairFinetune's)",
+    )
+    audit.add_argument(
+        "--mitigate-grid",
+        type=float,
+        nargs="*",
+        default=None,
+        help="lambda_cf values of the trade-off figure (default 0 0.5 1 4)",
+    )
+    audit.add_argument(
         "--threads",
         type=int,
         default=None,
@@ -232,6 +258,15 @@ def _load_model(args: argparse.Namespace, data: Any, out_dir: str) -> tuple[Any,
     }
 
 
+def _mitigate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    pairs = {
+        "lambda_cf": args.mitigate_lambda,
+        "epochs": args.mitigate_epochs,
+        "grid": None if args.mitigate_grid is None else tuple(args.mitigate_grid),
+    }
+    return {key: value for key, value in pairs.items() if value is not None}
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``gnnaudit audit`` on the parsed ``args``; return the exit code."""
     import time
@@ -279,6 +314,8 @@ def run(args: argparse.Namespace) -> int:
             finetune=finetune,
             finetune_kwargs={"m": args.finetune_m, "epochs": args.finetune_epochs},
             embedding=args.embedding,
+            mitigate=args.mitigate,
+            mitigate_kwargs=_mitigate_kwargs(args),
             dataset_name=data_name,
             model_info=info,
             random_state=args.seed,

@@ -18,7 +18,10 @@ The default unit list (:func:`default_units`):
 6. error verification (Sec. 7.2, needs labels);
 7. the top evidence pairs (led by pairs differing in the attribute when the contrast is
    significant);
-8. fine-tuning on evidences (Sec. 7.3; only with ``finetune=True`` and a LightningModule).
+8. fine-tuning on evidences (Sec. 7.3; only with ``finetune=True`` and a LightningModule);
+9. before / after mitigation (only with ``mitigate=True``: a copy of the model fine-tuned with
+   :class:`~gnnaudit.training.FairFinetune` and audited again; its weights are saved beside the
+   report as ``mitigated_model.pt``).
 
 ``embedding=True`` appends the embedding audit
 (:class:`~gnnaudit.audit.EmbeddingStructureUnit`, options in ``embedding_kwargs``); it is not
@@ -70,6 +73,8 @@ def default_units(
     model_hops: int | None = None,
     embedding: bool = False,
     embedding_kwargs: Mapping[str, Any] | None = None,
+    mitigate: bool = False,
+    mitigate_kwargs: Mapping[str, Any] | None = None,
 ) -> list[AuditUnit]:
     """The audit's default statistics, in report order (see the module docstring)."""
     from gnnaudit.training.finetune import EvidenceFinetuneUnit
@@ -87,6 +92,10 @@ def default_units(
         units.append(EvidenceFinetuneUnit(**dict(finetune_kwargs or {})))
     if embedding:
         units.append(EmbeddingStructureUnit(**dict(embedding_kwargs or {})))
+    if mitigate:
+        from gnnaudit.training.mitigation import MitigationUnit
+
+        units.append(MitigationUnit(**dict(mitigate_kwargs or {})))
     return units
 
 
@@ -136,6 +145,8 @@ def run_audit(
     model_hops: int | None = None,
     embedding: bool = False,
     embedding_kwargs: Mapping[str, Any] | None = None,
+    mitigate: bool = False,
+    mitigate_kwargs: Mapping[str, Any] | None = None,
     dataset_name: str | None = None,
     model_info: Mapping[str, Any] | None = None,
     random_state: int = 0,
@@ -168,6 +179,9 @@ def run_audit(
         without them, else node scope is skipped with a note).
     embedding, embedding_kwargs : add the embedding audit
         (:class:`~gnnaudit.audit.EmbeddingStructureUnit`) with these options.
+    mitigate, mitigate_kwargs : add the before / after mitigation unit
+        (:class:`~gnnaudit.training.mitigation.MitigationUnit` with these keyword arguments);
+        the mitigated weights go to ``report.checkpoints`` and are written by ``report.save``.
     dataset_name, model_info : text for the report.
     random_state, n_boot, confidence : seeds and intervals of every statistic.
     progress : tqdm bars.
@@ -206,10 +220,15 @@ def run_audit(
             model_hops=model_hops,
             embedding=embedding,
             embedding_kwargs=embedding_kwargs,
+            mitigate=mitigate,
+            mitigate_kwargs=mitigate_kwargs,
         )
     elif embedding and not any(u.name == EmbeddingStructureUnit.name for u in units):
         units = [*units, EmbeddingStructureUnit(**dict(embedding_kwargs or {}))]
     outcome = run_units(ctx, list(units))
+    checkpoints: dict[str, Any] = {}
+    for result in outcome.results.values():
+        checkpoints.update(getattr(result, "checkpoints", {}) or {})
     verdict = compose_verdict(
         outcome.findings,
         sensitive_name=ctx.sensitive_name,
@@ -240,6 +259,7 @@ def run_audit(
         verdict=verdict,
         sections=outcome.sections,
         run_info=run_info,
+        checkpoints=checkpoints,
     )
 
 
@@ -252,6 +272,7 @@ def audit_model(
     k: int = 10,
     backend: str = "exact",
     finetune: bool = False,
+    mitigate: bool = False,
     out: str | Path | None = None,
     random_state: int = 0,
     progress: bool = True,
@@ -270,6 +291,13 @@ def audit_model(
         that receives ``report.json``, ``report.md`` and ``report.html`` (existing report files
         are replaced only with ``force=True``). Further keyword arguments go to :func:`run_audit`
     (e.g. ``embedding=True`` for the embedding audit section).
+    ``model``: any ``torch.nn.Module`` or callable ``(x, edge_index) -> logits``; models that
+    need more arguments take them through ``forward_kwargs`` (e.g. ``{"edge_weight": w}``) or a
+    ``predict_fn(x, edge_index) -> logits``. ``data``: a PyG ``Data`` with ``x``,
+    ``edge_index`` and ``test_mask`` or ``mask``; labels (``y``) are optional. ``out``: a folder
+    that receives ``report.json``, ``report.md`` and ``report.html`` (existing report files
+    are replaced only with ``force=True``); with ``mitigate=True`` it also receives
+    ``mitigated_model.pt``, the state_dict of the mitigated copy. Further keyword arguments go to :func:`run_audit`.
 
         Example::
 
@@ -289,6 +317,7 @@ def audit_model(
         "model_hops",
         "embedding",
         "embedding_kwargs",
+        "mitigate_kwargs",
         "dataset_name",
         "model_info",
         "n_boot",
@@ -304,6 +333,7 @@ def audit_model(
         k=k,
         backend=backend,
         finetune=finetune,
+        mitigate=mitigate,
         random_state=random_state,
         progress=progress,
         forward_kwargs=forward_kwargs,

@@ -37,6 +37,7 @@ __all__ = [
     "load_node_classifier",
     "majority_rate",
     "make_trainer",
+    "KeepBestWeights",
 ]
 
 logger = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class TrainResult(NamedTuple):
     metrics: dict[str, Any]
 
 
-class _KeepBestWeights(Callback):
+class KeepBestWeights(Callback):
     """Remember the weights of the best validation epoch in memory and restore them at the end
     of ``fit`` (best = highest ``val_acc``, ties broken by lower ``val_loss``)."""
 
@@ -221,7 +222,7 @@ def train_node_classifier(
             num_hops=num_layers,
             seed=seed,
         )
-        best = _KeepBestWeights()
+        best = KeepBestWeights()
         callbacks: list[Callback] = [best] if keep_best else []
         if patience is not None:
             callbacks.append(EarlyStopping(monitor="val_loss", mode="min", patience=patience))

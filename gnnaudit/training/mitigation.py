@@ -1,0 +1,357 @@
+"""Mitigation in the audit: fine-tune a copy of the model with :class:`FairFinetune`, re-audit
+it, and report the two side by side.
+
+:func:`mitigation_metrics` measures what the audit measures about the sensitive attribute, each
+with its bootstrap interval: the counterfactual flip rate at node and graph scope
+(:func:`~gnnaudit.audit.sensitivity.counterfactual_flip`), the statistical parity and equal
+opportunity differences (:func:`~gnnaudit.audit.group_fairness.group_fairness`) and the
+accuracy on the audited nodes (percentile bootstrap of the 0/1 correctness, binomial shortcut).
+
+:class:`MitigationUnit` runs it on the audited model and on its fine-tuned copy and produces the
+"Before / after mitigation" section: the table of both columns with intervals, a plain-words
+summary, and the trade-off figure of accuracy against flip rate over a small grid of
+``lambda_cf`` (each grid point is one fine-tuned copy; ``lambda_cf = 0`` is plain fine-tuning,
+the control that separates the effect of the consistency term from that of further training).
+The mitigated model's ``state_dict`` is attached to the report as ``mitigated_model.pt``
+(written beside ``report.json`` by :meth:`~gnnaudit.audit.AuditReport.save`, readable with
+``torch.load(path, weights_only=True)``). The unit adds no finding: the findings and the verdict
+describe the audited model, never its mitigated copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from gnnaudit._validation import check_float
+from gnnaudit.audit.bootstrap import bootstrap_mean
+from gnnaudit.audit.group_fairness import group_fairness
+from gnnaudit.audit.interventions import FeatureSpec, category_codes
+from gnnaudit.audit.model_adapter import ModelAdapter
+from gnnaudit.audit.report_section import Figure, ReportSection
+from gnnaudit.audit.sensitivity import counterfactual_flip
+from gnnaudit.audit.unit import AuditResult, AuditUnit
+from gnnaudit.errors import InvalidInputError
+from gnnaudit.training.fair_finetune import (
+    DEFAULT_EPOCHS,
+    DEFAULT_LAMBDA_CF,
+    FairFinetune,
+    resolve_sensitive_feature,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gnnaudit.audit.context import AuditContext
+
+__all__ = [
+    "METRIC_COLUMNS",
+    "CHECKPOINT_NAME",
+    "DEFAULT_GRID",
+    "mitigation_metrics",
+    "MitigationResult",
+    "MitigationUnit",
+]
+
+logger = logging.getLogger(__name__)
+
+#: columns of :func:`mitigation_metrics`
+METRIC_COLUMNS = ["metric", "scope", "value", "ci_low", "ci_high"]
+#: file name of the mitigated model's state_dict beside the report
+CHECKPOINT_NAME = "mitigated_model.pt"
+#: ``lambda_cf`` values of the trade-off figure
+DEFAULT_GRID: tuple[float, ...] = (0.0, 0.5, 1.0, 4.0)
+_METRICS = (
+    ("flip rate", "node"),
+    ("flip rate", "graph"),
+    ("statistical parity difference", ""),
+    ("equal opportunity difference", ""),
+    ("accuracy", ""),
+)
+
+
+def mitigation_metrics(
+    model: torch.nn.Module,
+    data: Any,
+    sensitive: Any,
+    *,
+    nodes: Any = None,
+    positive_class: int = 1,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    random_state: int = 0,
+    num_hops: int | None = None,
+) -> pd.DataFrame:
+    """Flip rate (node and graph scope), SPD, EOD and accuracy of ``model`` on the audited
+    ``nodes`` (default ``data.test_mask``), each with its interval; :data:`METRIC_COLUMNS`.
+
+    ``sensitive``: the attribute's feature name / column / one-hot group, or a resolved
+    :class:`~gnnaudit.audit.interventions.FeatureSpec`. Needs ``data.y``.
+    """
+    spec = (
+        sensitive
+        if isinstance(sensitive, FeatureSpec)
+        else resolve_sensitive_feature(data, sensitive)
+    )
+    if nodes is None:
+        nodes = getattr(data, "test_mask", None)
+    logits = ModelAdapter(model).logits(data.x, data.edge_index)
+    rows = []
+    for scope in ("node", "graph"):
+        flip = counterfactual_flip(
+            model,
+            data,
+            list(spec.columns) if spec.kind == "one-hot" else spec.columns[0],
+            nodes,
+            scope=scope,
+            n_boot=n_boot,
+            random_state=random_state,
+            num_hops=num_hops,
+            confidence=confidence,
+            base_logits=logits,
+        )
+        rows.append(("flip rate", scope, flip.rate, flip.ci_low, flip.ci_high))
+    ids = flip.nodes
+    pred = logits.argmax(dim=1).numpy()
+    y = data.y.detach().cpu().numpy()
+    fair = group_fairness(
+        y,
+        pred,
+        sensitive_features=category_codes(data, spec).astype(np.float64),
+        mask=ids,
+        positive_class=positive_class,
+        n_boot=n_boot,
+        confidence=confidence,
+        random_state=random_state,
+    )
+    rows.append(
+        ("statistical parity difference", "", fair.statistical_parity_difference, *fair.spd_ci)
+    )
+    rows.append(
+        ("equal opportunity difference", "", fair.equal_opportunity_difference, *fair.eod_ci)
+    )
+    correct = (pred[ids] == y[ids]).astype(np.float64)
+    acc = bootstrap_mean(correct, n_boot, np.random.default_rng([random_state, 29]), confidence)
+    rows.append(("accuracy", "", acc.estimate, acc.ci_low, acc.ci_high))
+    return pd.DataFrame(rows, columns=METRIC_COLUMNS)
+
+
+@dataclass
+class MitigationResult(AuditResult):
+    """Before / after mitigation (see the module docstring).
+
+    Attributes
+    ----------
+    before, after : :func:`mitigation_metrics` of the audited model and of its mitigated copy.
+    tradeoff : one row per grid value: ``lambda_cf, scope, flip_rate, accuracy``.
+    settings : the fine-tuning settings (``lambda_cf``, ``lambda_ev``, ``epochs`` ...).
+    state_dict : the mitigated model's weights (CPU tensors).
+    sensitive_name, confidence : as audited.
+    """
+
+    before: pd.DataFrame
+    after: pd.DataFrame
+    tradeoff: pd.DataFrame
+    settings: dict[str, Any]
+    state_dict: dict[str, torch.Tensor] = field(repr=False, default_factory=dict)
+    sensitive_name: str = "sensitive"
+    confidence: float = 0.95
+
+    @property
+    def checkpoints(self) -> dict[str, dict[str, torch.Tensor]]:
+        """Files to write beside the report: ``{CHECKPOINT_NAME: state_dict}``."""
+        return {CHECKPOINT_NAME: self.state_dict}
+
+    def to_frame(self) -> pd.DataFrame:
+        """``metric, scope, before, before_ci_low, before_ci_high, after, after_ci_low,
+        after_ci_high, change`` (after minus before)."""
+        b = self.before.rename(
+            columns={"value": "before", "ci_low": "before_ci_low", "ci_high": "before_ci_high"}
+        )
+        a = self.after.rename(
+            columns={"value": "after", "ci_low": "after_ci_low", "ci_high": "after_ci_high"}
+        )
+        frame = b.merge(a, on=["metric", "scope"], how="left", sort=False)
+        frame["change"] = frame["after"] - frame["before"]
+        return frame
+
+    def _value(self, frame: pd.DataFrame, metric: str, scope: str = "") -> float:
+        row = frame[(frame["metric"] == metric) & (frame["scope"] == scope)]
+        return float(row["value"].iloc[0]) if len(row) else math.nan
+
+    def _sentence(self, metric: str, scope: str, label: str) -> str:
+        b, a = self._value(self.before, metric, scope), self._value(self.after, metric, scope)
+        if not (math.isfinite(b) and math.isfinite(a)):
+            return f"{label}: {b:.3f} before, {a:.3f} after."
+        rel = f" ({(a - b) / b:+.0%})" if b > 0 else ""
+        return f"{label}: {b:.3f} before, {a:.3f} after{rel}."
+
+    def report_section(self) -> ReportSection:
+        name = self.sensitive_name
+        s = self.settings
+        level = f"{self.confidence:.0%}"
+        summary = " ".join(
+            [
+                f"A copy of the model was fine-tuned to stop depending on {name} "
+                f"(counterfactual consistency, lambda_cf = {s['lambda_cf']:g}, {s['epochs']} "
+                "epochs) and audited again.",
+                self._sentence(
+                    "flip rate",
+                    "node",
+                    f"Share of decisions that change when a node's own {name} is changed",
+                ),
+                self._sentence("flip rate", "graph", f"When every node's {name} is changed"),
+                self._sentence(
+                    "statistical parity difference", "", "Statistical parity difference"
+                ),
+                self._sentence("equal opportunity difference", "", "Equal opportunity difference"),
+                self._sentence("accuracy", "", "Accuracy on the audited nodes"),
+            ]
+        )
+        curve = self.tradeoff.rename(columns={"flip_rate": "x", "accuracy": "y", "scope": "series"})
+        curve["series"] = [f"{sc} scope" for sc in curve["series"]]
+        return ReportSection(
+            key=MitigationUnit.name,
+            title=f"Before / after mitigation (sensitive: {name})",
+            summary=summary,
+            tables={"before_after": self.to_frame(), "tradeoff": self.tradeoff},
+            figures=[
+                Figure(
+                    kind="curve",
+                    title=f"Accuracy against {name} flip rate over lambda_cf "
+                    f"{', '.join(f'{v:g}' for v in sorted(self.tradeoff['lambda_cf'].unique()))}",
+                    data=curve[["x", "y", "series"]],
+                    options={"xlabel": f"{name} flip rate", "ylabel": "accuracy (audited nodes)"},
+                )
+            ],
+            notes=[
+                f"Intervals: {level} bootstrap over the audited nodes. The fine-tuned model is a "
+                "copy; the findings and the verdict above describe the audited model.",
+                "Labels that encode a bias reward using the sensitive attribute, so removing the "
+                "dependence can lower accuracy against them; the trade-off figure shows how "
+                "much, with lambda_cf = 0 (plain fine-tuning) as the control.",
+                f"The mitigated weights are saved beside the report as {CHECKPOINT_NAME} (a "
+                "state_dict; load it with torch.load(path, weights_only=True)).",
+            ],
+            data={
+                "settings": dict(s),
+                "checkpoint": CHECKPOINT_NAME,
+                "sensitive_name": name,
+            },
+        )
+
+
+class MitigationUnit(AuditUnit):
+    """Audit unit: fine-tune a copy of the model with :class:`FairFinetune` and compare.
+
+    Parameters
+    ----------
+    lambda_cf, lambda_ev, epochs : :meth:`FairFinetune.finetune` settings of the mitigated model.
+    grid : ``lambda_cf`` values of the trade-off figure (``lambda_cf`` itself is always
+        included; empty: no figure beyond that point).
+    finetune_kwargs : further :meth:`FairFinetune.finetune` options (``scopes``, ``lr`` ...).
+    """
+
+    name = "mitigation"
+    title = "Before / after mitigation"
+    requires = ("labels", "train_mask", "sensitive_feature")
+
+    def __init__(
+        self,
+        lambda_cf: float = DEFAULT_LAMBDA_CF,
+        lambda_ev: float = 0.0,
+        epochs: int = DEFAULT_EPOCHS,
+        grid: Sequence[float] = DEFAULT_GRID,
+        **finetune_kwargs: Any,
+    ) -> None:
+        self.lambda_cf = check_float("lambda_cf", lambda_cf, minimum=0.0)
+        self.lambda_ev = check_float("lambda_ev", lambda_ev, minimum=0.0)
+        self.epochs = epochs
+        self.grid = tuple(check_float("grid entry", g, minimum=0.0) for g in grid)
+        self.finetune_kwargs = dict(finetune_kwargs)
+
+    def unavailable(self, ctx: AuditContext) -> str | None:
+        model = ctx.adapter.model
+        if not isinstance(model, torch.nn.Module) or ctx.adapter.predict_fn is not None:
+            return "mitigation fine-tunes an nn.Module called as model(x, edge_index)"
+        if ctx.adapter.forward_kwargs:
+            return "mitigation calls the model as model(x, edge_index) without forward_kwargs"
+        for split in ("val_mask", "test_mask"):
+            if getattr(ctx.data, split, None) is None:
+                return f"the graph has no {split}"
+        return None
+
+    def evidence_needed(self, ctx: AuditContext) -> tuple[int, int]:
+        return (0, int(self.finetune_kwargs.get("ev_pairs", 500))) if self.lambda_ev > 0 else (0, 0)
+
+    def run(self, ctx: AuditContext) -> MitigationResult:
+        opts = ctx.options
+        model = ctx.adapter.model
+        spec = resolve_sensitive_feature(ctx.data, ctx.sensitive_column)
+        kwargs = dict(self.finetune_kwargs)
+        if self.lambda_ev > 0:
+            kwargs.setdefault("evidence", ctx.global_evidence(int(kwargs.get("ev_pairs", 500))))
+
+        def tune(lam: float) -> torch.nn.Module:
+            try:
+                return FairFinetune.finetune(
+                    model,
+                    ctx.data,
+                    spec.columns[0] if len(spec.columns) == 1 else list(spec.columns),
+                    lambda_cf=lam,
+                    lambda_ev=self.lambda_ev,
+                    epochs=self.epochs,
+                    random_state=opts.random_state,
+                    **kwargs,
+                )
+            except TypeError as exc:
+                raise InvalidInputError(f"MitigationUnit options not accepted: {exc}") from None
+
+        def measure(m: torch.nn.Module, n_boot: int) -> pd.DataFrame:
+            return mitigation_metrics(
+                m,
+                ctx.data,
+                spec,
+                nodes=ctx.nodes,
+                n_boot=n_boot,
+                confidence=opts.confidence,
+                random_state=opts.random_state,
+                num_hops=kwargs.get("num_hops"),
+            )
+
+        before = measure(model, opts.n_boot)
+        mitigated = tune(self.lambda_cf)
+        after = measure(mitigated, opts.n_boot)
+        rows = []
+        for lam in sorted(set(self.grid) | {self.lambda_cf}):
+            metrics = after if lam == self.lambda_cf else measure(tune(lam), 1)
+            for scope in ("node", "graph"):
+                flip = metrics[(metrics["metric"] == "flip rate") & (metrics["scope"] == scope)]
+                acc = metrics[metrics["metric"] == "accuracy"]
+                rows.append((lam, scope, float(flip["value"].iloc[0]), float(acc["value"].iloc[0])))
+        tradeoff = pd.DataFrame(rows, columns=["lambda_cf", "scope", "flip_rate", "accuracy"])
+        settings = {
+            "lambda_cf": self.lambda_cf,
+            "lambda_ev": self.lambda_ev,
+            "epochs": self.epochs,
+            **{
+                k: v
+                for k, v in kwargs.items()
+                if isinstance(v, (int, float, str, bool, tuple, list))
+            },
+        }
+        state = {k: v.detach().cpu().clone() for k, v in mitigated.state_dict().items()}
+        return MitigationResult(
+            before=before,
+            after=after,
+            tradeoff=tradeoff,
+            settings=settings,
+            state_dict=state,
+            sensitive_name=ctx.sensitive_name or spec.name,
+            confidence=opts.confidence,
+        )
