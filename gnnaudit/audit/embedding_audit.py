@@ -9,7 +9,10 @@ transformation of the same embedding:
    :math:`\max(4, \min(2d - 1, 20))` (the ``2d - 1`` rule FairDen uses, capped because learned
    embeddings are high-dimensional but concentrate near a low-dimensional set); ``eps``
    defaults to the knee of the sorted k-distance curve (:func:`~gnnaudit.audit.
-   embedding_parts.knee_eps`). Per cluster: size, prediction mix, accuracy and FairDen's
+   embedding_parts.knee_eps`); when the knee radius yields fewer than two clusters of at least
+   ``max(min_samples, 5% of the nodes)`` nodes, to the largest dc-tree radius below the knee
+   that yields two (:func:`~gnnaudit.audit.embedding_parts.split_eps`; ``eps_rule_`` says
+   which rule chose it). Per cluster: size, prediction mix, accuracy and FairDen's
    balance (Eq. 6-7) of the sensitive attribute (:attr:`EmbeddingAudit.cluster_table_`). A
    permutation test (sensitive labels shuffled, clusters fixed) says whether the clusters are
    less balanced than chance.
@@ -57,7 +60,9 @@ from gnnaudit.audit.embedding_parts import (
     feature_differences,
     knee_eps,
     lowest_merge_pairs,
+    min_cluster_size,
     nearest_other_cluster,
+    split_eps,
 )
 from gnnaudit.audit.embeddings import forward_with_embeddings
 from gnnaudit.audit.evidence_result import GlobalEvidence
@@ -104,6 +109,7 @@ class EmbeddingAudit:
     nodes_ : audited node ids clustered (ascending). embeddings_ : their embeddings.
     layer_ : the hooked layer. predictions_, y_true_ (or None), sensitive_ : per node of nodes_.
     eps_, min_samples_, k_distances_ : DBSCAN parameters and the sorted k-distance curve.
+    eps_rule_ : ``"given"``, ``"knee"`` or ``"split"`` (module docstring, item 1).
     core_graph_, dc_tree_ : the graph objects. labels_ : DBSCAN labels (-1 noise).
     n_clusters_ : DBSCAN clusters. balance_, balance_p_value_, dcsi_ : of ``labels_``.
     cluster_table_ : per-cluster table. fair_labels_, fair_balance_, fair_dcsi_,
@@ -265,7 +271,18 @@ class EmbeddingAudit:
     def _density(self, Z: np.ndarray) -> None:
         t0 = time.perf_counter()
         curve_eps, self.k_distances_ = knee_eps(Z, self.min_samples_)
-        self.eps_ = curve_eps if self.eps is None else float(self.eps)
+        self.dc_tree_ = DCTree(min_pts=min(self.min_samples_, Z.shape[0])).fit(Z)
+        self.eps_, self.eps_rule_ = float(curve_eps), "knee"
+        if self.eps is not None:
+            self.eps_, self.eps_rule_ = float(self.eps), "given"
+        else:
+            size = min_cluster_size(Z.shape[0], self.min_samples_)
+            labels = self.dc_tree_.cut(self.eps_)
+            sizes = np.bincount(labels[labels >= 0]) if (labels >= 0).any() else np.zeros(0)
+            if int((sizes >= size).sum()) < 2:
+                split = split_eps(self.dc_tree_, self.eps_, size)
+                if split is not None:
+                    self.eps_, self.eps_rule_ = split, "split"
         self.core_graph_ = CoreGraph.from_dbscan(Z, self.eps_, self.min_samples_)
         self.labels_ = self.core_graph_.labels
         self.n_clusters_ = int(self.core_graph_.n_clusters)
@@ -288,7 +305,6 @@ class EmbeddingAudit:
         t0 = time.perf_counter()
         k = self.n_clusters if self.n_clusters is not None else max(2, self.n_clusters_)
         self.fair_n_clusters_ = int(k)
-        self.dc_tree_ = DCTree(min_pts=min(self.min_samples_, Z.shape[0])).fit(Z)
         fair = FairDen(n_clusters=k, min_pts=self.min_samples_, random_state=self.random_state)
         fair.fit(Z, sensitive_features=self.sensitive_, dc_tree=self.dc_tree_)
         self.fair_labels_ = fair.labels_

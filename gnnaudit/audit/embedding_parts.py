@@ -3,6 +3,8 @@ r"""Building blocks of the embedding audit (:class:`~gnnaudit.audit.EmbeddingAud
 Each function does one job on arrays of the audited nodes' embeddings ``Z`` (n, d):
 
 * :func:`knee_eps` -- the DBSCAN radius rule: the knee of the sorted k-distance curve;
+* :func:`split_eps` -- the fallback radius when the knee finds no two clusters: the largest
+  radius of the dc-tree at which two sizeable clusters exist;
 * :func:`cluster_table` -- per cluster size, prediction mix, accuracy and sensitive balance;
 * :func:`balance_permutation_test` -- the balance under random group labels;
 * :func:`lowest_merge_pairs` -- constraint pairs from the lowest dc-tree merges;
@@ -21,6 +23,8 @@ from gnnaudit.graph_ops import CoreGraph, DCTree
 
 __all__ = [
     "knee_eps",
+    "split_eps",
+    "min_cluster_size",
     "cluster_table",
     "balance_permutation_test",
     "lowest_merge_pairs",
@@ -34,6 +38,10 @@ __all__ = [
 CLUSTER_COLUMNS = ["cluster", "size", "core_nodes", "accuracy", "majority_prediction", "balance"]
 #: a feature "differs" between two nodes when the gap exceeds this many standard deviations
 DIFF_SCALE = 0.5
+#: a cluster counts for :func:`split_eps` when it holds at least this share of the nodes
+MIN_CLUSTER_SHARE = 0.05
+#: candidate radii scanned by :func:`split_eps`
+SPLIT_GRID = 128
 
 
 def knee_eps(Z: np.ndarray, min_samples: int) -> tuple[float, np.ndarray]:
@@ -65,6 +73,38 @@ def knee_eps(Z: np.ndarray, min_samples: int) -> tuple[float, np.ndarray]:
         positive = curve[curve > 0]
         eps = float(positive[0]) if positive.size else 1e-12
     return eps, curve
+
+
+def min_cluster_size(n: int, min_samples: int) -> int:
+    """Smallest cluster :func:`split_eps` counts: ``max(min_samples, ceil(0.05 n))``."""
+    return max(int(min_samples), int(np.ceil(MIN_CLUSTER_SHARE * n)))
+
+
+def split_eps(tree: DCTree, upper: float, min_size: int) -> float | None:
+    r"""The largest radius below ``upper`` at which DBSCAN* finds two sizeable clusters.
+
+    A learned embedding often forms one density-connected set at the knee radius (classes
+    joined by a thin bridge of border nodes), although it is clearly split at a smaller radius.
+    The dc-tree holds every DBSCAN* clustering at once (:meth:`DCTree.cut`: at radius
+    :math:`\varepsilon` the clusters are the groups of points with :math:`cd \le
+    \varepsilon` joined at dc-distance :math:`\le \varepsilon`). Candidates: the
+    :data:`SPLIT_GRID` quantiles of the tree's merge heights below ``upper``, each taken just
+    below its height (where the merge has not yet happened). Returned: the largest candidate
+    whose clustering has at least two clusters of at least ``min_size`` points, or None when
+    no candidate has. Cost: ``SPLIT_GRID`` cuts of ``O(n)`` each.
+    """
+    heights = np.asarray(tree.linkage_[:, 2], dtype=np.float64)
+    heights = heights[(heights > 0) & (heights <= upper)]
+    if heights.size == 0:
+        return None
+    grid = np.unique(np.quantile(heights, np.linspace(0.0, 1.0, SPLIT_GRID)))
+    for h in grid[::-1]:
+        eps = float(np.nextafter(h, 0.0))
+        labels = tree.cut(eps)
+        sizes = np.bincount(labels[labels >= 0]) if (labels >= 0).any() else np.zeros(0)
+        if int((sizes >= min_size).sum()) >= 2:
+            return eps
+    return None
 
 
 def cluster_table(

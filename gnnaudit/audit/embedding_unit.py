@@ -41,6 +41,15 @@ ALPHA = 0.05
 MAX_PLOTTED = 2000
 
 
+#: how the report names each radius rule of :class:`EmbeddingAudit`
+EPS_RULES = {
+    "given": "given",
+    "knee": "knee of the k-distance curve",
+    "split": "largest dc-tree radius below the k-distance knee with two clusters of at least "
+    "5% of the nodes; the knee radius joins them into one",
+}
+
+
 def projection_frame(audit: EmbeddingAudit, max_points: int = MAX_PLOTTED) -> pd.DataFrame:
     """``x, y, color, marker``: the embeddings' first two principal components (numpy SVD of
     the centred embeddings), coloured by DBSCAN cluster and marked by sensitive group."""
@@ -123,7 +132,7 @@ class EmbeddingStructureResult(AuditResult):
             f"Embeddings: input of the final layer {a.layer_!r}"
             if getattr(a, "layer", None) is None
             else f"Embeddings: output of layer {a.layer_!r}",
-            f"DBSCAN eps = {a.eps_:.4g} ({'given' if a.eps is not None else 'knee of the k-distance curve'}), "
+            f"DBSCAN eps = {a.eps_:.4g} ({EPS_RULES[a.eps_rule_]}), "
             f"min_samples = {a.min_samples_}; {a.nodes_.size} audited nodes clustered "
             f"(cap {a.max_nodes}).",
             f"Balance p-value: {a.n_permutations} permutations of the group labels, clusters fixed.",
@@ -175,6 +184,7 @@ class EmbeddingStructureResult(AuditResult):
             data={
                 "layer": a.layer_,
                 "eps": a.eps_,
+                "eps_rule": a.eps_rule_,
                 "min_samples": a.min_samples_,
                 "clusters": a.n_clusters_,
                 "balance": a.balance_,
