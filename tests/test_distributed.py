@@ -170,8 +170,8 @@ def test_tree_clustering_grid_equals_local_process(client):
         sys.path.remove(str(BENCH))
     client.run(site.addsitedir, str(BENCH))  # the workers import the cell function
     args = (["iris"], 2, 60.0, "rc2", False)
-    here = bench.table2_raw(*args, kappas=(1.0,))
-    there = bench.table2_raw(*args, client=client, kappas=(1.0,))
+    here = bench.table2_raw(*args, kappas=(0.1,))
+    there = bench.table2_raw(*args, client=client, kappas=(0.1,))
     timing = ["time", "build"]
     assert len(here) == 4
     pd.testing.assert_frame_equal(here.drop(columns=timing), there.drop(columns=timing))
