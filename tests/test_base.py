@@ -103,11 +103,13 @@ def test_check_fitted():
 
 LAYERS = {
     # package -> gnnaudit modules it may import (besides itself); errors, _validation and
-    # safe_io (every file read and write) are leaves every package may use
+    # safe_io (every file read and write) are leaves every package may use; _distributed (the
+    # optional dask client= support, a leaf importing only errors) is for the packages that
+    # split work into independent blocks
     "safe_io": {"errors", "_validation"},
     "graph_ops": {"errors", "_validation", "safe_io"},
-    "audit": {"errors", "_validation", "safe_io", "graph_ops", "clustering"},
-    "clustering": {"errors", "_validation", "safe_io", "graph_ops"},
+    "audit": {"errors", "_validation", "_distributed", "safe_io", "graph_ops", "clustering"},
+    "clustering": {"errors", "_validation", "_distributed", "safe_io", "graph_ops"},
     "datasets": {"errors", "_validation", "safe_io"},
     "training": {
         "errors",
@@ -147,3 +149,14 @@ def test_layer_rule(package):
         if bad:
             violations[str(path.relative_to(PACKAGE))] = sorted(bad)
     assert not violations, f"layer rule broken: {violations}"
+
+
+def test_distributed_is_a_leaf():
+    """``gnnaudit._distributed`` imports only ``gnnaudit.errors`` (dask lazily)."""
+    path = PACKAGE / "_distributed.py"
+    assert _gnnaudit_imports(path) <= {"errors"}
+    tree = ast.parse(path.read_text())
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    names = {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in top if isinstance(n, ast.ImportFrom) and n.module}
+    assert not any(str(m).split(".")[0] in {"dask", "distributed"} for m in names)

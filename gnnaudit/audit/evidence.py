@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from gnnaudit._distributed import check_client
 from gnnaudit._validation import (
     check_choice,
     check_device,
@@ -131,6 +132,9 @@ class CounterfactualEvidence:
     device : where the KS propagation and the exact backend's similarity products run
         (``"auto"``: the device of ``data.x``; ``"cpu"``, ``"cuda"`` ...). The other backends
         search on the CPU.
+    client : a ``dask.distributed.Client`` (optional extra ``gnnaudit[distributed]``): the
+        exact backend runs its similarity blocks on the client's workers (CPU); results equal
+        the single-process CPU results exactly. Other backends do not accept it.
 
     Attributes (after ``fit``)
     --------------------------
@@ -159,6 +163,7 @@ class CounterfactualEvidence:
         random_state: Any = 0,
         progress: bool = False,
         device: Any = "auto",
+        client: Any = None,
     ) -> None:
         self.num_hops = num_hops
         self.alpha = alpha
@@ -167,6 +172,7 @@ class CounterfactualEvidence:
         self.random_state = random_state
         self.progress = progress
         self.device = device
+        self.client = client
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor parameters by name (scikit-learn's ``get_params``; ``deep`` is unused)."""
@@ -178,6 +184,7 @@ class CounterfactualEvidence:
             "random_state": self.random_state,
             "progress": self.progress,
             "device": self.device,
+            "client": self.client,
         }
 
     def __repr__(self) -> str:
@@ -211,6 +218,11 @@ class CounterfactualEvidence:
         num_hops = check_int("num_hops", self.num_hops, minimum=0)
         alpha = check_float("alpha", self.alpha, minimum=0.0, maximum=1.0)
         check_choice("backend", self.backend, BACKENDS)
+        client = check_client(self.client)
+        if client is not None and self.backend != "exact":
+            raise InvalidInputError(
+                f"client= is supported by backend='exact' only, got backend={self.backend!r}"
+            )
         if self.index_params is not None and not isinstance(self.index_params, Mapping):
             raise InvalidInputError(
                 f"index_params must be a dict or None, got {type(self.index_params).__name__}"
@@ -252,8 +264,10 @@ class CounterfactualEvidence:
         )
         params = dict(self.index_params or {})
         device = check_device("device", self.device, auto=x.device)
-        if self.backend == "exact" and device.type != "cpu":
+        if self.backend == "exact" and device.type != "cpu" and client is None:
             params.setdefault("device", device)  # similarity products where the data lives
+        if client is not None:
+            params.setdefault("client", client)
         searcher = make_searcher(self.backend, self.random_state, params, self.progress)
         searcher.build(space)
 

@@ -14,15 +14,24 @@ block's entries at or above the current k-th similarity. Ties are broken by the 
 Memory bound: every similarity block holds at most ``block_bytes`` bytes (default 64 MiB) of
 float32, and the index arrays built from one block are at most 4x that in the worst case of
 massive ties (typically O(k) per block). The global running top-k holds ``O(k)`` entries.
+
+Dask (``client=``, :mod:`gnnaudit._distributed`): the same blocks -- same rows, same columns,
+hence the same float32 products -- run on the workers (on their CPUs; the class-sorted
+embedding is scattered once). A worker returns the rows of its local blocks, or the running
+global top-k of its contiguous run of global blocks; the runs are merged with the same
+(similarity desc, pair key asc) rule, so the answers equal the single-process CPU answers
+exactly. The main process then holds ``O(q k)`` (local) or ``O(k x tasks)`` (global) entries.
 """
 
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from gnnaudit._distributed import check_client, map_blocks, n_workers, split_blocks
 from gnnaudit._validation import check_device, check_int
 from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace, check_space
 from gnnaudit.audit.topk import block_topk, topk_entries
@@ -37,6 +46,73 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     ``threadpoolctl``). The transposed operand is passed to BLAS without a copy, which makes
     a single-row query about 8x faster than ``torch.mm`` with a transposed view."""
     return np.matmul(a, b.T)
+
+
+def _cpu_product(emb: np.ndarray, rows: np.ndarray | slice, c0: int, c1: int) -> np.ndarray:
+    """``emb[rows] @ emb[c0:c1].T`` on the CPU (float32)."""
+    return _matmul(emb[rows], emb[c0:c1])
+
+
+#: one local block: (query slots, class bounds lo, hi, kk)
+_LocalUnit = tuple[np.ndarray, int, int, int]
+#: one global block: rows r0:r1 of class a against columns c0:c1 of class b > a
+_GlobalJob = tuple[int, int, int, int]
+
+
+def _local_block(
+    product: Any, perm: np.ndarray, slots: np.ndarray, lo: int, hi: int, kk: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``kk`` ``(similarity, position)`` rows of the queries at sorted ``slots`` (all of
+    one class occupying sorted slots ``lo:hi``) over the other classes' candidates."""
+    m = perm.size
+    key = np.concatenate([perm[:lo], perm[hi:]])
+    sim = np.empty((slots.size, m - (hi - lo)), dtype=np.float32)
+    if lo:
+        sim[:, :lo] = product(slots, 0, lo)
+    if hi < m:
+        sim[:, lo:] = product(slots, hi, m)
+    # every row has >= kk finite candidates: exactly kk triplets per row
+    _, vals, pos = block_topk(sim, key, kk)
+    return vals.reshape(slots.size, kk), pos.reshape(slots.size, kk)
+
+
+def _local_task(
+    units: list[_LocalUnit], emb: np.ndarray, perm: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Worker task: :func:`_local_block` of each unit, on the CPU."""
+    product = partial(_cpu_product, emb)
+    return [_local_block(product, perm, *unit) for unit in units]
+
+
+def _global_scan(
+    product: Any, jobs: list[_GlobalJob], perm: np.ndarray, k: int, bar: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Running global top-``k`` ``(similarity, u * m + v)`` over the blocks ``jobs``."""
+    m = perm.size
+    best_s = np.empty(0, dtype=np.float32)
+    best_key = np.empty(0, dtype=np.int64)  # u * m + v, u < v
+    for r0, r1, c0, c1 in jobs:
+        sim = product(slice(r0, r1), c0, c1)
+        thr = best_s[-1] if best_s.size >= k else -np.inf
+        n_ge = int(np.count_nonzero(sim >= thr)) if np.isfinite(thr) else sim.size
+        if n_ge > k:  # tighten with the block's own k-th value
+            flat = sim.reshape(-1)
+            thr = max(thr, -np.partition(-flat, k - 1)[k - 1])
+        r, c = np.nonzero(sim >= thr)
+        u, v = perm[r0 + r], perm[c0 + c]
+        best_s = np.concatenate([best_s, sim[r, c]])
+        best_key = np.concatenate([best_key, np.minimum(u, v) * m + np.maximum(u, v)])
+        best_s, best_key = topk_entries(best_s, best_key, k)
+        if bar is not None:
+            bar.update(1)
+    return best_s, best_key
+
+
+def _global_task(
+    jobs: list[_GlobalJob], emb: np.ndarray, perm: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Worker task: :func:`_global_scan` of a contiguous run of global blocks, on the CPU."""
+    return _global_scan(partial(_cpu_product, emb), jobs, perm, k)
 
 
 class ExactSearcher(EvidenceSearcher):
@@ -55,6 +131,10 @@ class ExactSearcher(EvidenceSearcher):
         ...: ``torch.mm`` on that device, the embedding copied there once at ``build``). The
         top-k selection stays on the CPU with the same tie rule, so results equal the CPU path
         up to the float32 rounding of the products.
+    client : a ``dask.distributed.Client`` (optional, ``gnnaudit[distributed]``): the
+        similarity blocks of batched local queries and of the global search run on its
+        workers' CPUs (``device`` is then not used); results equal the single-process CPU
+        results exactly.
     """
 
     name = "exact"
@@ -65,11 +145,13 @@ class ExactSearcher(EvidenceSearcher):
         progress: bool = False,
         random_state: Any = None,
         device: Any = None,
+        client: Any = None,
     ) -> None:
         self.block_bytes = block_bytes
         self.progress = progress
         self.random_state = random_state
         self.device = device
+        self.client = client
 
     # ------------------------------------------------------------------ build
     def build(self, space: SearchSpace) -> ExactSearcher:
@@ -89,8 +171,9 @@ class ExactSearcher(EvidenceSearcher):
         }
         self.space_ = space
         device = check_device("device", self.device)
+        self.client_ = check_client(self.client)
         self._on_device: Any = None
-        if device is not None and device.type != "cpu":
+        if self.client_ is None and device is not None and device.type != "cpu":
             import torch
 
             self._on_device = torch.from_numpy(self.sorted_embedding_).to(device)
@@ -99,8 +182,7 @@ class ExactSearcher(EvidenceSearcher):
     def _product(self, rows: np.ndarray | slice, c0: int, c1: int) -> np.ndarray:
         """``E[rows] @ E[c0:c1].T`` (float32 numpy) for the class-sorted embedding ``E``."""
         if self._on_device is None:
-            emb = self.sorted_embedding_
-            return _matmul(emb[rows], emb[c0:c1])
+            return _cpu_product(self.sorted_embedding_, rows, c0, c1)
         import torch
 
         t = self._on_device
@@ -121,58 +203,57 @@ class ExactSearcher(EvidenceSearcher):
             return sim_out, pos_out
         m = self.predictions_.size
         qclass = self.predictions_[queries]
-        with self._bar(q, "local evidence") as bar:
-            for c in np.unique(qclass):
-                idx = np.flatnonzero(qclass == c)
-                lo, hi = self.bounds_[int(c)]
-                m_c = m - (hi - lo)
-                kk = min(k, m_c)
-                if kk == 0:
-                    bar.update(idx.size)
-                    continue
-                key = np.concatenate([self.perm_[:lo], self.perm_[hi:]])
-                rows = max(1, self.block_bytes_ // (4 * m_c))
-                for start in range(0, idx.size, rows):
-                    block = idx[start : start + rows]
-                    slots = self.slot_[queries[block]]
-                    sim = np.empty((block.size, m_c), dtype=np.float32)
-                    if lo:
-                        sim[:, :lo] = self._product(slots, 0, lo)
-                    if hi < m:
-                        sim[:, lo:] = self._product(slots, hi, m)
-                    # every row has >= kk finite candidates: exactly kk triplets per row
-                    _, vals, pos = block_topk(sim, key, kk)
-                    sim_out[block, :kk] = vals.reshape(block.size, kk)
-                    pos_out[block, :kk] = pos.reshape(block.size, kk)
-                    bar.update(block.size)
+        blocks: list[np.ndarray] = []  # query indices of each unit
+        units: list[_LocalUnit] = []
+        for c in np.unique(qclass):
+            idx = np.flatnonzero(qclass == c)
+            lo, hi = self.bounds_[int(c)]
+            m_c = m - (hi - lo)
+            kk = min(k, m_c)
+            if kk == 0:
+                continue
+            rows = max(1, self.block_bytes_ // (4 * m_c))
+            for start in range(0, idx.size, rows):
+                block = idx[start : start + rows]
+                blocks.append(block)
+                units.append((self.slot_[queries[block]], lo, hi, kk))
+        if self.client_ is not None:
+            groups = split_blocks(units, 4 * n_workers(self.client_))
+            parts = map_blocks(
+                self.client_, _local_task, groups, self.sorted_embedding_, self.perm_
+            )
+            answers = [a for part in parts for a in part]
+        else:
+            answers = []
+            with self._bar(q, "local evidence") as bar:
+                for slots, lo, hi, kk in units:
+                    answers.append(_local_block(self._product, self.perm_, slots, lo, hi, kk))
+                    bar.update(slots.size)
+        for block, (*_, kk), (vals, pos) in zip(blocks, units, answers, strict=True):
+            sim_out[block, :kk] = vals
+            pos_out[block, :kk] = pos
         return sim_out, pos_out
 
     # ----------------------------------------------------------------- global
     def _global_positions(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m = self.predictions_.size
-        perm = self.perm_
-        best_s = np.empty(0, dtype=np.float32)
-        best_key = np.empty(0, dtype=np.int64)  # u * m + v, u < v
         classes = [int(c) for c in self.classes_]
-        jobs: list[tuple[int, int, int, int]] = []
+        jobs: list[_GlobalJob] = []
         for i, a in enumerate(classes):
             lo_a, hi_a = self.bounds_[a]
             for b in classes[i + 1 :]:
                 lo_b, hi_b = self.bounds_[b]
                 rows = max(1, self.block_bytes_ // (4 * (hi_b - lo_b)))
                 jobs.extend((s, min(s + rows, hi_a), lo_b, hi_b) for s in range(lo_a, hi_a, rows))
-        with self._bar(len(jobs), "global evidence") as bar:
-            for r0, r1, c0, c1 in jobs:
-                sim = self._product(slice(r0, r1), c0, c1)
-                thr = best_s[-1] if best_s.size >= k else -np.inf
-                n_ge = int(np.count_nonzero(sim >= thr)) if np.isfinite(thr) else sim.size
-                if n_ge > k:  # tighten with the block's own k-th value
-                    flat = sim.reshape(-1)
-                    thr = max(thr, -np.partition(-flat, k - 1)[k - 1])
-                r, c = np.nonzero(sim >= thr)
-                u, v = perm[r0 + r], perm[c0 + c]
-                best_s = np.concatenate([best_s, sim[r, c]])
-                best_key = np.concatenate([best_key, np.minimum(u, v) * m + np.maximum(u, v)])
-                best_s, best_key = topk_entries(best_s, best_key, k)
-                bar.update(1)
+        if self.client_ is not None and jobs:
+            runs = split_blocks(jobs, 4 * n_workers(self.client_))
+            parts = map_blocks(
+                self.client_, _global_task, runs, self.sorted_embedding_, self.perm_, k
+            )
+            best_s, best_key = topk_entries(
+                np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), k
+            )
+        else:
+            with self._bar(len(jobs), "global evidence") as bar:
+                best_s, best_key = _global_scan(self._product, jobs, self.perm_, k, bar)
         return best_s, best_key // m, best_key % m

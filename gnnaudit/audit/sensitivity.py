@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gnnaudit._distributed import check_client
 from gnnaudit._validation import check_choice, check_int
 from gnnaudit.audit.bootstrap import bootstrap_group_rates, bootstrap_mean, check_confidence
 from gnnaudit.audit.interventions import (
@@ -128,6 +129,7 @@ class FlipOptions:
     confidence: float = 0.95
     base_logits: Any = None
     progress: bool = False
+    client: Any = None
 
     @classmethod
     def from_kwargs(cls, caller: str, options: Mapping[str, Any]) -> FlipOptions:
@@ -294,6 +296,7 @@ def sensitivity_results(
     random_state = check_int("random_state", random_state, minimum=0)
     max_nodes = check_int("max_nodes", opts.max_nodes, minimum=1)
     confidence = check_confidence(opts.confidence)
+    client = check_client(opts.client)
     if not specs:
         raise InvalidInputError("features must name at least one feature")
     setup = prepare(
@@ -310,7 +313,7 @@ def sensitivity_results(
         opts.base_logits,
     )
     arrays, plan, total = run_interventions(
-        setup, data, specs, scope, random_state, opts.num_hops, opts.progress
+        setup, data, specs, scope, random_state, opts.num_hops, opts.progress, client
     )
     results = [
         _result(spec, f, arrays, setup, plan, scope, n_boot, random_state, confidence)
@@ -446,7 +449,11 @@ def feature_sensitivity(
     ``features``: names / indices / one-hot groups as nested sequences (default: every
     non-constant column, each alone); ``kinds``: optional ``{name: kind}`` overrides of the detected kinds;
     ``options``: the keyword options of :func:`counterfactual_flip` (``num_hops, max_nodes,
-    sensitive, forward_kwargs, predict_fn, device, confidence, base_logits, progress``).
+    sensitive, forward_kwargs, predict_fn, device, confidence, base_logits, progress``) and
+    ``client``: a ``dask.distributed.Client`` (optional extra ``gnnaudit[distributed]``) that
+    runs each feature's passes as one task on its workers; the table equals the
+    single-process table exactly (the model and graph are scattered to the workers once, so
+    they must be picklable).
     Binary features are flipped, categorical ones and one-hot groups moved to each other value,
     continuous ones swapped to the opposite quantile :math:`F^{-1}(1 - F(x))`: a rank-based
     move that is comparable across features of any scale and skew, stays inside the observed

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
+from gnnaudit._distributed import check_client, map_blocks, n_workers, split_blocks
 from gnnaudit._validation import check_array, check_choice, check_float, check_int
 from gnnaudit.clustering._estimator_input import (
     DenseInputTagsMixin,
@@ -397,13 +398,46 @@ class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         indices: Iterable[Any],
         target: int | None = None,
         progress: bool = False,
+        client: Any = None,
         **kwargs: Any,
     ) -> list[CounterfactualSet]:
-        """:meth:`explain` for a batch of points (indices or coordinate rows), same options."""
+        """:meth:`explain` for a batch of points (indices or coordinate rows), same options.
+
+        ``client``: a ``dask.distributed.Client`` (optional extra ``gnnaudit[distributed]``);
+        the points are split into contiguous blocks explained on its workers (the fitted
+        estimator is scattered once). The answers are the same objects, in the same order, as
+        without a client (each query is independent and seeded alike); warnings raised on the
+        workers are re-issued here, and the first error is raised as it would be here.
+        """
         from tqdm.auto import tqdm
 
+        client = check_client(client)
         items = list(indices)
-        return [
-            self.explain(i, target=target, **kwargs)
-            for i in tqdm(items, desc="ExDBSCAN", disable=not progress)
-        ]
+        if client is None or len(items) < 2:
+            return [
+                self.explain(i, target=target, **kwargs)
+                for i in tqdm(items, desc="ExDBSCAN", disable=not progress)
+            ]
+        if getattr(self, "core_graph_", None) is None:
+            raise EstimatorNotFittedError(
+                "ExDBSCAN is not fitted yet (missing core_graph_); call fit first"
+            )
+        blocks = split_blocks(items, 4 * n_workers(client))
+        parts = map_blocks(client, _explain_block, blocks, self, target, kwargs)
+        out: list[CounterfactualSet] = []
+        for answers, caught in parts:
+            for category, message in caught:
+                warnings.warn(message, category, stacklevel=2)
+            out.extend(answers)
+        return out
+
+
+def _explain_block(
+    items: list[Any], est: ExDBSCAN, target: int | None, kwargs: dict[str, Any]
+) -> tuple[list[CounterfactualSet], list[tuple[type[Warning], str]]]:
+    """Worker task of :meth:`ExDBSCAN.explain_many`: the answers of a block of points and the
+    warnings they raised (category, message), in order."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        answers = [est.explain(i, target=target, **kwargs) for i in items]
+    return answers, [(w.category, str(w.message)) for w in caught]
