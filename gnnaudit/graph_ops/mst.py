@@ -27,6 +27,17 @@ graph whose cycles consist of equal-weight edges only (weights cannot increase a
 of "cheapest edge" choices), and a spanning forest of that graph is added, which is the same
 forest Boruvka yields under a consistent tie-breaking order. Tests check the total weight and
 the resulting dc-distances against the dense method, duplicates and ties included.
+
+Rounds with many unresolved points (late rounds: large components whose interior points have
+no foreign neighbour among their cached ``k``) use cells instead of growing ``k``: faiss
+k-means cells of the points (centre, exact radius, smallest core distance) bound
+:math:`d_m(p, q) \\ge \\max(cd(p), m_j, \\|p - c_j\\| - R_j)` for every ``q`` of cell ``j``;
+the points with the smallest bounds (likely ends of their component's cheapest edge) are
+scanned exactly first, which gives each component a real edge as upper bound; the points
+whose bound reaches it are dropped, and the rest scan only the members of the cells whose
+bound is below it (exact, difference-based distances; :func:`_cell_prune`,
+:func:`_cell_search`). Every lower bound a point gets in a round stays valid in later
+rounds (its foreign set only shrinks) and is carried over.
 """
 
 from __future__ import annotations
