@@ -217,7 +217,7 @@ def mst_boruvka(
     tree: KDTree | None = None,
     knn: tuple[np.ndarray, np.ndarray] | None = None,
     cell_prune: bool = True,
-    n_cells: int = 256,
+    n_cells: int = 1024,
 ) -> MSTEdges:
     """Exact MST of the :math:`d_m` graph by Boruvka with KD-tree neighbour queries.
 
@@ -235,7 +235,7 @@ def mst_boruvka(
     bound is the cheapest edge found from *any* of its points (every found edge is a real
     edge); lower bounds on a point's foreign edges carry over to later rounds (its foreign
     set only shrinks); when more than ``4 * n_anchors`` points are unresolved in a round
-    (``cell_prune``), the points are bounded by ``n_cells`` k-means cells (faiss) and
+    (``cell_prune``), the points are bounded by ``n_cells`` (at most n / 40) k-means cells (faiss) and
     ``n_anchors`` likely boundary points get their exact cheapest edge first, which drops
     the points that cannot beat their component's best edge (:func:`_cell_prune`).
     """
@@ -280,7 +280,7 @@ def mst_boruvka(
         pending = ~resolved & (lb < comp_best[comp])
         if cell_prune and np.count_nonzero(pending) > 4 * n_anchors:
             if cells is None:
-                cells = _make_cells(X, core, max(2, min(n_cells, n // 16)))
+                cells = _make_cells(X, core, max(2, min(n_cells, n // 40)))
             _cell_prune(X, core, comp, pending, comp_best, best_w, best_v, lb, cells, n_anchors)
             resolved |= best_w <= lb
             pending &= ~resolved & (lb < comp_best[comp])
