@@ -17,7 +17,18 @@ SMALL = ["--dataset", "synthetic", "--num-nodes", "200", "--epochs", "30", "--no
 def audited(tmp_path_factory):
     logging.getLogger("lightning").setLevel(logging.ERROR)
     out = tmp_path_factory.mktemp("audit")
-    args = ["audit", *SMALL, "--finetune-m", "8", "--finetune-epochs", "2", "--out", str(out)]
+    args = [
+        "audit",
+        *SMALL,
+        "--backend",
+        "auto",
+        "--finetune-m",
+        "8",
+        "--finetune-epochs",
+        "2",
+        "--out",
+        str(out),
+    ]
     return out, args
 
 
@@ -31,6 +42,7 @@ def test_audit_writes_report_and_prints_summary(audited, capsys):
         assert (out / name).is_file()
     report = AuditReport.from_json(out / "report.json")
     assert report.dataset["name"] == "synthetic" and report.dataset["nodes"] == 200
+    assert report.config["backend"] == "auto" and report.run_info["evidence_backend"] == "exact"
     assert report.section("group_fairness").data["sensitive_name"] == "gender"
     finetune = report.table("finetune", "accuracy")
     assert list(finetune["stage"]) == ["before", "after_evidence", "after_control"]

@@ -49,12 +49,44 @@ from gnnaudit.graph_ops.neighbourhood import (
     rescale_rows,
 )
 
-__all__ = ["CounterfactualEvidence", "make_searcher", "BACKENDS"]
+__all__ = ["CounterfactualEvidence", "make_searcher", "resolve_backend", "BACKENDS"]
 
 logger = logging.getLogger(__name__)
 
 #: Backend names accepted by ``CounterfactualEvidence(backend=...)``.
-BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss")
+BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss", "auto")
+
+#: ``backend="auto"`` picks ``"faiss"`` (IVF, :mod:`~gnnaudit.audit.search_faiss` defaults)
+#: from this many test nodes on when the embedding has at least
+#: :data:`AUTO_FAISS_MIN_DIMS` dimensions, ``"exact"`` below. Measured crossover
+#: (``benchmarks/bench_search_crossover.py`` -> ``benchmarks/results/search_crossover.md``,
+#: clustered unit embeddings, 3 classes, one thread, a loaded 2-core machine): the tuned IVF
+#: answers batched and single local queries faster than the exact search from 5,000 nodes on,
+#: but only 1.3-2.7x (single) / 1.3-2.3x (batch) at 5,000-20,000 nodes and with recall@10
+#: 0.92-0.97; at 50,000 x 128 it is 3.1x (batch) / 4.5x (single) faster at recall 1.000 and
+#: its build (k-means per class, 2.4 s) is repaid by an audit's all-node queries (17 s vs
+#: 46 s); at 100,000 x 128 6.6x / 8.6x at recall 1.000. The paper's index (LocalCE-I) was
+#: slower than exact at every measured size (5,000-100,000; 0.07-0.27x batch) and is kept
+#: for fidelity only, never chosen by ``"auto"``.
+AUTO_FAISS_MIN_NODES: int = 50_000
+#: ... in fewer dimensions the IVF lists of clustered data overlap more: recall@10 0.92-0.94
+#: up to 50,000 nodes at d = 16, 0.954 at 100,000, so ``"auto"`` waits for
+#: :data:`AUTO_FAISS_MIN_NODES_LOW_DIM` nodes there.
+AUTO_FAISS_MIN_DIMS: int = 32
+AUTO_FAISS_MIN_NODES_LOW_DIM: int = 100_000
+
+
+def resolve_backend(backend: str, n_nodes: int, n_dims: int) -> str:
+    """The backend ``backend`` stands for on ``n_nodes`` test nodes of ``n_dims`` dimensions:
+    itself, or for ``"auto"`` ``"faiss"`` from :data:`AUTO_FAISS_MIN_NODES` nodes (with at
+    least :data:`AUTO_FAISS_MIN_DIMS` dimensions, else from
+    :data:`AUTO_FAISS_MIN_NODES_LOW_DIM` nodes) and ``"exact"`` below."""
+    backend = check_choice("backend", backend, BACKENDS)
+    if backend != "auto":
+        return backend
+    wide = n_dims >= AUTO_FAISS_MIN_DIMS
+    threshold = AUTO_FAISS_MIN_NODES if wide else AUTO_FAISS_MIN_NODES_LOW_DIM
+    return "faiss" if n_nodes >= threshold else "exact"
 
 
 def make_searcher(
@@ -67,9 +99,15 @@ def make_searcher(
 
     ``index_params`` are passed as keyword arguments to the backend's constructor
     (``ExactSearcher(block_bytes=...)``, ``SortedSimilaritySearcher(max_nodes=...)``,
-    ``IndexSearcher(...)``, ``FaissSearcher(...)``).
+    ``IndexSearcher(...)``, ``FaissSearcher(...)``). ``"auto"`` must be resolved first
+    (:func:`resolve_backend`): it depends on the search space.
     """
     backend = check_choice("backend", backend, BACKENDS)
+    if backend == "auto":
+        raise InvalidInputError(
+            "backend='auto' depends on the data: resolve it with resolve_backend(backend, "
+            "n_nodes, n_dims) before make_searcher"
+        )
     params = dict(index_params or {})
     try:
         if backend == "exact":
@@ -125,8 +163,12 @@ class CounterfactualEvidence:
     backend : ``"exact"`` (blocked exact search, the oracle), ``"sorted"`` (exact, from a
         similarity order sorted once: for repeated searches with changing predictions, up to
         ``max_nodes`` test nodes), ``"index"`` (the paper's weighted-k-means index,
-        approximate) or ``"faiss"`` (a faiss index, approximate).
-    index_params : keyword arguments of the backend's constructor.
+        approximate), ``"faiss"`` (a faiss index, approximate) or ``"auto"``: ``"exact"``
+        below the measured crossover (:func:`resolve_backend`: 50,000 test nodes, 100,000
+        under 32 dimensions), above it ``"faiss"`` with an IVF index (``index_type="ivf"`` unless
+        ``index_params`` name another), the measured crossover. The choice is ``backend_``.
+    index_params : keyword arguments of the backend's constructor (with ``"auto"``: of the
+        backend it resolves to).
     random_state : seed of the approximate backends' random choices.
     progress : show tqdm progress bars for long work.
     device : where the KS propagation and the exact backend's similarity products run
@@ -134,7 +176,8 @@ class CounterfactualEvidence:
         search on the CPU.
     client : a ``dask.distributed.Client`` (optional extra ``gnnaudit[distributed]``): the
         exact backend runs its similarity blocks on the client's workers (CPU); results equal
-        the single-process CPU results exactly. Other backends do not accept it.
+        the single-process CPU results exactly. Other backends do not accept it;
+        ``backend="auto"`` with a client is the exact backend.
 
     Attributes (after ``fit``)
     --------------------------
@@ -144,6 +187,7 @@ class CounterfactualEvidence:
     classes_ : predicted classes present among the test nodes.
     space_ : the :class:`~gnnaudit.audit.search_base.SearchSpace` given to the backend.
     searcher_ : the built backend.
+    backend_ : the backend actually built (``backend``, or what ``"auto"`` resolved to).
 
     Queries: :meth:`search_local` / :meth:`search_global` return the typed results
     (:class:`~gnnaudit.audit.evidence_result.LocalEvidence` /
@@ -219,9 +263,10 @@ class CounterfactualEvidence:
         alpha = check_float("alpha", self.alpha, minimum=0.0, maximum=1.0)
         check_choice("backend", self.backend, BACKENDS)
         client = check_client(self.client)
-        if client is not None and self.backend != "exact":
+        if client is not None and self.backend not in ("exact", "auto"):
             raise InvalidInputError(
-                f"client= is supported by backend='exact' only, got backend={self.backend!r}"
+                f"client= is supported by backend='exact' only ('auto' then means exact), "
+                f"got backend={self.backend!r}"
             )
         if self.index_params is not None and not isinstance(self.index_params, Mapping):
             raise InvalidInputError(
@@ -263,13 +308,26 @@ class CounterfactualEvidence:
             node_ids=node_ids,
         )
         params = dict(self.index_params or {})
+        backend = resolve_backend(self.backend, int(emb.shape[0]), int(emb.shape[1]))
+        if client is not None:
+            backend = "exact"  # "auto" with a Dask client: the distributed exact search
+        if self.backend == "auto":
+            logger.info(
+                "backend='auto': %s for %d test nodes x %d dimensions",
+                backend,
+                emb.shape[0],
+                emb.shape[1],
+            )
+            if backend == "faiss":
+                params.setdefault("index_type", "ivf")
         device = check_device("device", self.device, auto=x.device)
-        if self.backend == "exact" and device.type != "cpu" and client is None:
+        if backend == "exact" and device.type != "cpu" and client is None:
             params.setdefault("device", device)  # similarity products where the data lives
         if client is not None:
             params.setdefault("client", client)
-        searcher = make_searcher(self.backend, self.random_state, params, self.progress)
+        searcher = make_searcher(backend, self.random_state, params, self.progress)
         searcher.build(space)
+        self.backend_ = backend
 
         self.ks_ = ks
         self.node_ids_ = node_ids
@@ -446,7 +504,7 @@ class CounterfactualEvidence:
         pos = np.searchsorted(self.node_ids_, ids)
         pos = np.minimum(pos, self.node_ids_.size - 1)
         if np.any(self.node_ids_[pos] != ids):
-            raise GnnAuditError(f"backend {self.backend!r} returned a node outside the test set")
+            raise GnnAuditError(f"backend {self.backend_!r} returned a node outside the test set")
         return self.predictions_[pos]
 
     def _single_class(self) -> bool:
@@ -484,13 +542,13 @@ class CounterfactualEvidence:
         kk = min(k, int((self.node_ids_.size - counts[query_class]).max()))
         res = self.searcher_.local(pos, kk)
         if not isinstance(res, LocalEvidence) or res.evidence.shape != (pos.size, kk):
-            raise GnnAuditError(f"backend {self.backend!r} returned a malformed local result")
+            raise GnnAuditError(f"backend {self.backend_!r} returned a malformed local result")
         valid = res.valid
         query_pred = np.broadcast_to(self.predictions_[pos][:, None], valid.shape)[valid]
         if not np.array_equal(res.query, self.node_ids_[pos]) or np.any(
             self._test_predictions(res.evidence[valid]) == query_pred
         ):
-            raise GnnAuditError(f"backend {self.backend!r} returned same-class evidence")
+            raise GnnAuditError(f"backend {self.backend_!r} returned same-class evidence")
         return res
 
     def search_global(self, k: int = 100) -> GlobalEvidence:
@@ -511,11 +569,11 @@ class CounterfactualEvidence:
         total = (int(counts.sum()) ** 2 - int((counts * counts).sum())) // 2
         res = self.searcher_.global_pairs(min(k, total))
         if not isinstance(res, GlobalEvidence) or len(res) > min(k, total):
-            raise GnnAuditError(f"backend {self.backend!r} returned a malformed global result")
+            raise GnnAuditError(f"backend {self.backend_!r} returned a malformed global result")
         if np.any(res.node_u >= res.node_v) or np.any(
             self._test_predictions(res.node_u) == self._test_predictions(res.node_v)
         ):
-            raise GnnAuditError(f"backend {self.backend!r} returned a same-class pair")
+            raise GnnAuditError(f"backend {self.backend_!r} returned a same-class pair")
         return res
 
     def local_evidence(self, nodes: Any, k: int = 10) -> pd.DataFrame:

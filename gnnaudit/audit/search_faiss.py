@@ -25,11 +25,18 @@ Index types (``index_type``):
   ``METRIC_INNER_PRODUCT``, ``M`` links,
   ``ef_construction`` and ``ef_search`` (raised to k when smaller). Points are added with one
   OpenMP thread so the graph, hence every answer, is deterministic.
-* ``"ivf"`` -- ``IndexIVFFlat`` (inner product) with ``nlist`` lists (``None``: about
-  :math:`4\sqrt{n}`), trained with the k-means seed ``random_state``; ``nprobe`` (default 8)
-  lists are scanned. Fast and accurate on clustered data, poor on unstructured data (recall
-  0.62 at nprobe 8 in the tuning benchmark). The effective ``nlist`` is capped at ``n // 39`` (faiss' minimum training points per
-  centroid); a class too small for 2 lists gets a flat index.
+* ``"ivf"`` -- ``IndexIVFFlat`` (inner product on the unit vectors) with ``nlist`` lists
+  (``None``: :math:`\sqrt{n}` of the class, rounded), trained with the k-means seed
+  ``random_state``; ``nprobe`` lists are scanned (``None``: ``max(8, ceil(nlist / 16))``,
+  i.e. at least 1/16 of each class). Tuned in ``benchmarks/bench_search_crossover.py``
+  (``benchmarks/results/search_crossover.md``): on clustered 100,000 x 128 embeddings,
+  :math:`\sqrt{n}` lists with 8 probes give recall@10 0.998 against 0.93 for
+  :math:`4\sqrt{n}` lists at the same probes, and build 4x faster; nprobe grows with nlist
+  because a finer partition splits the clusters over more lists. This is what
+  ``CounterfactualEvidence(backend="auto")`` builds above its crossover. Poor on unstructured
+  data (recall 0.62 at nprobe 8 in ``benchmarks/results/faiss_tuning.md``). The effective
+  ``nlist`` is capped at ``n // 39`` (faiss' minimum training points per centroid); a class
+  too small for 2 lists gets a flat index.
 * ``"flat"`` -- ``IndexFlatIP`` (exact; for checking).
 
 Classes with fewer than ``_FLAT_BELOW`` (256) points always get a flat index (exact and at
@@ -63,12 +70,17 @@ from gnnaudit.audit.topk import (
     zero_query_topk,
 )
 
-__all__ = ["FaissSearcher"]
+__all__ = ["FaissSearcher", "default_nprobe"]
 
 logger = logging.getLogger(__name__)
 
 _FLAT_BELOW = 256
 _MIN_POINTS_PER_LIST = 39
+
+
+def default_nprobe(nlist: int) -> int:
+    """IVF lists probed by default: ``max(8, ceil(nlist / 16))`` (see the module doc)."""
+    return int(max(8, -(-nlist // 16)))
 
 
 class FaissSearcher(EvidenceSearcher):
@@ -78,7 +90,8 @@ class FaissSearcher(EvidenceSearcher):
     ----------
     index_type : ``"hnsw"`` | ``"ivf"`` | ``"flat"``.
     M, ef_construction, ef_search : HNSW graph degree and beam widths.
-    nlist, nprobe : IVF list count (``None`` = about 4 sqrt(n) per class) and lists probed.
+    nlist, nprobe : IVF list count (``None`` = sqrt(n) per class) and lists probed
+        (``None`` = ``max(8, ceil(nlist / 16))``).
     random_state : int seed (or ``np.random.Generator``) of the IVF k-means training (HNSW is
         deterministic by construction).
     """
@@ -93,7 +106,7 @@ class FaissSearcher(EvidenceSearcher):
         ef_search: int = 32,
         ef_construction: int = 80,
         nlist: int | None = None,
-        nprobe: int = 8,
+        nprobe: int | None = None,
         random_state: Any = None,
         **unknown: Any,
     ) -> None:
@@ -113,7 +126,8 @@ class FaissSearcher(EvidenceSearcher):
         check_int("index_params['ef_construction']", self.ef_construction, minimum=1)
         if self.nlist is not None:
             check_int("index_params['nlist']", self.nlist, minimum=1)
-        check_int("index_params['nprobe']", self.nprobe, minimum=1)
+        if self.nprobe is not None:
+            check_int("index_params['nprobe']", self.nprobe, minimum=1)
         self._seed = int(make_rng(self.random_state).integers(0, 2**31 - 1))
 
     # -- build
@@ -125,7 +139,7 @@ class FaissSearcher(EvidenceSearcher):
         if n < _FLAT_BELOW:
             kind = "flat"
         if kind == "ivf":
-            nlist = self.nlist if self.nlist is not None else int(round(4 * np.sqrt(n)))
+            nlist = self.nlist if self.nlist is not None else int(round(np.sqrt(n)))
             nlist = min(nlist, n // _MIN_POINTS_PER_LIST)
             if nlist < 2:
                 kind = "flat"
@@ -140,7 +154,7 @@ class FaissSearcher(EvidenceSearcher):
             index.cp.seed = self._seed
             index.train(xc)
             index.add(xc)
-            index.nprobe = min(int(self.nprobe), nlist)
+            index.nprobe = min(default_nprobe(nlist) if self.nprobe is None else self.nprobe, nlist)
             self._quantizers.append(quantizer)  # the IVF index does not own its quantizer
             return index, f"ivf{nlist}"
         index = faiss.IndexHNSWFlat(d, int(self.M), faiss.METRIC_INNER_PRODUCT)

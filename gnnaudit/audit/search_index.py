@@ -35,6 +35,12 @@ partition where v is farthest from its cluster boundary, :math:`\cos(x_v,\mu_{c_
 \max_{j\ne c_v}\cos(x_v,\mu_j)`, which is what the supplementary partitions are meant to
 fix; ``benchmarks/results/faiss_tuning.md`` reports both.
 
+Measured crossover (``benchmarks/results/search_crossover.md``, clustered unit embeddings,
+3 classes, 5,000-100,000 nodes x d = 16 / 128, one thread): the index (defaults) was slower
+than the exact blocked search at every size, 0.07-0.27x per batched query and 0.2-0.8x per
+single query, with 1-56 s of build, at recall@10 0.999-1.000. It has no crossover in this
+range; it is kept for fidelity to the paper and ``backend="auto"`` never picks it.
+
 Ablations: ``weighted=False`` runs plain (unweighted) k-means rounds, ``supplementary=False``
 keeps one partition only (``n_partitions`` is then ignored).
 In high dimension the Eq. 10 weights saturate at 1 for every node (Cora's KS embedding,

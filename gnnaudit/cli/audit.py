@@ -24,7 +24,13 @@ from gnnaudit.cli.options import add_force_argument, add_out_argument, add_progr
 
 #: gnnaudit's own backbones (``--model``); anything with a ``:`` is the user's MODULE:NAME
 BACKBONE_CHOICES: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
-BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss")  # = audit.evidence.BACKENDS
+BACKENDS: tuple[str, ...] = (
+    "exact",
+    "sorted",
+    "index",
+    "faiss",
+    "auto",
+)  # = audit.evidence.BACKENDS
 
 TRUST_NOTE = (
     "Importing MODULE (your model code) is the one trusted step: it runs that code, as your "

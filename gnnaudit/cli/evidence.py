@@ -19,7 +19,13 @@ from gnnaudit.cli.options import add_force_argument, add_out_argument, add_progr
 
 #: Same names as :data:`gnnaudit.training.BACKBONES` (kept here so ``--help`` stays light).
 MODELS: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
-BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss")  # = audit.evidence.BACKENDS
+BACKENDS: tuple[str, ...] = (
+    "exact",
+    "sorted",
+    "index",
+    "faiss",
+    "auto",
+)  # = audit.evidence.BACKENDS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -122,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         result.to_csv(tmp, index=False)
     print(
         f"{args.dataset}: {int(data.num_nodes)} nodes, {ce.node_ids_.size} test nodes, "
-        f"{len(ce.classes_)} predicted classes | model: {source} | backend {args.backend}"
+        f"{len(ce.classes_)} predicted classes | model: {source} | backend {ce.backend_}"
     )
     print(f"{what}: {len(result)} rows")
     if len(result):

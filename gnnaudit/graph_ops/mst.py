@@ -27,6 +27,17 @@ graph whose cycles consist of equal-weight edges only (weights cannot increase a
 of "cheapest edge" choices), and a spanning forest of that graph is added, which is the same
 forest Boruvka yields under a consistent tie-breaking order. Tests check the total weight and
 the resulting dc-distances against the dense method, duplicates and ties included.
+
+Rounds with many unresolved points (late rounds: large components whose interior points have
+no foreign neighbour among their cached ``k``) use cells instead of growing ``k``: faiss
+k-means cells of the points (centre, exact radius, smallest core distance) bound
+:math:`d_m(p, q) \\ge \\max(cd(p), m_j, \\|p - c_j\\| - R_j)` for every ``q`` of cell ``j``;
+the points with the smallest bounds (likely ends of their component's cheapest edge) are
+scanned exactly first, which gives each component a real edge as upper bound; the points
+whose bound reaches it are dropped, and the rest scan only the members of the cells whose
+bound is below it (exact, difference-based distances; :func:`_cell_prune`,
+:func:`_cell_search`). Every lower bound a point gets in a round stays valid in later
+rounds (its foreign set only shrinks) and is carried over.
 """
 
 from __future__ import annotations
@@ -205,6 +216,8 @@ def mst_boruvka(
     leaf_size: int = 40,
     tree: KDTree | None = None,
     knn: tuple[np.ndarray, np.ndarray] | None = None,
+    cell_prune: bool = True,
+    n_cells: int = 1024,
 ) -> MSTEdges:
     """Exact MST of the :math:`d_m` graph by Boruvka with KD-tree neighbour queries.
 
@@ -217,6 +230,14 @@ def mst_boruvka(
     argument. ``tree`` (a KD-tree of ``X``) and ``knn`` (distances and indices of every point's
     ``k`` nearest neighbours, itself included, ascending) may be passed to reuse the
     core-distance query.
+
+    Pruning (each step keeps the search exact, see :func:`_anchor_prune`): a component's
+    bound is the cheapest edge found from *any* of its points (every found edge is a real
+    edge); lower bounds on a point's foreign edges carry over to later rounds (its foreign
+    set only shrinks); when more than ``4 * n_anchors`` points are unresolved in a round
+    (``cell_prune``), the points are bounded by ``n_cells`` (at most n / 40) k-means cells (faiss) and
+    ``n_anchors`` likely boundary points get their exact cheapest edge first, which drops
+    the points that cannot beat their component's best edge (:func:`_cell_prune`).
     """
     X, core = _points(X, core)
     n = X.shape[0]
@@ -235,6 +256,11 @@ def mst_boruvka(
 
     comp = np.arange(n)
     n_comp = n
+    # nf_low[p] <= d_m of every edge from p to another component; components only grow, so a
+    # bound proven in one round (an anchor bound, a query whose k neighbours were all inside)
+    # holds in every later round
+    nf_low = np.zeros(n)
+    cells: _Cells | None = None  # built (faiss k-means) the first time a round needs it
     eu: list[np.ndarray] = []
     ev: list[np.ndarray] = []
     rounds = 0
@@ -246,12 +272,20 @@ def mst_boruvka(
         j = np.argmin(w, axis=1)
         best_w = w[np.arange(n), j]
         best_v = ni[np.arange(n), j]
-        lb = lb_cached.copy()
-        # component best among points already resolved (best <= lb)
+        lb = np.maximum(lb_cached, nf_low)
         resolved = best_w <= lb
+        # every found edge is a real edge: the smallest bounds its component's cheapest edge
         comp_best = np.full(n_comp, np.inf)
-        np.minimum.at(comp_best, comp[resolved], best_w[resolved])
+        np.minimum.at(comp_best, comp, best_w)
         pending = ~resolved & (lb < comp_best[comp])
+        if cell_prune and np.count_nonzero(pending) > 4 * n_anchors:
+            if cells is None:
+                cells = _make_cells(X, core, max(2, min(n_cells, n // 40)))
+            _cell_prune(X, core, comp, pending, comp_best, best_w, best_v, lb, cells, n_anchors)
+            resolved |= best_w <= lb
+            pending &= ~resolved & (lb < comp_best[comp])
+            _cell_search(X, core, comp, pending, comp_best, best_w, best_v, cells)
+            pending[:] = False
         k = k0
         while pending.any():
             idx = np.flatnonzero(pending)
@@ -278,9 +312,9 @@ def mst_boruvka(
                 better = bw < best_w[sub]
                 best_w[sub[better]] = bw[better]
                 best_v[sub[better]] = i2[rows, j2][better]
-                lb[sub] = np.maximum(core[sub], d2[:, -1]) if k < n else np.inf
+                lb[sub] = np.maximum(lb[sub], np.maximum(core[sub], d2[:, -1]) if k < n else np.inf)
             res = best_w[idx] <= lb[idx]
-            np.minimum.at(comp_best, comp[idx[res]], best_w[idx[res]])
+            np.minimum.at(comp_best, comp[idx], best_w[idx])
             pending[idx] = ~res
             pending &= lb < comp_best[comp]
         # each component's chosen edge: its point with the smallest best_w
@@ -292,6 +326,8 @@ def mst_boruvka(
         keep = _forest_of_choices(comp, cu, cv, cw, n_comp)
         eu.append(cu[keep])
         ev.append(cv[keep])
+        # p's cheapest foreign edge is >= min(best found, bound on the uninspected points)
+        nf_low = np.maximum(nf_low, np.minimum(best_w, np.where(np.isfinite(lb), lb, 0.0)))
         u_all, v_all = np.concatenate(eu), np.concatenate(ev)
         g = coo_matrix((np.ones(u_all.size), (u_all, v_all)), shape=(n, n))
         n_comp, comp = connected_components(g, directed=False)
@@ -299,6 +335,189 @@ def mst_boruvka(
     u, v = np.concatenate(eu), np.concatenate(ev)
     w = np.maximum(_exact_pair_distance(X, u, v), np.maximum(core[u], core[v]))
     return MSTEdges(u.astype(np.int64), v.astype(np.int64), w)
+
+
+@dataclass(frozen=True)
+class _Cells:
+    """A partition of the points into cells (faiss k-means) with exact radii."""
+
+    label: np.ndarray  # (n,) cell of each point
+    centre: np.ndarray  # (c, d) float64 centroids
+    radius: np.ndarray  # (c,) largest distance of a member to its centroid (exact)
+    min_core: np.ndarray  # (c,) smallest core distance of a member
+    order: np.ndarray  # points sorted by cell
+    starts: np.ndarray  # first slot of each cell in ``order``
+
+
+def _make_cells(X: np.ndarray, core: np.ndarray, n_cells: int, seed: int = 0) -> _Cells:
+    """k-means cells of ``X`` by faiss (imported lazily; float32 is enough: the radii, not the
+    assignment, carry the guarantee), radii recomputed in float64 from differences."""
+    import faiss
+
+    n, d = X.shape
+    xf = np.ascontiguousarray(X, dtype=np.float32)
+    km = faiss.Kmeans(d, n_cells, niter=8, seed=seed, max_points_per_centroid=64)
+    km.train(xf)
+    _, lab = km.index.search(xf, 1)
+    label = lab[:, 0].astype(np.int64)
+    used, label = np.unique(label, return_inverse=True)
+    n_c = used.size
+    centre = np.zeros((n_c, d))
+    np.add.at(centre, label, X)
+    count = np.bincount(label, minlength=n_c)
+    centre /= count[:, None]  # the float64 mean of the members
+    dist = rowwise_distances(X, centre[label], "euclidean")
+    radius = np.zeros(n_c)
+    np.maximum.at(radius, label, dist)
+    min_core = np.full(n_c, np.inf)
+    np.minimum.at(min_core, label, core)
+    order = np.argsort(label, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(count)[:-1]])
+    return _Cells(label, centre, radius, min_core, order, starts)
+
+
+def _cell_prune(
+    X: np.ndarray,
+    core: np.ndarray,
+    comp: np.ndarray,
+    pending: np.ndarray,
+    comp_best: np.ndarray,
+    best_w: np.ndarray,
+    best_v: np.ndarray,
+    lb: np.ndarray,
+    cells: _Cells,
+    n_anchors: int,
+    chunk_elems: int = 1 << 22,
+) -> None:
+    r"""Cell bounds and anchors for the unresolved points (updates the arrays in place).
+
+    1. Bounds. A cell ``j`` (centre :math:`c_j`, radius :math:`R_j`, smallest core distance
+       :math:`m_j` of its members) holds only points ``q`` with
+       :math:`\|p - q\| \ge \|p - c_j\| - R_j`, hence
+       :math:`d_m(p, q) \ge \max(cd(p), m_j, \|p - c_j\| - R_j)`. Cells whose members all
+       lie in ``p``'s component hold no foreign point and are skipped, so
+       :math:`lb(p) \leftarrow \max(lb(p), cd(p), \min_{j \text{ not pure}(p)}
+       \max(m_j, \|p - c_j\| - R_j))` bounds every foreign edge of ``p`` (relative margins
+       of ``1e-12`` absorb the rounding of the exact, difference-based distances).
+    2. Anchors. In each component with pending points, the ``a`` pending points with the
+       smallest bound (``n_anchors`` in all, proportionally to the pending counts, at least
+       1 each) -- the likely ends of the component's cheapest edge -- are scanned against
+       all points: their exact cheapest foreign edge tightens ``comp_best`` and resolves
+       them. The caller then drops every point whose bound reaches its component's best.
+
+    Time ``O((pending * cells + n_anchors * n) * d)``; memory ``chunk_elems`` float64.
+    """
+    idx = np.flatnonzero(pending)
+    n_c = cells.centre.shape[0]
+    # cells whose members all lie in one component: that component, else -1
+    pure = _pure_cells(comp, cells)
+    r_hi = cells.radius * (1 + 1e-12)
+    step = max(1, chunk_elems // n_c)
+    for s in range(0, idx.size, step):
+        t = idx[s : s + step]
+        d = cdist(X[t], cells.centre) * (1 - 1e-12)
+        bound = np.maximum(d - r_hi[None, :], cells.min_core[None, :])
+        bound[pure[None, :] == comp[t, None]] = np.inf
+        lb[t] = np.maximum(lb[t], np.maximum(core[t], bound.min(axis=1)))
+    # anchors: the smallest bounds of each component
+    pc = comp[idx]
+    order = np.lexsort((lb[idx], pc))
+    comps, first, counts = np.unique(pc[order], return_index=True, return_counts=True)
+    share = np.maximum(1, np.floor(n_anchors * counts / idx.size)).astype(np.int64)
+    share = np.minimum(share, counts)
+    rank = np.arange(idx.size) - np.repeat(first, counts)
+    anchors = idx[order[rank < np.repeat(share, counts)]]
+    n = X.shape[0]
+    step = max(1, chunk_elems // n)
+    for s in range(0, anchors.size, step):
+        a = anchors[s : s + step]
+        d = cdist(X[a], X)
+        w = np.where(
+            comp[None, :] != comp[a, None], np.maximum(d, np.maximum(core[a, None], core)), np.inf
+        )
+        j = np.argmin(w, axis=1)
+        bw = w[np.arange(a.size), j]
+        better = bw < best_w[a]
+        best_w[a[better]] = bw[better]
+        best_v[a[better]] = j[better]
+        lb[a] = np.maximum(lb[a], bw)  # exact: the anchor is resolved
+    np.minimum.at(comp_best, comp[anchors], best_w[anchors])
+
+
+def _pure_cells(comp: np.ndarray, cells: _Cells) -> np.ndarray:
+    """Per cell: the component of all its members, or -1 when they span several."""
+    cs = comp[cells.order]
+    lo = np.minimum.reduceat(cs, cells.starts)
+    hi = np.maximum.reduceat(cs, cells.starts)
+    return np.where(lo == hi, lo, -1)
+
+
+def _cell_search(
+    X: np.ndarray,
+    core: np.ndarray,
+    comp: np.ndarray,
+    pending: np.ndarray,
+    comp_best: np.ndarray,
+    best_w: np.ndarray,
+    best_v: np.ndarray,
+    cells: _Cells,
+    chunk_elems: int = 1 << 22,
+) -> None:
+    r"""Exact cheapest foreign edge of the ``pending`` points below their component's bound.
+
+    Only an edge lighter than ``comp_best`` of ``p``'s component can change the component's
+    choice; every foreign ``q`` with :math:`d_m(p, q) <` ``comp_best`` lies in a cell ``j`` with
+    :math:`\max(cd(p), m_j, \|p - c_j\| - R_j) <` ``comp_best`` that is not pure in ``p``'s
+    component (:func:`_cell_prune`), so scanning the members of those cells with exact
+    distances finds it. Points with no such edge keep their (larger) best, which cannot win.
+    Memory: at most ``chunk_elems`` (point, cell) bounds and about as many (point, member)
+    pairs at a time (more only when one point alone has more candidate members).
+    """
+    idx = np.flatnonzero(pending)
+    if idx.size == 0:
+        return
+    pure = _pure_cells(comp, cells)
+    n_c = cells.centre.shape[0]
+    count = np.diff(np.append(cells.starts, comp.size))
+    r_hi = cells.radius * (1 + 1e-12)
+    step = max(1, chunk_elems // n_c)
+    for s in range(0, idx.size, step):
+        t = idx[s : s + step]
+        d = cdist(X[t], cells.centre) * (1 - 1e-12)
+        bound = np.maximum(np.maximum(d - r_hi[None, :], cells.min_core[None, :]), core[t, None])
+        bound[pure[None, :] == comp[t, None]] = np.inf
+        pr, pj = np.nonzero(bound < comp_best[comp[t]][:, None])  # row-major: grouped by row
+        sizes = count[pj]
+        per_row = np.bincount(pr, weights=sizes, minlength=t.size)
+        # groups of rows whose candidate members fit the budget
+        cum = np.cumsum(per_row)
+        group = (cum // max(chunk_elems, 1)).astype(np.int64)
+        row_group = group[pr]
+        for g in np.unique(row_group):
+            sel = row_group == g
+            gp, gj, gs = pr[sel], pj[sel], sizes[sel]
+            total = int(gs.sum())
+            if total == 0:
+                continue
+            rep = np.repeat(t[gp], gs)
+            offs = np.arange(total) - np.repeat(np.cumsum(gs) - gs, gs)
+            q = cells.order[np.repeat(cells.starts[gj], gs) + offs]
+            w = np.maximum(
+                rowwise_distances(X[rep], X[q], "euclidean"), np.maximum(core[rep], core[q])
+            )
+            w[comp[q] == comp[rep]] = np.inf
+            # ``rep`` is sorted (rows in order): a segment minimum per point, then its first
+            # position
+            seg = np.flatnonzero(np.r_[True, rep[1:] != rep[:-1]])
+            ww = np.minimum.reduceat(w, seg)
+            lens = np.diff(np.append(seg, rep.size))
+            at = np.flatnonzero(w == np.repeat(ww, lens))
+            seg_of = np.searchsorted(seg, at, side="right") - 1
+            first_at = at[np.r_[True, seg_of[1:] != seg_of[:-1]]]
+            pp, qq = rep[seg], q[first_at]
+            better = ww < best_w[pp]
+            best_w[pp[better]] = ww[better]
+            best_v[pp[better]] = qq[better]
 
 
 def _complement_search(

@@ -248,6 +248,8 @@ def run_audit(
         "seconds": {key: round(v, 3) for key, v in outcome.seconds.items()},
         "versions": _versions(),
     }
+    if "evidence" in vars(ctx):  # fitted by a unit (a cached property): the backend it built
+        run_info["evidence_backend"] = ctx.evidence.backend_
     if ctx.notes:
         run_info["notes"] = list(ctx.notes)
     return AuditReport(
