@@ -39,12 +39,14 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: graphs with fewer nodes than this run on 1 thread, larger ones on all cores. Measured by
-#: ``benchmarks/bench_threads.py`` (``benchmarks/results/threads.md``): on the 2-core machine,
-#: 1 thread was as fast as or faster than 2 for training, the forward pass and the KS
-#: propagation up to 20,000 nodes (``synthetic_credit_graph``); at 100,000 nodes
-#: 2 threads won on the forward pass and the KS propagation (the per-operation work finally
-#: outweighs the threads' synchronisation).
-SIZE_THRESHOLD = 50_000
+#: ``benchmarks/bench_threads.py`` (``benchmarks/results/threads.md``, 2-core machine shared
+#: with other jobs, load 2-12): 1 thread beat 2 threads at every measured size, 1,000 to
+#: 100,000 nodes, for training (2 threads 0.08-0.49x the speed), the forward pass (0.25-0.95x)
+#: and the KS propagation (0.07-0.21x); the training ratio was still rising at 100,000 nodes,
+#: so the crossover lies above that, and the threshold sits one decade beyond the largest size
+#: measured. Re-measure on the deployment machine (an idle many-core server crosses over
+#: earlier) and pass ``threads=`` / ``--threads`` or set ``OMP_NUM_THREADS``.
+SIZE_THRESHOLD = 1_000_000
 
 #: the explicit ``n`` of the last ``configure_threads(n)`` (pinned for the process), or None
 _pinned: int | None = None
