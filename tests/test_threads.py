@@ -76,3 +76,26 @@ def test_invalid_n_names_threads(bad):
 def test_invalid_num_nodes_is_named():
     with pytest.raises(InvalidInputError, match="num_nodes"):
         configure_threads(num_nodes=-5)
+
+
+def test_audit_sizes_threads_to_the_graph_and_records_the_choice():
+    from gnnaudit.audit.model_quality import ModelQuality
+    from gnnaudit.datasets import synthetic_credit_graph
+    from gnnaudit.training.audit_pipeline import run_audit
+
+    data = synthetic_credit_graph(num_nodes=60, seed=0)
+    linear = torch.nn.Linear(data.num_features, 2)
+
+    def predict(x, edge_index):
+        return linear(x)
+
+    report = run_audit(None, data, units=[ModelQuality()], predict_fn=predict, progress=False)
+    assert report.run_info["threads"] == {
+        "threads": 1,
+        "source": "size",
+        "num_nodes": 60,
+        "faiss": report.run_info["threads"]["faiss"],
+    }
+    assert torch.get_num_threads() == 1
+    with pytest.raises(InvalidInputError, match="threads"):
+        run_audit(None, data, units=[ModelQuality()], predict_fn=predict, threads=0)

@@ -32,7 +32,8 @@ def test_make_trainer_passes_strategy_through():
 
 @pytest.mark.skipif(_can_spawn() is not None, reason=str(_can_spawn()))
 def test_ddp_spawn_two_cpu_processes_train_and_predict():
-    # 2 processes x (import torch / PyG / Lightning) dominate: ~20 s idle, under 60 s loaded
+    # 2 spawned processes importing torch / PyG / Lightning dominate: 33 s at load 3-5 and 54 s
+    # at load 10 on the 2-core machine
     data = synthetic_credit_graph(num_nodes=120, seed=0)
     epochs = 4
     module, metrics = train_node_classifier(
