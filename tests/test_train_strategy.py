@@ -32,8 +32,8 @@ def test_make_trainer_passes_strategy_through():
 
 @pytest.mark.skipif(_can_spawn() is not None, reason=str(_can_spawn()))
 def test_ddp_spawn_two_cpu_processes_train_and_predict():
-    # 2 spawned processes importing torch / PyG / Lightning dominate: 33 s at load 3-5 and 54 s
-    # at load 10 on the 2-core machine
+    # 2 spawned processes importing torch / PyG / Lightning dominate: 6 s on a quiet 2-core
+    # machine, 33 s at load 3-5, 54 s at load 10
     data = synthetic_credit_graph(num_nodes=120, seed=0)
     epochs = 4
     module, metrics = train_node_classifier(
@@ -54,6 +54,15 @@ def test_ddp_spawn_two_cpu_processes_train_and_predict():
         logits = module(data.x, data.edge_index)
     assert logits.shape == (data.num_nodes, 2) and bool(torch.isfinite(logits).all())
     assert 0.0 <= metrics["test_acc"] <= 1.0
+    # without dropout both ranks compute the same full-batch gradient, so DDP's average is the
+    # single-process gradient: the same weights and epochs as training in one process
+    single, single_metrics = train_node_classifier(
+        data, "gcn", max_epochs=epochs, seed=0, hidden_channels=8, dropout=0.0
+    )
+    for name, value in single.state_dict().items():
+        torch.testing.assert_close(module.state_dict()[name], value, msg=name)
+    assert metrics["best_epoch"] == single_metrics["best_epoch"]
+    assert metrics["test_acc"] == pytest.approx(single_metrics["test_acc"])
     # the weights differ from the seed's initialisation: the workers' training came back
     L.seed_everything(0, workers=True, verbose=False)
     init = NodeClassifier(
