@@ -151,6 +151,9 @@ def configure_threads(n: Any = None, *, num_nodes: Any = None) -> ThreadChoice:
     except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn
         pass
     has_faiss = False
+    loader = logging.getLogger("faiss.loader")  # logs each SIMD variant it tries at INFO
+    level = loader.level
+    loader.setLevel(max(level, logging.WARNING))
     try:
         import faiss
 
@@ -158,6 +161,8 @@ def configure_threads(n: Any = None, *, num_nodes: Any = None) -> ThreadChoice:
         has_faiss = True
     except ImportError:  # pragma: no cover - faiss is optional at runtime
         pass
+    finally:
+        loader.setLevel(level)
     nodes = None if num_nodes is None else int(num_nodes)
     choice = ThreadChoice(threads=threads, source=source, num_nodes=nodes, faiss=has_faiss)
     logger.info(
