@@ -88,6 +88,25 @@ def test_verbose_and_debug_before_or_after_the_command(command, where, table, tm
 
 
 @pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_threads_before_or_after_the_command(command, where, table, tmp_path):
+    parser = build_parser()
+    base = command_argv(command, table, tmp_path / "o")
+    argv = ["--threads", "1", *base] if where == "before" else [*base, "--threads", "1"]
+    assert parser.parse_args(argv).threads == 1
+    assert parser.parse_args(base).threads is None  # the policy decides
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "1.5", "many"])
+def test_threads_must_be_a_positive_integer(bad, capsys):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["--threads", bad])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--threads" in err and repr(bad) in err
+
+
+@pytest.mark.parametrize("command", COMMANDS)
 def test_existing_output_needs_force(command, table, tmp_path, capsys):
     out = tmp_path / "out"
     if command in ("train", "audit"):

@@ -156,13 +156,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="lambda_cf values of the trade-off figure (default 0 0.5 1 4)",
     )
-    audit.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="torch intra-op threads (default: torch's choice; 1 is fastest for small graphs "
-        "on a busy machine)",
-    )
     add_out_argument(
         p, kind="folder", what="output folder for report.json, .md, .html", required=True
     )
@@ -289,10 +282,8 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir("--out", args.out, force=args.force)
     check_int("--k", args.k, minimum=1)
     check_int("--top", args.top, minimum=0)
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(check_int("--threads", args.threads, minimum=1))
+    # --threads is a global option (gnnaudit.cli.main applies it); without it run_audit sizes
+    # the thread count to the graph (gnnaudit._threads)
     from tqdm.auto import tqdm
 
     progress = progress_enabled(args)

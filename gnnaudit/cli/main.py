@@ -31,7 +31,8 @@ COMMANDS: tuple[str, ...] = (
 def build_parser() -> argparse.ArgumentParser:
     """The ``gnnaudit`` parser with every subcommand of :data:`COMMANDS` registered.
 
-    ``-v/--verbose`` and ``--debug`` are accepted before and after the subcommand.
+    ``-v/--verbose``, ``--debug`` and ``--threads N`` are accepted before and after the
+    subcommand.
     """
     parser = argparse.ArgumentParser(
         prog="gnnaudit",
@@ -68,6 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
+    if getattr(args, "threads", None) is not None:
+        from gnnaudit._threads import configure_threads
+
+        configure_threads(args.threads)  # pinned: the audit's size rule keeps it
     return run_command(args)
 
 

@@ -7,7 +7,8 @@
   an existing output is replaced only with ``--force``.
 * ``--progress / --no-progress`` on every long-running command (default: on when stderr is a
   terminal).
-* ``-v/--verbose`` and ``--debug`` are accepted before and after the subcommand.
+* ``-v/--verbose``, ``--debug`` and ``--threads N`` are accepted before and after the
+  subcommand.
 
 Old spellings (``tree-cluster --output``) keep working for one release with a
 :class:`FutureWarning`.
@@ -59,8 +60,21 @@ class DeprecatedAlias(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+def threads_argument(text: str) -> int:
+    """argparse ``type`` of ``--threads``: an integer >= 1 (else a usage error naming it)."""
+    from gnnaudit._threads import check_threads
+    from gnnaudit.errors import InvalidInputError
+
+    try:
+        return check_threads(int(text))
+    except (ValueError, InvalidInputError):
+        raise argparse.ArgumentTypeError(
+            f"must be an integer >= 1 (the number of CPU threads), got {text!r}"
+        ) from None
+
+
 def add_global_options(parser: argparse.ArgumentParser, *, in_subcommand: bool) -> None:
-    """Add ``-v/--verbose`` and ``--debug`` to ``parser``.
+    """Add ``-v/--verbose``, ``--debug`` and ``--threads N`` to ``parser``.
 
     On a subcommand parser the defaults are suppressed, so a flag given before the subcommand
     is not reset by the subcommand's parser.
@@ -75,6 +89,14 @@ def add_global_options(parser: argparse.ArgumentParser, *, in_subcommand: bool) 
         action="store_true",
         default=default,
         help="show the full traceback of any error (for bug reports)",
+    )
+    group.add_argument(
+        "--threads",
+        type=threads_argument,
+        default=argparse.SUPPRESS if in_subcommand else None,
+        metavar="N",
+        help="CPU threads for torch, BLAS/OpenMP and faiss (default: OMP_NUM_THREADS if set, "
+        "else 1 thread for small graphs and all cores for large ones)",
     )
 
 

@@ -26,6 +26,7 @@ from gnnaudit.graph_ops.distance_classes import DistanceClasses, distance_classe
 
 if TYPE_CHECKING:  # pragma: no cover
     from gnnaudit.graph_ops.neighbourhood import KSEmbedding, ks_embedding
+    from gnnaudit.graph_ops.partitioned import partitioned_ks
     from gnnaudit.graph_ops.transforms import (
         ConstraintGraphTransform,
         CoreGraphTransform,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "ks_embedding",
     "KSEmbedding",
+    "partitioned_ks",
     "CoreGraph",
     "CoreGraphTransform",
     "DCTree",
@@ -49,6 +51,7 @@ __all__ = [
 _LAZY = {
     "ks_embedding": "gnnaudit.graph_ops.neighbourhood",
     "KSEmbedding": "gnnaudit.graph_ops.neighbourhood",
+    "partitioned_ks": "gnnaudit.graph_ops.partitioned",
     "CoreGraphTransform": "gnnaudit.graph_ops.transforms",
     "DCTreeTransform": "gnnaudit.graph_ops.transforms",
     "ConstraintGraphTransform": "gnnaudit.graph_ops.transforms",

@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from gnnaudit._threads import configure_threads
 from gnnaudit._validation import check_int
 from gnnaudit.audit.context import AuditContext, AuditOptions
 from gnnaudit.audit.contrast_unit import EvidenceContrastUnit
@@ -156,6 +157,7 @@ def run_audit(
     forward_kwargs: Mapping[str, Any] | None = None,
     predict_fn: Callable[[torch.Tensor, torch.Tensor], Any] | None = None,
     device: Any = "auto",
+    threads: int | None = None,
 ) -> AuditReport:
     """Audit ``model`` on ``data`` with a list of audit units and return the report.
 
@@ -187,7 +189,12 @@ def run_audit(
     progress : tqdm bars.
     forward_kwargs, predict_fn, device : how the model is called (see
         :class:`~gnnaudit.audit.model_adapter.ModelAdapter`).
+    threads : CPU threads (torch, BLAS / OpenMP, faiss); default: the policy of
+        :func:`gnnaudit._threads.configure_threads` for ``data.num_nodes`` (an earlier explicit
+        choice, else ``OMP_NUM_THREADS``, else 1 thread below ``SIZE_THRESHOLD`` nodes and all
+        cores above). The choice is in ``report.run_info["threads"]``.
     """
+    thread_choice = configure_threads(threads, num_nodes=getattr(data, "num_nodes", None))
     options = AuditOptions(
         k=k,
         backend=backend,
@@ -247,6 +254,7 @@ def run_audit(
     run_info: dict[str, Any] = {
         "seconds": {key: round(v, 3) for key, v in outcome.seconds.items()},
         "versions": _versions(),
+        "threads": thread_choice.as_dict(),
     }
     if "evidence" in vars(ctx):  # fitted by a unit (a cached property): the backend it built
         run_info["evidence_backend"] = ctx.evidence.backend_
@@ -324,6 +332,7 @@ def audit_model(
         "model_info",
         "n_boot",
         "confidence",
+        "threads",
     }
     if unknown:
         raise InvalidInputError(f"audit_model got unknown option(s): {sorted(unknown)}")

@@ -142,8 +142,11 @@ class NodeClassifier(L.LightningModule):
         n = int(y.numel())
         loss = F.cross_entropy(logits, y) if n else logits.sum() * 0.0
         acc = (logits.argmax(-1) == y).float().mean() if n else torch.zeros(())
-        self.log(f"{stage}_loss", loss, batch_size=max(n, 1), prog_bar=stage == "val")
-        self.log(f"{stage}_acc", acc, batch_size=max(n, 1), prog_bar=stage == "val")
+        # sync_dist: under a multi-process strategy (ddp, ddp_spawn) every rank sees the mean
+        # over ranks, so best-epoch and early-stopping decisions agree (a no-op on one process)
+        shown = stage == "val"
+        self.log(f"{stage}_loss", loss, batch_size=max(n, 1), prog_bar=shown, sync_dist=True)
+        self.log(f"{stage}_acc", acc, batch_size=max(n, 1), prog_bar=shown, sync_dist=True)
         return loss
 
     def training_step(self, batch: Data, batch_idx: int) -> torch.Tensor:

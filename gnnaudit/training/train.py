@@ -25,6 +25,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 from torch_geometric.data import Data
 
+from gnnaudit._threads import configure_threads
 from gnnaudit._validation import check_int
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io import atomic_file, safe_torch_load
@@ -41,6 +42,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: ``trainer.callback_metrics`` keys that carry the epoch counts back from spawned workers
+BEST_EPOCH_KEY = "gnnaudit/best_epoch"
+EPOCHS_RUN_KEY = "gnnaudit/epochs_run"
 
 _LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric", "lightning")
 _QUIET_WARNINGS = (
@@ -80,6 +85,18 @@ class KeepBestWeights(Callback):
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.state is not None:
             pl_module.load_state_dict(self.state)
+        # a spawned strategy (ddp_spawn) runs this in the workers: rank 0's callback_metrics
+        # (not this callback's attributes) travel back to the main process
+        trainer.callback_metrics[BEST_EPOCH_KEY] = torch.tensor(self.best_epoch)
+
+
+class CountEpochs(Callback):
+    """Record the epochs run in ``trainer.callback_metrics`` at the end of ``fit``; with a
+    spawned strategy (``ddp_spawn``) the main process's ``trainer.current_epoch`` stays 0, but
+    rank 0's ``callback_metrics`` are sent back to it."""
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        trainer.callback_metrics[EPOCHS_RUN_KEY] = torch.tensor(trainer.current_epoch)
 
 
 @contextlib.contextmanager
@@ -198,6 +215,7 @@ def train_node_classifier(
     ``epochs_run`` and ``fit_seconds``.
     """
     data = check_node_data(data)
+    configure_threads(num_nodes=data.num_nodes)  # 1 thread on small graphs (gnnaudit._threads)
     max_epochs = check_int("max_epochs", max_epochs, minimum=1)
     seed = check_int("seed", seed, minimum=0)
     if patience is not None:
@@ -223,7 +241,7 @@ def train_node_classifier(
             seed=seed,
         )
         best = KeepBestWeights()
-        callbacks: list[Callback] = [best] if keep_best else []
+        callbacks: list[Callback] = [CountEpochs(), best] if keep_best else [CountEpochs()]
         if patience is not None:
             callbacks.append(EarlyStopping(monitor="val_loss", mode="min", patience=patience))
         trainer = make_trainer(
@@ -244,8 +262,10 @@ def train_node_classifier(
                 trainer.save_checkpoint(tmp, weights_only=False)
     metrics: dict[str, Any] = module.evaluate(data)
     metrics["majority_rate"] = majority_rate(data)
-    metrics["best_epoch"] = best.best_epoch if keep_best else trainer.current_epoch - 1
-    metrics["epochs_run"] = int(trainer.current_epoch)
+    done = trainer.callback_metrics  # rank 0's, also under ddp_spawn
+    epochs_run = int(done.get(EPOCHS_RUN_KEY, trainer.current_epoch))
+    metrics["best_epoch"] = int(done.get(BEST_EPOCH_KEY, -1)) if keep_best else epochs_run - 1
+    metrics["epochs_run"] = epochs_run
     metrics["fit_seconds"] = fit_seconds
     logger.info("trained %s for %d epochs: %s", backbone, metrics["epochs_run"], metrics)
     return TrainResult(module, metrics)
