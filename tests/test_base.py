@@ -105,7 +105,8 @@ LAYERS = {
     # package -> gnnaudit modules it may import (besides itself); errors, _validation and
     # safe_io (every file read and write) are leaves every package may use; _distributed (the
     # optional dask client= support, a leaf importing only errors) is for the packages that
-    # split work into independent blocks
+    # split work into independent blocks; _threads (the thread policy, a leaf importing only
+    # errors and _validation) is applied by the entry points in training
     "safe_io": {"errors", "_validation"},
     "graph_ops": {"errors", "_validation", "safe_io"},
     "audit": {"errors", "_validation", "_distributed", "safe_io", "graph_ops", "clustering"},
@@ -114,6 +115,7 @@ LAYERS = {
     "training": {
         "errors",
         "_validation",
+        "_threads",
         "safe_io",
         "graph_ops",
         "audit",
@@ -160,3 +162,8 @@ def test_distributed_is_a_leaf():
     names = {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in top if isinstance(n, ast.ImportFrom) and n.module}
     assert not any(str(m).split(".")[0] in {"dask", "distributed"} for m in names)
+
+
+def test_threads_is_a_leaf():
+    """``gnnaudit._threads`` imports only ``errors`` and ``_validation`` (faiss lazily)."""
+    assert _gnnaudit_imports(PACKAGE / "_threads.py") <= {"errors", "_validation"}
