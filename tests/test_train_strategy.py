@@ -10,7 +10,7 @@ import torch
 
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.training import NodeClassifier, train_node_classifier
-from gnnaudit.training.train import make_trainer
+from gnnaudit.training.train import make_trainer, quiet_lightning
 
 
 def _can_spawn() -> str | None:
@@ -25,7 +25,9 @@ def _can_spawn() -> str | None:
 
 
 def test_make_trainer_passes_strategy_through():
-    trainer = make_trainer(1, {"strategy": "ddp_spawn", "accelerator": "cpu", "devices": 2})
+    # Trainer(deterministic=True) switches torch's global flag on; quiet_lightning restores it
+    with quiet_lightning(verbose=False):
+        trainer = make_trainer(1, {"strategy": "ddp_spawn", "accelerator": "cpu", "devices": 2})
     assert type(trainer.strategy).__name__ == "DDPStrategy"
     assert trainer.world_size == 2 and trainer.num_devices == 2
 
