@@ -111,3 +111,35 @@ def test_audit_notes_the_automatic_finetune_skip(monkeypatch):
     report = pipeline.run_audit(module, data, finetune=None, progress=False, n_boot=50)
     assert seen["finetune"] is True
     assert not any("skipped" in n for n in report.run_info.get("notes", []))
+
+
+@pytest.mark.parametrize("feature", ["gender", "income"])
+def test_node_scope_subgraph_passes_equal_whole_graph_passes(monkeypatch, feature):
+    """Node-scope passes on the (L+1)-hop ball subgraphs give the same flips and probability
+    changes as whole-graph passes, and really run on subgraphs."""
+    import gnnaudit.audit.sensitivity_engine as engine
+    from gnnaudit.audit.sensitivity import counterfactual_flip
+
+    data = synthetic_credit_graph(3000, seed=2)
+    torch.manual_seed(0)
+    module = NodeClassifier(data.x.size(1), 2, num_layers=2).eval()
+    sizes = []
+    forward = module.forward
+
+    def counting(x, edge_index, *args, **kwargs):
+        sizes.append(int(x.size(0)))
+        return forward(x, edge_index, *args, **kwargs)
+
+    monkeypatch.setattr(module, "forward", counting)
+    kwargs = dict(scope="node", max_nodes=60, n_boot=50, num_hops=2)
+    monkeypatch.setattr(engine, "LOCAL_MAX_FRACTION", 0.0)  # never local
+    whole = counterfactual_flip(module, data, feature, **kwargs)
+    assert set(sizes) == {3000}
+    sizes.clear()
+    monkeypatch.setattr(engine, "LOCAL_MAX_FRACTION", 0.9)
+    local = counterfactual_flip(module, data, feature, **kwargs)
+    assert min(sizes) < 3000  # subgraph passes ran
+    np.testing.assert_array_equal(whole.nodes, local.nodes)
+    np.testing.assert_array_equal(whole.flipped, local.flipped)
+    np.testing.assert_allclose(whole.prob_delta, local.prob_delta, atol=1e-6)
+    assert whole.rate == local.rate
