@@ -143,3 +143,26 @@ def test_node_scope_subgraph_passes_equal_whole_graph_passes(monkeypatch, featur
     np.testing.assert_array_equal(whole.flipped, local.flipped)
     np.testing.assert_allclose(whole.prob_delta, local.prob_delta, atol=1e-6)
     assert whole.rate == local.rate
+
+
+def test_sensitivity_unit_large_graph_mode(monkeypatch):
+    """Above LARGE_GRAPH_NODES (monkeypatched small) the default unit skips the ranking and
+    samples LARGE_GRAPH_MAX_NODES nodes at node scope, and says both in its notes."""
+    import gnnaudit.audit.sensitivity_unit as su
+    from gnnaudit.audit.context import AuditContext, AuditOptions
+
+    data = synthetic_credit_graph(400, seed=0)
+    torch.manual_seed(0)
+    module = NodeClassifier(data.x.size(1), 2, num_layers=2)
+    monkeypatch.setattr(su, "LARGE_GRAPH_NODES", 100)
+    monkeypatch.setattr(su, "LARGE_GRAPH_MAX_NODES", 30)
+    ctx = AuditContext(module, data, options=AuditOptions(n_boot=50, progress=False))
+    audit = su.SensitivityUnit().run(ctx)
+    assert not audit.rankings
+    assert audit.flips["node"].n_nodes == 30 and audit.flips["node"].sampled
+    assert any("Ranking among features skipped" in n for n in audit.notes)
+    assert any("seeded sample of 30" in n for n in audit.notes)
+    # explicit options win
+    audit = su.SensitivityUnit(rank=True, max_nodes=40).run(ctx)
+    assert set(audit.rankings) == {"node", "graph"}
+    assert audit.flips["node"].n_nodes == 40

@@ -271,14 +271,25 @@ class _LocalGraph:
         return np.flatnonzero(reach)
 
     def chunks(self, batch: np.ndarray) -> list[tuple[np.ndarray, np.ndarray | None]]:
-        """``(chunk, ball)`` pairs covering ``batch``; ball None = run on the whole graph."""
-        if not self.enabled:
-            return [(batch, None)]
+        """``(chunk, ball)`` pairs covering ``batch`` (halving it until every chunk's ball fits
+        the limit); ``[(batch, None)]`` (one whole-graph pass per value) when a single node's
+        ball does not fit or the chunks' balls add up to more nodes than the graph has."""
+        if self.enabled:
+            parts = self._split(batch)
+            if parts is not None and sum(b.size for _, b in parts) < self.adj.shape[0]:
+                return list(parts)
+        return [(batch, None)]
+
+    def _split(self, batch: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]] | None:
         ball = self.ball(batch)
-        if ball is not None or batch.size == 1:
+        if ball is not None:
             return [(batch, ball)]
+        if batch.size == 1:
+            return None
         half = batch.size // 2
-        return self.chunks(batch[:half]) + self.chunks(batch[half:])
+        left = self._split(batch[:half])
+        right = None if left is None else self._split(batch[half:])
+        return None if left is None or right is None else left + right
 
     def subgraph(self, ball: np.ndarray) -> torch.Tensor:
         """Edges of the subgraph induced by ``ball`` (relabelled, original order)."""
