@@ -74,7 +74,7 @@ MAX_RANK_VALUES = 64
 #: above this many graph nodes the default unit (large-graph mode, stated in the report) skips
 #: the ranking among features (each counterfactual value costs whole-graph passes) and audits
 #: node scope on a seeded sample of at most :data:`LARGE_GRAPH_MAX_NODES` nodes
-LARGE_GRAPH_NODES = 200_000
+LARGE_GRAPH_NODES = 50_000
 #: node-scope sample size in large-graph mode (each sampled node costs a pass over its
 #: (L+1)-hop ball, about 25,000 nodes on the synthetic credit graph)
 LARGE_GRAPH_MAX_NODES = 500
