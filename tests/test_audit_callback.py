@@ -110,6 +110,39 @@ def test_large_stage_falls_back_to_exact_search(tmp_path):
     assert "audit/accuracy_in_top_k" in trainer.callback_metrics
 
 
+def test_default_cap_falls_back_to_exact_search_without_an_m_by_m_array(tmp_path, monkeypatch):
+    """Above the module cap (monkeypatched small) the callback never builds the sorted m x m
+    order: the searcher holds the blocked exact fallback, and its evidences equal those of
+    the callback under the cap (the sorted order)."""
+    import gnnaudit.audit.search_sorted as search_sorted
+    from gnnaudit.audit.search_exact import ExactSearcher
+
+    built = []
+    original = search_sorted.SimilarityOrder.build
+
+    def counting(*args, **kwargs):
+        built.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(search_sorted.SimilarityOrder, "build", counting)
+    under = CounterfactualAuditCallback(k=5, top_features=1)
+    _fit(tmp_path / "under", under, epochs=8)
+    assert under.searcher_.uses_sorted_order and built
+    built.clear()
+    monkeypatch.setattr(search_sorted, "DEFAULT_MAX_NODES", 10)
+    over = CounterfactualAuditCallback(k=5, top_features=1)
+    _fit(tmp_path / "over", over, epochs=8)
+    assert not built, "an m x m similarity order was built above the cap"
+    assert not over.searcher_.uses_sorted_order
+    assert isinstance(over.searcher_.fallback_, ExactSearcher)
+    assert over.searcher_.order_ is None
+    pd_under, pd_over = under.evidences_, over.evidences_
+    np.testing.assert_allclose(pd_under["similarity"], pd_over["similarity"], atol=1e-6)
+    assert under.history_[-1]["audit/accuracy_in_top_k"] == pytest.approx(
+        over.history_[-1]["audit/accuracy_in_top_k"]
+    )
+
+
 def test_flip_metric_equals_the_offline_flip(tmp_path):
     from gnnaudit.audit.sensitivity import counterfactual_flip
 

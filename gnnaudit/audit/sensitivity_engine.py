@@ -15,6 +15,17 @@ of ``max_nodes`` at node scope) and the sensitive groups, and computes the factu
   feature their own output must equal the batched one);
 * graph scope: one pass with every node's value changed.
 
+Local passes (node scope): a node's output depends only on its ``L``-hop neighbourhood, so a
+batch's passes need not run the model on the whole graph. :class:`_LocalGraph` splits each
+batch into chunks whose ``(L+1)``-hop ball holds at most :data:`LOCAL_MAX_FRACTION` of the
+nodes and runs each chunk's passes on the subgraph induced by that ball (edges in their
+original order). The extra hop keeps the degree of every node within ``L`` hops exact, which
+degree-normalised convolutions (GCN) read. The first local pass is checked against the
+factual logits (same tolerance as the safeguard); if they differ (a model that reads more than
+the ``(L+1)``-hop subgraph) the engine falls back to whole-graph passes. Cost: proportional to
+the audited nodes' balls instead of ``batches x n``; memory: one ball's subgraph at a time
+(at most ``LOCAL_MAX_FRACTION x n`` nodes and their edges).
+
 Every pass changes the rows of a single working copy of ``x`` on the model's device and restores
 them afterwards; only the rows of the audited nodes of the pass are read back.
 
@@ -59,6 +70,7 @@ from gnnaudit.audit.receptive_field import (
 from gnnaudit.errors import InvalidInputError
 
 __all__ = [
+    "LOCAL_MAX_FRACTION",
     "MAX_NODES",
     "SAFEGUARD_NODES",
     "SAFEGUARD_RTOL",
@@ -77,6 +89,9 @@ MAX_NODES = 2000
 SAFEGUARD_NODES = 3
 #: relative tolerance of the safeguard's comparisons of logits
 SAFEGUARD_RTOL = 1e-5
+#: node scope runs a chunk's passes on its (L+1)-hop ball when the ball holds at most this
+#: fraction of the graph's nodes (module docstring)
+LOCAL_MAX_FRACTION = 0.25
 #: seed streams of one random_state (the bootstrap uses streams >= 3)
 SAMPLE_STREAM, PLAN_STREAM, CHECK_STREAM = 0, 1, 2
 
@@ -229,12 +244,112 @@ class _Intervener:
         return flip, delta
 
 
+class _LocalGraph:
+    """Chunks of a node-scope batch and the ``(L+1)``-hop subgraph of each (module docstring)."""
+
+    def __init__(self, eng: _Intervener, adj: sp.csr_matrix, num_hops: int) -> None:
+        from gnnaudit.audit.receptive_field import _row_entries
+
+        self._entries = _row_entries
+        self.eng = eng
+        self.adj = adj
+        self.hops = num_hops + 1
+        n = int(eng.setup.x.size(0))
+        self.limit = int(LOCAL_MAX_FRACTION * n)
+        ei = eng.setup.edge_index.cpu().numpy()
+        self.order = np.argsort(ei[0], kind="stable")  # edges grouped by source, order kept
+        self.src_ptr = np.concatenate(([0], np.cumsum(np.bincount(ei[0], minlength=n))))
+        self.dst = ei[1]
+        self.enabled = not eng.setup.adapter.forward_kwargs  # per-edge kwargs cannot be cut
+        self.checked = False
+
+    def ball(self, seeds: np.ndarray) -> np.ndarray | None:
+        """Sorted ids within ``L+1`` hops of ``seeds``; None once it exceeds the limit."""
+        reach = np.zeros(self.adj.shape[0], dtype=bool)
+        reach[seeds] = True
+        frontier, size = seeds, seeds.size
+        for _ in range(self.hops):
+            pos, _ = self._entries(self.adj.indptr, frontier)
+            nbr = self.adj.indices[pos]
+            frontier = np.unique(nbr[~reach[nbr]])
+            reach[frontier] = True
+            size += frontier.size
+            if size > self.limit:
+                return None
+        return np.flatnonzero(reach)
+
+    def chunks(self, batch: np.ndarray) -> list[tuple[np.ndarray, np.ndarray | None]]:
+        """``(chunk, ball)`` pairs covering ``batch`` (halving it until every chunk's ball fits
+        the limit); ``[(batch, None)]`` (one whole-graph pass per value) when a single node's
+        ball does not fit or the chunks' balls add up to more nodes than the graph has."""
+        if self.enabled:
+            parts = self._split(batch)
+            if parts is not None and sum(b.size for _, b in parts) < self.adj.shape[0]:
+                return list(parts)
+        return [(batch, None)]
+
+    def _split(self, batch: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        ball = self.ball(batch)
+        if ball is not None:
+            return [(batch, ball)]
+        if batch.size == 1:
+            return None
+        half = batch.size // 2
+        left = self._split(batch[:half])
+        right = None if left is None else self._split(batch[half:])
+        return None if left is None or right is None else left + right
+
+    def subgraph(self, ball: np.ndarray) -> torch.Tensor:
+        """Edges of the subgraph induced by ``ball`` (relabelled, original order)."""
+        pos, _ = self._entries(self.src_ptr, ball)
+        edges = np.sort(self.order[pos])
+        dst = self.dst[edges]
+        inside = np.zeros(self.adj.shape[0], dtype=bool)
+        inside[ball] = True
+        edges = edges[inside[dst]]
+        relabel = np.full(self.adj.shape[0], -1, dtype=np.int64)
+        relabel[ball] = np.arange(ball.size)
+        src = relabel[self.eng.setup.edge_index[0].cpu().numpy()[edges]]
+        sub = np.stack([src, relabel[self.dst[edges]]])
+        return torch.from_numpy(sub).to(self.eng.setup.edge_index.device)
+
+    def logits(
+        self, ball: np.ndarray, sub: torch.Tensor, changes: list[tuple[np.ndarray, Any, Any]]
+    ) -> torch.Tensor:
+        """Full-size logits (factual outside ``ball``) of a pass run on the ball's subgraph."""
+        eng = self.eng
+        dev = eng.work.device
+        ball_t = torch.from_numpy(ball).to(dev)
+        x_sub = eng.work[ball_t].clone()
+        if not self.checked:  # the factual pass must give the factual logits
+            self.checked = True
+            got = eng.setup.adapter.logits(x_sub, sub, to_cpu=False)
+            eng.passes += 1
+            base = eng.setup.base_logits
+            tol = SAFEGUARD_RTOL * (1.0 + float(base.abs().max()))
+            if float((got - base[ball_t]).abs().max()) > tol:
+                logger.info("node scope: subgraph passes differ from the graph; whole graph used")
+                self.enabled = False
+                return eng.logits(changes)
+        for ids, cols, vals in changes:
+            local = torch.from_numpy(np.searchsorted(ball, ids)).to(dev)[:, None]
+            cidx = torch.tensor(cols, device=dev)[None, :]
+            v = np.array(np.broadcast_to(vals, (ids.size, len(cols))))
+            x_sub[local, cidx] = torch.as_tensor(v, dtype=x_sub.dtype).to(dev)
+        out = eng.setup.base_logits.clone()
+        out[ball_t] = eng.setup.adapter.logits(x_sub, sub, to_cpu=False).to(out.dtype)
+        eng.passes += 1
+        eng.bar.update(1)
+        return out
+
+
 def _alt_values(alt: Alternative, ids: np.ndarray) -> np.ndarray:
     return alt.values[ids] if alt.values.shape[0] > 1 else alt.values
 
 
 def _node_scope(
     eng: _Intervener,
+    local: _LocalGraph,
     plan: BatchPlan,
     specs: list[FeatureSpec],
     alts: list[list[Alternative]],
@@ -246,26 +361,51 @@ def _node_scope(
     delta = [np.zeros(m) for _ in specs]
     passes = [0 for _ in specs]
     check_rows: dict[int, torch.Tensor] = {}
-    for batch in plan.batches():
-        pos = np.searchsorted(nodes, batch)
-        for f, spec in enumerate(specs):
-            for a, alt in enumerate(alts[f]):
-                sel = alt.changes[batch]
-                ids = batch[sel]
-                if ids.size == 0:
-                    continue
-                out = eng.logits([(ids, spec.columns, _alt_values(alt, ids))])
-                passes[f] += 1
-                flip, dp = eng.effect(out, ids)
-                p = pos[sel]
-                flipped[f][p] |= flip
-                delta[f][p] = np.maximum(delta[f][p], dp)
-                if len(specs) == 1:
-                    for v in np.intersect1d(ids, checks):
-                        first = _first_change(alts[f], int(v))
-                        if first == a:
-                            check_rows[int(v)] = out[int(v)].clone()
+    out_arrays = (flipped, delta, passes, check_rows)
+    n_alts = sum(len(a) for a in alts)
+    for whole in plan.batches():
+        parts = local.chunks(whole)
+        eng.bar.total += (len(parts) - 1) * n_alts
+        for batch, ball in parts:
+            _node_chunk(eng, local, batch, ball, nodes, specs, alts, checks, out_arrays)
     return flipped, delta, passes, check_rows
+
+
+def _node_chunk(
+    eng: _Intervener,
+    local: _LocalGraph,
+    batch: np.ndarray,
+    ball: np.ndarray | None,
+    nodes: np.ndarray,
+    specs: list[FeatureSpec],
+    alts: list[list[Alternative]],
+    checks: np.ndarray,
+    out_arrays: tuple[list[np.ndarray], list[np.ndarray], list[int], dict[int, torch.Tensor]],
+) -> None:
+    flipped, delta, passes, check_rows = out_arrays
+    sub = local.subgraph(ball) if ball is not None else None
+    pos = np.searchsorted(nodes, batch)
+    for f, spec in enumerate(specs):
+        for a, alt in enumerate(alts[f]):
+            sel = alt.changes[batch]
+            ids = batch[sel]
+            if ids.size == 0:
+                continue
+            change = [(ids, spec.columns, _alt_values(alt, ids))]
+            if ball is not None and sub is not None and local.enabled:
+                out = local.logits(ball, sub, change)
+            else:
+                out = eng.logits(change)
+            passes[f] += 1
+            flip, dp = eng.effect(out, ids)
+            p = pos[sel]
+            flipped[f][p] |= flip
+            delta[f][p] = np.maximum(delta[f][p], dp)
+            if len(specs) == 1:
+                for v in np.intersect1d(ids, checks):
+                    first = _first_change(alts[f], int(v))
+                    if first == a:
+                        check_rows[int(v)] = out[int(v)].clone()
 
 
 def _first_change(alts: list[Alternative], v: int) -> int:
@@ -407,7 +547,8 @@ def run_interventions(
         checks = _pick_checks(adj, graph.nodes, alts, random_state)
         total = plan.n_batches * sum(len(a) for a in alts) + checks.size
         eng = _Intervener(graph, progress, total)
-        flipped, delta, passes, rows = _node_scope(eng, plan, specs, alts, checks)
+        local = _LocalGraph(eng, adj, hops)
+        flipped, delta, passes, rows = _node_scope(eng, local, plan, specs, alts, checks)
         _safeguard(eng, adj, checks, hops, specs, alts, rows)
     else:
         eng = _Intervener(graph, progress, sum(len(a) for a in alts))

@@ -21,7 +21,10 @@ features have at most ``max_rank_values`` counterfactual values in all (default
 :data:`MAX_RANK_VALUES`); above that (e.g. thousands of bag-of-words columns) the ranking is
 skipped with a note and :func:`~gnnaudit.audit.sensitivity.feature_sensitivity` can be called on
 a chosen subset. Node scope audits a seeded sample of at most ``max_nodes`` nodes
-(:data:`~gnnaudit.audit.sensitivity.MAX_NODES`), so its cost does not grow with the graph.
+(:data:`~gnnaudit.audit.sensitivity.MAX_NODES`) with passes on their neighbourhood subgraphs.
+Large graphs (more than :data:`LARGE_GRAPH_NODES` nodes, unless ``max_nodes`` / ``rank`` are
+given explicitly): the ranking is skipped and node scope samples
+:data:`LARGE_GRAPH_MAX_NODES` nodes, both stated in the section's notes.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ __all__ = [
     "SensitivityAudit",
     "MIN_FLIP_EFFECT",
     "MAX_RANK_VALUES",
+    "LARGE_GRAPH_NODES",
+    "LARGE_GRAPH_MAX_NODES",
     "flip_flagged",
 ]
 
@@ -66,6 +71,13 @@ logger = logging.getLogger(__name__)
 MIN_FLIP_EFFECT = 0.05
 #: most counterfactual values (summed over features) the default ranking intervenes on
 MAX_RANK_VALUES = 64
+#: above this many graph nodes the default unit (large-graph mode, stated in the report) skips
+#: the ranking among features (each counterfactual value costs whole-graph passes) and audits
+#: node scope on a seeded sample of at most :data:`LARGE_GRAPH_MAX_NODES` nodes
+LARGE_GRAPH_NODES = 50_000
+#: node-scope sample size in large-graph mode (each sampled node costs a pass over its
+#: (L+1)-hop ball, about 25,000 nodes on the synthetic credit graph)
+LARGE_GRAPH_MAX_NODES = 500
 
 
 def flip_flagged(ci_low: float) -> bool:
@@ -245,10 +257,13 @@ class SensitivityUnit(AuditUnit):
     Parameters
     ----------
     scopes : which scopes to run (default both, ``("node", "graph")``).
-    rank : rank the attribute among all features (within ``max_rank_values``).
+    rank : rank the attribute among all features (within ``max_rank_values``); None (default):
+        rank unless the graph has more than :data:`LARGE_GRAPH_NODES` nodes (then a note).
     num_hops : the model's receptive-field radius for node scope (default: inferred from its
         ``MessagePassing`` layers; node scope is skipped with a note when it cannot be).
-    max_nodes : node-scope sample size (see :func:`counterfactual_flip`).
+    max_nodes : node-scope sample size (see :func:`counterfactual_flip`); None (default):
+        :data:`~gnnaudit.audit.sensitivity.MAX_NODES`, or :data:`LARGE_GRAPH_MAX_NODES` above
+        :data:`LARGE_GRAPH_NODES` graph nodes.
     max_rank_values : most counterfactual values the ranking intervenes on (module docstring).
     """
 
@@ -260,20 +275,20 @@ class SensitivityUnit(AuditUnit):
     def __init__(
         self,
         scopes: tuple[str, ...] | list[str] = SCOPES,
-        rank: bool = True,
+        rank: bool | None = None,
         num_hops: int | None = None,
-        max_nodes: int = MAX_NODES,
+        max_nodes: int | None = None,
         max_rank_values: int = MAX_RANK_VALUES,
     ) -> None:
         scopes = tuple(scopes)
         if not scopes or any(s not in SCOPES for s in scopes):
             raise InvalidInputError(f"scopes must be a non-empty subset of {SCOPES}, got {scopes}")
         self.scopes = tuple(dict.fromkeys(scopes))
-        if not isinstance(rank, bool):
-            raise InvalidInputError(f"rank must be True or False, got {rank!r}")
+        if rank is not None and not isinstance(rank, bool):
+            raise InvalidInputError(f"rank must be True, False or None, got {rank!r}")
         self.rank = rank
         self.num_hops = None if num_hops is None else check_int("num_hops", num_hops, minimum=0)
-        self.max_nodes = check_int("max_nodes", max_nodes, minimum=1)
+        self.max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes, minimum=1)
         self.max_rank_values = check_int("max_rank_values", max_rank_values, minimum=1)
 
     def run(self, ctx: AuditContext) -> SensitivityAudit:
@@ -283,7 +298,19 @@ class SensitivityUnit(AuditUnit):
         spec = resolve_feature(data, int(column))
         notes: list[str] = []
         specs = [spec]
-        if self.rank:
+        large = ctx.num_nodes > LARGE_GRAPH_NODES
+        rank = self.rank if self.rank is not None else not large
+        max_nodes = self.max_nodes
+        if max_nodes is None:
+            max_nodes = LARGE_GRAPH_MAX_NODES if large else MAX_NODES
+        if large and self.rank is None:
+            notes.append(
+                f"Ranking among features skipped: the graph has {ctx.num_nodes:,} nodes, more "
+                f"than LARGE_GRAPH_NODES = {LARGE_GRAPH_NODES:,} (each counterfactual value "
+                "costs whole-graph passes); pass SensitivityUnit(rank=True) or call "
+                "feature_sensitivity(model, data, features=[...])."
+            )
+        if rank:
             others = resolve_features(data, None)
             n_values = sum(_n_values(s, data) for s in others)
             if n_values <= self.max_rank_values:
@@ -307,7 +334,7 @@ class SensitivityUnit(AuditUnit):
                     continue
             options = FlipOptions(
                 num_hops=hops,
-                max_nodes=self.max_nodes,
+                max_nodes=max_nodes,
                 sensitive=ctx.sensitive_name,
                 confidence=ctx.options.confidence,
                 base_logits=ctx.logits,

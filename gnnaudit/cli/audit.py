@@ -118,7 +118,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         dest="finetune",
         action="store_true",
         default=None,
-        help="fine-tune on evidences (default: on for gnnaudit backbones up to 50,000 nodes)",
+        help="fine-tune on evidences at any graph size (default: on for Lightning models on "
+        "graphs of at most FINETUNE_MAX_NODES = 50,000 nodes, skipped with a report note above)",
     )
     ft.add_argument("--no-finetune", dest="finetune", action="store_false")
     audit.add_argument("--finetune-m", type=int, default=50, help="fine-tuning budget m (50)")
@@ -270,13 +271,12 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gnnaudit audit`` on the parsed ``args``; return the exit code."""
     import time
 
-    import lightning as L
     import pandas as pd
 
     from gnnaudit._validation import check_int
     from gnnaudit.cli.options import progress_enabled
     from gnnaudit.safe_io import atomic_output_dir, check_output_dir
-    from gnnaudit.training.audit_pipeline import FINETUNE_MAX_NODES, run_audit
+    from gnnaudit.training.audit_pipeline import run_audit
 
     start = time.perf_counter()
     check_output_dir("--out", args.out, force=args.force)
@@ -298,9 +298,8 @@ def run(args: argparse.Namespace) -> int:
         module, info = _load_model(args, data, str(out_dir))
         steps.update(1)
         steps.set_postfix_str("audit")
-        own_lightning = isinstance(module, L.LightningModule)
-        wanted = args.finetune if args.finetune is not None else own_lightning
-        finetune = bool(wanted) and data.num_nodes <= FINETUNE_MAX_NODES
+        # default (None): on for LightningModules up to FINETUNE_MAX_NODES nodes, else a note
+        finetune = args.finetune
         report = run_audit(
             module,
             data,
@@ -319,11 +318,6 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
             device=args.device,
         )
-        if wanted and not finetune:
-            report.run_info.setdefault("notes", []).append(
-                f"fine-tuning on evidences skipped: the graph has {data.num_nodes} nodes, more "
-                f"than {FINETUNE_MAX_NODES} (pass --finetune on a smaller graph)"
-            )
         report.save(out_dir, force=True)
         steps.update(1)
 

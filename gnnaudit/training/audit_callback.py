@@ -48,10 +48,11 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from gnnaudit._validation import check_choice, check_float, check_int
+from gnnaudit.audit import search_sorted
 from gnnaudit.audit.discrimination import arrays_to_table, code_features, score_arrays
 from gnnaudit.audit.evidence_inputs import node_features
 from gnnaudit.audit.search_base import SearchSpace
-from gnnaudit.audit.search_sorted import DEFAULT_MAX_NODES, SortedSimilaritySearcher
+from gnnaudit.audit.search_sorted import SortedSimilaritySearcher
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["CounterfactualAuditCallback"]
@@ -74,9 +75,12 @@ class CounterfactualAuditCallback(Callback):
     sensitive : optional feature name whose best discrimination lift and counterfactual flip
         rate are logged every time.
     min_support : ignore (feature, value) rows held by fewer stage nodes.
-    max_sorted_nodes : up to this many stage nodes, all pairwise similarities are sorted once
-        and reused every epoch (memory ``m^2 (4 + b)`` bytes, b <= 4: 96 MB at the default
-        4,000); above it, each audit runs the exact blocked search.
+    max_sorted_nodes : up to this many stage nodes ``m``, all pairwise similarities are sorted
+        once and reused every epoch (memory ``m^2 (4 + b)`` bytes, b <= 4: 96 MB at the default
+        cap :data:`gnnaudit.audit.search_sorted.DEFAULT_MAX_NODES` = 4,000, read when the
+        callback first audits); above it no ``m x m`` array is built and each audit runs the
+        blocked exact search (:class:`~gnnaudit.audit.search_exact.ExactSearcher`, memory
+        ``O(m d)`` plus its 64 MiB similarity blocks).
     data : the graph to audit (default: the datamodule's ``.data`` or the full validation batch).
     predict_fn : ``predict_fn(x, edge_index) -> logits`` when the module's forward takes other
         arguments.
@@ -106,7 +110,7 @@ class CounterfactualAuditCallback(Callback):
         features: Any = None,
         sensitive: str | None = None,
         min_support: int = 1,
-        max_sorted_nodes: int = DEFAULT_MAX_NODES,
+        max_sorted_nodes: int | None = None,
         data: Any = None,
         predict_fn: Any = None,
         flip_scope: str = "graph",
@@ -123,7 +127,11 @@ class CounterfactualAuditCallback(Callback):
         self.features = features
         self.sensitive = sensitive
         self.min_support = check_int("min_support", min_support, minimum=1)
-        self.max_sorted_nodes = check_int("max_sorted_nodes", max_sorted_nodes, minimum=0)
+        self.max_sorted_nodes = (
+            None
+            if max_sorted_nodes is None
+            else check_int("max_sorted_nodes", max_sorted_nodes, minimum=0)
+        )
         if data is not None and getattr(data, "x", None) is None:
             raise InvalidInputError("data must be a PyG Data with x and edge_index")
         self.data = data
@@ -273,7 +281,12 @@ class CounterfactualAuditCallback(Callback):
         built once per graph and shared)."""
         base = cache["searcher"]
         if base is None:
-            base = SortedSimilaritySearcher(max_nodes=self.max_sorted_nodes).build(
+            cap = (
+                search_sorted.DEFAULT_MAX_NODES
+                if self.max_sorted_nodes is None
+                else self.max_sorted_nodes
+            )
+            base = SortedSimilaritySearcher(max_nodes=cap).build(
                 SearchSpace(cache["emb"], pred, cache["nodes"])
             )
             cache["searcher"] = base

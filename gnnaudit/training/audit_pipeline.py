@@ -18,7 +18,9 @@ The default unit list (:func:`default_units`):
 6. error verification (Sec. 7.2, needs labels);
 7. the top evidence pairs (led by pairs differing in the attribute when the contrast is
    significant);
-8. fine-tuning on evidences (Sec. 7.3; only with ``finetune=True`` and a LightningModule);
+8. fine-tuning on evidences (Sec. 7.3; only with ``finetune=True`` and a LightningModule;
+   ``finetune=None`` = automatic: on for a LightningModule on graphs of at most
+   :data:`FINETUNE_MAX_NODES` nodes, skipped above with a note in the report);
 9. before / after mitigation (only with ``mitigate=True``: a copy of the model fine-tuned with
    :class:`~gnnaudit.training.FairFinetune` and audited again; its weights are saved beside the
    report as ``mitigated_model.pt``).
@@ -54,13 +56,41 @@ from gnnaudit.audit.unit import AuditUnit, describe_units, run_units
 from gnnaudit.audit.verdict import compose_verdict
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["run_audit", "audit_model", "default_units", "FINETUNE_MAX_NODES"]
+__all__ = ["run_audit", "audit_model", "default_units", "resolve_finetune", "FINETUNE_MAX_NODES"]
 
 logger = logging.getLogger(__name__)
 
-#: above this many nodes :func:`audit_model` / ``gnnaudit audit`` skip fine-tuning unless asked
-#: (its cost grows with the graph: each of 2 x seeds arms trains a copy of the model)
+#: above this many nodes the automatic choice (``finetune=None`` in :func:`run_audit` /
+#: :func:`audit_model`, the default of ``gnnaudit audit``) skips fine-tuning on evidences and says
+#: so in the report's run notes: its cost grows with the graph (each of the 2 x seeds arms
+#: trains a copy of the model for ``epochs`` full passes over the training nodes' receptive
+#: field), far beyond the rest of the audit. ``finetune=True`` runs it at any size.
 FINETUNE_MAX_NODES = 50_000
+
+
+def resolve_finetune(finetune: bool | None, model: Any, num_nodes: int) -> tuple[bool, str | None]:
+    """Whether to fine-tune on evidences, and the report note when the automatic choice
+    (``finetune=None``) skips it because the graph is larger than :data:`FINETUNE_MAX_NODES`.
+
+    ``True`` / ``False`` are kept as given. ``None``: on for a ``LightningModule`` model on a
+    graph of at most ``FINETUNE_MAX_NODES`` nodes (the constant is read at call time).
+    """
+    if finetune is not None:
+        if not isinstance(finetune, bool):
+            raise InvalidInputError(f"finetune must be True, False or None, got {finetune!r}")
+        return finetune, None
+    import lightning as L
+
+    target = getattr(model, "model", model)  # a ModelAdapter wraps the module
+    if not isinstance(target, L.LightningModule):
+        return False, None
+    if num_nodes <= FINETUNE_MAX_NODES:
+        return True, None
+    return False, (
+        f"fine-tuning on evidences skipped: the graph has {num_nodes:,} nodes, more than "
+        f"FINETUNE_MAX_NODES = {FINETUNE_MAX_NODES:,} (its cost grows with the graph); pass "
+        "finetune=True (CLI: --finetune) to run it anyway"
+    )
 
 
 def default_units(
@@ -141,7 +171,7 @@ def run_audit(
     top_pairs: int = 10,
     min_support: int = 5,
     bins: int = 4,
-    finetune: bool = False,
+    finetune: bool | None = False,
     finetune_kwargs: Mapping[str, Any] | None = None,
     model_hops: int | None = None,
     embedding: bool = False,
@@ -175,7 +205,8 @@ def run_audit(
         ``data.sensitive``.
     mask : the audited nodes (default ``data.test_mask``, else ``data.mask``, else all).
     k, backend, num_hops, alpha, index_params : counterfactual-evidence search.
-    ks, top_pairs, min_support, bins, finetune, finetune_kwargs : options of the default units.
+    ks, top_pairs, min_support, bins, finetune, finetune_kwargs : options of the default units
+        (``finetune=None``: automatic, see :func:`resolve_finetune`).
     model_hops : the model's receptive-field radius for node-scope sensitivity (default:
         inferred from its ``MessagePassing`` layers; needed for a ``predict_fn`` or a model
         without them, else node scope is skipped with a note).
@@ -216,6 +247,10 @@ def run_audit(
         forward_kwargs=forward_kwargs,
         predict_fn=predict_fn,
     )
+    finetune, finetune_note = resolve_finetune(finetune, ctx.adapter.model, ctx.num_nodes)
+    if finetune_note is not None and units is None:
+        logger.info(finetune_note)
+        ctx.notes.append(finetune_note)
     if units is None:
         units = default_units(
             ks=ks,
@@ -281,7 +316,7 @@ def audit_model(
     mask: Any = None,
     k: int = 10,
     backend: str = "exact",
-    finetune: bool = False,
+    finetune: bool | None = False,
     mitigate: bool = False,
     out: str | Path | None = None,
     random_state: int = 0,

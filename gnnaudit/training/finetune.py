@@ -156,11 +156,20 @@ def evidence_node_budget(evidence: Any, m: int) -> np.ndarray:
 
 
 @torch.no_grad()
-def _accuracy(module: torch.nn.Module, data: Data, nodes: torch.Tensor) -> float:
+def _predictions(module: torch.nn.Module, data: Data) -> torch.Tensor:
+    """Predicted class of every node (one eval-mode forward pass)."""
     was = module.training
     module.eval()
     pred = module(data.x, data.edge_index).argmax(-1)
     module.train(was)
+    return pred
+
+
+def _accuracy(module: torch.nn.Module, data: Data, nodes: torch.Tensor) -> float:
+    return _hits(_predictions(module, data), data, nodes)
+
+
+def _hits(pred: torch.Tensor, data: Data, nodes: torch.Tensor) -> float:
     return float((pred[nodes] == data.y[nodes]).float().mean())
 
 
@@ -281,11 +290,12 @@ def finetune_on_evidences(
     from tqdm.auto import tqdm
 
     rows = []
+    base_pred = _predictions(module, data)  # the untouched model: one pass for every seed
     for seed in tqdm(seeds, desc="fine-tuning seeds", disable=not progress):
         rng = np.random.default_rng(seed)
         control = np.sort(rng.choice(others, size=budget, replace=False))
         remaining = torch.from_numpy(np.setdiff1d(others, control))
-        before = _accuracy(module, data, remaining)
+        before = _hits(base_pred, data, remaining)
         tuned_e = _finetune_copy(module, data, ev_nodes, epochs, lr, seed, keep_train, role)
         tuned_c = _finetune_copy(module, data, control, epochs, lr, seed, keep_train, role)
         rows.append(
