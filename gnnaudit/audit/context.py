@@ -50,7 +50,7 @@ class AuditOptions:
     """
 
     k: int = 10
-    backend: str = "exact"
+    backend: str = "auto"
     num_hops: int = 3
     alpha: float = 0.5
     index_params: Mapping[str, Any] | None = None

@@ -102,7 +102,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="sensitive attribute: a feature or column name (default: the dataset's, if any)",
     )
     audit.add_argument("--k", type=int, default=10, help="local evidences per audited node (10)")
-    audit.add_argument("--backend", default="exact", choices=BACKENDS, help="evidence search")
+    audit.add_argument("--backend", default="auto", choices=BACKENDS, help="evidence search")
     audit.add_argument(
         "--min-support",
         type=int,

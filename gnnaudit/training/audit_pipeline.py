@@ -163,7 +163,7 @@ def run_audit(
     sensitive: Any = None,
     mask: Any = None,
     k: int = 10,
-    backend: str = "exact",
+    backend: str = "auto",
     num_hops: int = 3,
     alpha: float = 0.5,
     index_params: Mapping[str, Any] | None = None,
@@ -204,7 +204,9 @@ def run_audit(
     sensitive : the sensitive attribute: a feature name, an (n,) array, or None for
         ``data.sensitive``.
     mask : the audited nodes (default ``data.test_mask``, else ``data.mask``, else all).
-    k, backend, num_hops, alpha, index_params : counterfactual-evidence search.
+    k, backend, num_hops, alpha, index_params : counterfactual-evidence search (``backend``
+        default ``"auto"``: exact below the measured crossover, faiss above it; the choice is
+        ``run_info["evidence_backend"]``).
     ks, top_pairs, min_support, bins, finetune, finetune_kwargs : options of the default units
         (``finetune=None``: automatic, see :func:`resolve_finetune`).
     model_hops : the model's receptive-field radius for node-scope sensitivity (default:
@@ -315,7 +317,7 @@ def audit_model(
     sensitive: Any = None,
     mask: Any = None,
     k: int = 10,
-    backend: str = "exact",
+    backend: str = "auto",
     finetune: bool | None = False,
     mitigate: bool = False,
     out: str | Path | None = None,
