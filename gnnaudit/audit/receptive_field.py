@@ -52,6 +52,7 @@ __all__ = [
     "l_hop_ball",
     "independent_set_colouring",
     "plan_batches",
+    "row_entries",
 ]
 
 logger = logging.getLogger(__name__)
@@ -178,7 +179,7 @@ def l_hop_ball(adj: sp.csr_matrix, node: int, num_hops: int) -> np.ndarray:
     return reach
 
 
-def _row_entries(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def row_entries(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Positions into a CSR's ``indices`` of the entries of ``rows``, and the index into
     ``rows`` each belongs to (vectorised gather of several CSR rows)."""
     starts = indptr[rows]
@@ -226,7 +227,7 @@ def independent_set_colouring(conflicts: sp.csr_matrix, random_state: Any = 0) -
     colour = np.full(m, -1, dtype=np.int64)
     ready = np.flatnonzero(waiting == 0)
     while ready.size:
-        pos, row = _row_entries(indptr, ready)
+        pos, row = row_entries(indptr, ready)
         nbr = indices[pos]
         done = colour[nbr] >= 0
         colour[ready] = _smallest_missing(row[done], colour[nbr[done]], ready.size)

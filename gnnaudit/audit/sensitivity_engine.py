@@ -66,6 +66,7 @@ from gnnaudit.audit.receptive_field import (
     l_hop_ball,
     plan_batches,
     resolve_num_hops,
+    row_entries,
 )
 from gnnaudit.errors import InvalidInputError
 
@@ -248,9 +249,7 @@ class _LocalGraph:
     """Chunks of a node-scope batch and the ``(L+1)``-hop subgraph of each (module docstring)."""
 
     def __init__(self, eng: _Intervener, adj: sp.csr_matrix, num_hops: int) -> None:
-        from gnnaudit.audit.receptive_field import _row_entries
-
-        self._entries = _row_entries
+        self._entries = row_entries
         self.eng = eng
         self.adj = adj
         self.hops = num_hops + 1
@@ -492,7 +491,10 @@ def _safeguard(
 
 
 def _feature_task(
-    item: tuple[FeatureSpec, list[Alternative]], graph: AuditedGraph, plan: BatchPlan | None
+    item: tuple[FeatureSpec, list[Alternative]],
+    graph: AuditedGraph,
+    plan: BatchPlan | None,
+    adj: sp.csr_matrix | None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Worker task: every counterfactual pass of one feature (``plan`` None: graph scope);
     returns its flip indicators, probability changes and number of passes."""
@@ -501,8 +503,10 @@ def _feature_task(
     if plan is None:
         flipped, delta, passes = _graph_scope(eng, eng.setup.nodes, [spec], [alts])
     else:
+        assert adj is not None
+        local = _LocalGraph(eng, adj, plan.num_hops)
         flipped, delta, passes, _ = _node_scope(
-            eng, plan, [spec], [alts], np.empty(0, dtype=np.int64)
+            eng, local, plan, [spec], [alts], np.empty(0, dtype=np.int64)
         )
     eng.bar.close()
     return flipped[0], delta[0], passes[0]
@@ -571,18 +575,19 @@ def _run_distributed(
     """:func:`run_interventions` with one task per feature on ``client`` (two or more
     features: the per-feature node-scope safeguard rows are then not used)."""
     alts = [alternatives(data, spec) for spec in specs]
-    plan = None
+    plan, adj = None, None
     if scope == "node":
         hops = resolve_num_hops(graph.adapter, num_hops)
         adj = hop_adjacency(graph.edge_index.cpu(), int(graph.x.size(0)))
         plan = plan_batches(adj, graph.nodes, hops, seeded(random_state, PLAN_STREAM))
         checks = _pick_checks(adj, graph.nodes, alts, random_state)
-    parts = map_blocks(client, _feature_task, list(zip(specs, alts, strict=True)), graph, plan)
+    items = list(zip(specs, alts, strict=True))
+    parts = map_blocks(client, _feature_task, items, graph, plan, adj)
     flipped = [p[0] for p in parts]
     delta = [p[1] for p in parts]
     passes = [int(p[2]) for p in parts]
     eng = _Intervener(graph, progress, 0 if plan is None else int(checks.size))
-    if plan is not None:
+    if plan is not None and adj is not None:
         _safeguard(eng, adj, checks, plan.num_hops, specs, alts, {})
     eng.bar.close()
     arrays = FlipArrays(flipped, delta, passes, [len(a) for a in alts])

@@ -73,6 +73,7 @@ __all__ = [
     "KSPropagation",
     "KSGraph",
     "l_hop_subgraph",
+    "as_features",
 ]
 
 logger = logging.getLogger(__name__)
@@ -267,7 +268,8 @@ def ks_input_bound(dtype: torch.dtype, num_hops: int) -> float:
     return largest if num_hops == 0 else largest / (2 * (num_hops + 1))
 
 
-def _as_features(x: Any) -> Tensor:
+def as_features(x: Any) -> Tensor:
+    """``x`` as a 2-D floating-point tensor of node features (clear errors otherwise)."""
     if not isinstance(x, Tensor):
         try:
             x = torch.as_tensor(x)
@@ -334,7 +336,7 @@ def ks_embedding(
     per distinct edge); no ``E x d`` intermediate is ever built (one more ``n x d`` array per
     hop only when the rows must be rescaled, see Numerics).
     """
-    x = _as_features(x)
+    x = as_features(x)
     target = check_device("device", device, auto=x.device)
     x = x.to(target)
     num_nodes = x.size(0)

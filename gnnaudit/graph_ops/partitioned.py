@@ -46,7 +46,7 @@ from torch import Tensor
 
 from gnnaudit._validation import check_choice, check_edge_index, check_float, check_int
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.graph_ops.neighbourhood import KSGraph, KSPropagation, _as_features, ks_embedding
+from gnnaudit.graph_ops.neighbourhood import KSGraph, KSPropagation, as_features, ks_embedding
 
 __all__ = ["partitioned_ks", "PartitionedKS", "contiguous_partition"]
 
@@ -152,7 +152,7 @@ def partitioned_ks(
     Memory: the full embedding plus one partition's working set at a time
     (:meth:`PartitionedKS.working_set_bytes`) and ``O(num_nodes)`` masks.
     """
-    x = _as_features(x).cpu()
+    x = as_features(x).cpu()
     num_nodes = x.size(0)
     edge_index = check_edge_index("edge_index", edge_index, num_nodes).cpu()
     num_hops = check_int("num_hops", num_hops, minimum=0)
