@@ -436,3 +436,29 @@ def test_feature_sensitivity_bad_input(sparse_graph):
         feature_sensitivity(model, sparse_graph, features=["b0"], kinds={"c0": "continuous"})
     with pytest.raises(InvalidInputError, match=r"unknown option\(s\) \['hops'\]"):
         feature_sensitivity(model, sparse_graph, hops=2)
+
+
+def _ring(n: int) -> Data:
+    """A ring of ``n`` nodes with the columns of :func:`random_graph` (large L-hop distances)."""
+    data = random_graph(n, 0.0, seed=5)
+    src = np.arange(n)
+    dst = (src + 1) % n
+    data.edge_index = torch.from_numpy(np.stack([np.r_[src, dst], np.r_[dst, src]])).long()
+    return data
+
+
+def test_safeguard_shares_one_pass_when_balls_are_disjoint(monkeypatch):
+    """On a long ring the safeguard's nodes are far apart: one shared pass, and it still
+    catches a receptive field larger than num_hops."""
+    from gnnaudit.audit import sensitivity_engine
+
+    monkeypatch.setattr(sensitivity_engine, "LOCAL_MAX_FRACTION", 0.0)  # whole-graph passes
+    ring = _ring(400)
+    model = Stack(GCNConv, 2, 9, seed=3)
+    res = counterfactual_flip(model, ring, "b0", n_boot=10)
+    assert res.n_forward == 1 + res.n_batches + 1
+    nodes = np.flatnonzero(ring.test_mask.numpy())
+    flipped, _ = oracle(model, ring, "b0", nodes, "node")
+    np.testing.assert_array_equal(res.flipped, flipped)
+    with pytest.raises(InvalidInputError, match="receptive field exceeds num_hops=1"):
+        counterfactual_flip(model, ring, "b0", num_hops=1, n_boot=10)
