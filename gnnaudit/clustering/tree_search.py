@@ -1,20 +1,32 @@
 """MaxSAT search strategies for optimal constrained clustering trees.
 
-Three ways to minimise the cost of a :class:`~gnnaudit.clustering.tree_encoding.TreeEncoding`
-(its soft unit clauses, Eq. 37-38), each a function ``(encoding, time_limit, sat_solver) ->``
-:class:`SolveResult`:
+Ways to minimise the cost of a :class:`~gnnaudit.clustering.tree_encoding.TreeEncoding`
+(its soft clauses, Eq. 37-38, plus weighted soft must-link / cannot-link clauses), each a
+function ``(encoding, deadline, sat_solver) ->`` :class:`SolveResult`:
 
-* :func:`solve_rc2` -- pysat's core-guided RC2 MaxSAT solver (exact; no anytime model);
+* :func:`solve_rc2` -- pysat's core-guided RC2 MaxSAT solver (exact, weighted). It runs in a
+  forked child process that is killed at the deadline, so the bound holds whatever RC2 is doing
+  (its core heuristics are not interruptible in-process). A first SAT call in the parent gives
+  a feasible model (or the infeasibility proof) before RC2 starts, so an expired RC2 still
+  returns a tree (``feasible``) and RC2's lower bound.
 * :func:`solve_lsu` -- anytime SAT-UNSAT linear search on one incremental SAT oracle;
-* :func:`solve_binary` -- anytime binary search on the cost with retractable bounds.
+* :func:`solve_binary` -- anytime binary search on the cost with retractable bounds;
+* :func:`solve_auto` -- the default: ``binary`` for hard constraints (its first call is a
+  plain SAT call: an early tree or the infeasibility proof; then about :math:`\\log_2 \\mu`
+  probes), ``rc2`` for soft (weighted) constraints, where the chain bounds do not apply.
 
-All three return the same optimal cost. A time limit interrupts the oracle from a timer thread:
-with a model in hand the status is ``feasible`` (LSU, binary), without one ``unknown``.
+``deadline`` is an absolute :func:`time.perf_counter` value (``None``: no limit); oracles are
+interrupted from a timer thread. With a model in hand the status is ``feasible``, without one
+``unknown``. All searches support the lazy pool of conditional separating clauses
+(:meth:`TreeEncoding.lazy_check`): every model is checked against it, repaired into a model of
+the full formula (so it is a valid anytime answer) and the violated clauses are added; an
+unsatisfiable relaxation is unsatisfiable in full, so ``optimal`` and ``infeasible`` stay exact.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing as mp
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +37,7 @@ import numpy as np
 
 from gnnaudit.clustering.tree_encoding import TreeEncoding
 
-__all__ = ["SolveResult", "SOLVERS", "solve_rc2", "solve_lsu", "solve_binary"]
+__all__ = ["SolveResult", "SOLVERS", "solve_auto", "solve_rc2", "solve_lsu", "solve_binary"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,12 +46,15 @@ logger = logging.getLogger(__name__)
 class SolveResult:
     """Outcome of one MaxSAT solve: ``status`` (``optimal``, ``feasible``, ``infeasible``,
     ``unknown``), the truth ``values`` of the variables (index 0 unused; ``None`` without a
-    model), the model's ``cost`` and the wall ``time`` in seconds."""
+    model), the model's ``cost``, the wall ``time`` in seconds, a proven lower ``bound`` on the
+    optimal cost (``None`` when unknown) and the ``solver`` that ran."""
 
     status: str
     values: np.ndarray | None  # values[v] = truth value of variable v (index 0 unused)
     cost: int | None
     time: float
+    bound: int | None = None
+    solver: str = ""
 
 
 def _values(model: list[int], n_vars: int) -> np.ndarray:
@@ -50,80 +65,98 @@ def _values(model: list[int], n_vars: int) -> np.ndarray:
     return values
 
 
-def _with_timer(time_limit: float | None, interrupt: Any) -> threading.Timer | None:
-    if time_limit is None:
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else deadline - time.perf_counter()
+
+
+def _expired(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() >= deadline
+
+
+def _with_timer(deadline: float | None, interrupt: Any) -> threading.Timer | None:
+    if deadline is None:
         return None
-    timer = threading.Timer(time_limit, interrupt)
+    timer = threading.Timer(max(0.0, deadline - time.perf_counter()), interrupt)
     timer.daemon = True
     timer.start()
     return timer
 
 
-def solve_rc2(enc: TreeEncoding, time_limit: float | None, sat_solver: str) -> SolveResult:
-    """Core-guided RC2. It holds no solution before it proves optimality, so a time limit that
-    stops it yields ``unknown``."""
-    from pysat.examples.rc2 import RC2
-    from pysat.formula import WCNF
+class _Anytime:
+    """One incremental SAT oracle with the lazy pool and the best model so far."""
 
-    wcnf = WCNF()
-    wcnf.nv = enc.n_vars
-    wcnf.hard = enc.hard
-    wcnf.soft = [list(c) for c in enc.soft]
-    wcnf.wght = [1] * len(enc.soft)
-    t0 = time.perf_counter()
-    rc2 = RC2(wcnf, solver=sat_solver, exhaust=True, minz=True)
-    timer = _with_timer(time_limit, rc2.interrupt)
-    try:
-        model = rc2.compute(expect_interrupt=time_limit is not None)
-        interrupted = rc2.interrupted
-    finally:
-        if timer is not None:
-            timer.cancel()
-        rc2.delete()
-    elapsed = time.perf_counter() - t0
-    if model is None:
-        return SolveResult("unknown" if interrupted else "infeasible", None, None, elapsed)
-    values = _values(model, enc.n_vars)
-    return SolveResult("optimal", values, enc.cost(values), elapsed)
+    def __init__(self, enc: TreeEncoding, deadline: float | None, sat_solver: str) -> None:
+        from pysat.solvers import Solver
+
+        self.enc = enc
+        self.deadline = deadline
+        self.oracle = Solver(name=sat_solver, bootstrap_with=enc.hard)
+        if enc.weighted:  # prefer models that keep the soft constraints
+            self.oracle.set_phases([int(v) for v in np.r_[enc.sel_ml, enc.sel_cl]])
+        self.best: np.ndarray | None = None
+        self.best_cost: int | None = None
+        self.timer = _with_timer(deadline, self.oracle.interrupt)
+
+    def probe(self, assumptions: list[int]) -> bool | None:
+        """Solve under ``assumptions`` until the model satisfies the lazy pool: ``True`` (the
+        model is in ``self.last``), ``False`` (unsatisfiable) or ``None`` (interrupted)."""
+        while True:
+            if _expired(self.deadline):
+                return None
+            res = self.oracle.solve_limited(
+                assumptions=assumptions, expect_interrupt=self.deadline is not None
+            )
+            if res is None or not res:
+                return res
+            vals = _values(self.oracle.get_model(), self.enc.n_vars)
+            extra = self.enc.lazy_check(vals)  # repairs vals into a model of the full formula
+            cost = self.enc.cost(vals)
+            if self.best_cost is None or cost < self.best_cost:
+                self.best, self.best_cost = vals, cost
+            if not extra:
+                self.last = vals
+                return True
+            logger.debug("lazy pairs: +%d clauses", len(extra))
+            self.oracle.append_formula(extra)
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.oracle.delete()
 
 
-def solve_lsu(enc: TreeEncoding, time_limit: float | None, sat_solver: str) -> SolveResult:
+def solve_lsu(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
     """Anytime SAT-UNSAT linear search: each model tightens the cost bound with the binary
     clauses of :meth:`TreeEncoding.bound_clauses` (the class chains make a totalizer
     unnecessary). A time limit that stops it with a model yields ``feasible``."""
-    from pysat.solvers import Solver
-
+    if enc.weighted:
+        raise ValueError("solve_lsu needs unit objective weights (no soft constraints)")
     t0 = time.perf_counter()
-    best: np.ndarray | None = None
-    best_cost: int | None = None
     lower = enc.lower_bound
     status = "unknown"
-    with Solver(name=sat_solver, bootstrap_with=enc.hard) as oracle:
-        timer = _with_timer(time_limit, oracle.interrupt)
-        try:
-            while True:
-                res = oracle.solve_limited(expect_interrupt=time_limit is not None)
-                if res is None:
-                    status = "feasible" if best is not None else "unknown"
-                    break
-                if not res:
-                    status = "optimal" if best is not None else "infeasible"
-                    break
-                best = _values(oracle.get_model(), enc.n_vars)
-                best_cost = enc.cost(best)
-                logger.debug("linear search: cost %d", best_cost)
-                if best_cost <= lower:
-                    status = "optimal"
-                    break
-                for clause in enc.bound_clauses(best_cost - 1):
-                    oracle.add_clause(clause)
-        finally:
-            if timer is not None:
-                timer.cancel()
-    return SolveResult(status, best, best_cost, time.perf_counter() - t0)
+    run = _Anytime(enc, deadline, sat_solver)
+    try:
+        while True:
+            res = run.probe([])
+            if res is None:
+                status = "feasible" if run.best is not None else "unknown"
+                break
+            if not res:
+                status = "optimal" if run.best is not None else "infeasible"
+                break
+            assert run.best_cost is not None
+            logger.debug("linear search: cost %d", run.best_cost)
+            if run.best_cost <= lower:
+                status = "optimal"
+                break
+            run.oracle.append_formula(enc.bound_clauses(run.best_cost - 1))
+    finally:
+        run.close()
+    bound = run.best_cost if status == "optimal" else lower
+    return SolveResult(status, run.best, run.best_cost, time.perf_counter() - t0, bound, "lsu")
 
 
-def solve_binary(enc: TreeEncoding, time_limit: float | None, sat_solver: str) -> SolveResult:
+def solve_binary(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
     """Anytime binary search on the cost with one incremental SAT oracle.
 
     The chains Eq. (32)-(33) make every bound ``cost <= c`` a handful of binary clauses
@@ -132,57 +165,152 @@ def solve_binary(enc: TreeEncoding, time_limit: float | None, sat_solver: str) -
     clauses stay); an unsatisfiable one raises the lower bound and its activation literal is
     negated for good. About :math:`\\log_2 \\mu` probes instead of one core per unit of cost
     (RC2) or one model per improvement (linear search). Stopped by the time limit with a model:
-    ``feasible``.
+    ``feasible``, with the proven lower bound.
     """
-    from pysat.solvers import Solver
-
+    if enc.weighted:
+        raise ValueError("solve_binary needs unit objective weights (no soft constraints)")
     t0 = time.perf_counter()
-    best: np.ndarray | None = None
     status = "unknown"
     lower = enc.lower_bound
-    top = enc.n_vars
-    expect = time_limit is not None
-    with Solver(name=sat_solver, bootstrap_with=enc.hard) as oracle:
-        timer = _with_timer(time_limit, oracle.interrupt)
-        try:
-            res = oracle.solve_limited(expect_interrupt=expect)
-            if res is None or not res:
-                status = "unknown" if res is None else "infeasible"
-            else:
-                best = _values(oracle.get_model(), enc.n_vars)
-                upper = enc.cost(best)
-                status = "feasible"
-                while lower < upper:
-                    mid = (lower + upper - 1) // 2  # probe cost <= mid
-                    clauses = enc.bound_clauses(mid)
-                    if clauses == [[]]:
-                        lower = mid + 1
-                        continue
-                    top += 1
-                    for clause in clauses:
-                        oracle.add_clause([*clause, -top])
-                    res = oracle.solve_limited(assumptions=[top], expect_interrupt=expect)
-                    if res is None:
-                        break
-                    if res:
-                        oracle.add_clause([top])
-                        best = _values(oracle.get_model(), enc.n_vars)
-                        upper = enc.cost(best)
-                    else:
-                        oracle.add_clause([-top])
-                        lower = mid + 1
-                    logger.debug("binary search: cost in [%d, %d]", lower, upper)
-                if lower >= upper:
-                    status = "optimal"
-        finally:
-            if timer is not None:
-                timer.cancel()
-    cost = enc.cost(best) if best is not None else None
-    return SolveResult(status, best, cost, time.perf_counter() - t0)
+    top = enc.n_vars  # activation literals above every variable
+    run = _Anytime(enc, deadline, sat_solver)
+    try:
+        res = run.probe([])
+        if res is None:
+            status = "feasible" if run.best is not None else "unknown"
+        elif not res:
+            status = "infeasible"
+        else:
+            status = "feasible"
+            while run.best_cost is not None and lower < run.best_cost:
+                mid = (lower + run.best_cost - 1) // 2  # probe cost <= mid
+                clauses = enc.bound_clauses(mid)
+                if clauses == [[]]:
+                    lower = mid + 1
+                    continue
+                top += 1
+                run.oracle.append_formula([[*clause, -top] for clause in clauses])
+                res = run.probe([top])
+                if res is None:
+                    break
+                if res:
+                    run.oracle.add_clause([top])
+                else:
+                    run.oracle.add_clause([-top])
+                    lower = mid + 1
+                logger.debug("binary search: cost in [%d, %s]", lower, run.best_cost)
+            if run.best_cost is not None and lower >= run.best_cost:
+                status = "optimal"
+    finally:
+        run.close()
+    bound = None if status == "infeasible" else lower
+    return SolveResult(status, run.best, run.best_cost, time.perf_counter() - t0, bound, "binary")
+
+
+def _rc2_child(enc: TreeEncoding, sat_solver: str, conn: Any) -> None:  # pragma: no cover
+    """Runs in the forked child: RC2 with the lazy loop; sends ("lb", cost), ("model",
+    packed values, cost) and finally ("done", status)."""
+    from pysat.examples.rc2 import RC2
+    from pysat.formula import WCNF
+
+    class _RC2(RC2):  # type: ignore[misc]
+        def process_core(self) -> None:
+            super().process_core()
+            conn.send(("lb", int(self.cost)))
+
+    wcnf = WCNF()
+    wcnf.nv = enc.n_vars
+    wcnf.hard = enc.hard
+    wcnf.soft = [list(c) for c in enc.soft]
+    wcnf.wght = list(enc.soft_weights) or [1] * len(enc.soft)
+    wcnf.topw = int(sum(wcnf.wght)) + 1
+    rc2 = _RC2(wcnf, solver=sat_solver, exhaust=True, minz=True)
+    while True:
+        model = rc2.compute()
+        if model is None:
+            conn.send(("done", "infeasible"))
+            return
+        vals = _values(model, enc.n_vars)
+        extra = enc.lazy_check(vals)
+        conn.send(("model", np.packbits(vals).tobytes(), enc.cost(vals)))
+        if not extra:
+            conn.send(("done", "optimal"))
+            return
+        for clause in extra:
+            rc2.add_clause(clause)
+
+
+def solve_rc2(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
+    """Core-guided RC2 (weighted), stoppable: a first SAT call in this process gives a feasible
+    model or the infeasibility proof; RC2 then runs in a forked child process that is killed at
+    the deadline (``feasible`` with the first model and RC2's lower bound, or ``unknown``)."""
+    t0 = time.perf_counter()
+    run = _Anytime(enc, deadline, sat_solver)
+    try:
+        res = run.probe([])
+    finally:
+        run.close()
+    best, best_cost = run.best, run.best_cost
+    lower = enc.lower_bound
+    if res is None or not res:
+        status = "unknown" if res is None else "infeasible"
+        if res is None and best is not None:
+            status = "feasible"
+        return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, "rc2")
+    if best_cost is not None and best_cost <= lower:
+        return SolveResult("optimal", best, best_cost, time.perf_counter() - t0, lower, "rc2")
+    status = "feasible"
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_rc2_child, args=(enc, sat_solver, child), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        while True:
+            left = _remaining(deadline)
+            if left is not None and left <= 0:
+                break
+            try:
+                if not parent.poll(left):
+                    break
+                msg = parent.recv()
+            except EOFError:  # the child died
+                break
+            if msg[0] == "lb":
+                lower = max(lower, msg[1])
+            elif msg[0] == "model":
+                if best_cost is None or msg[2] <= best_cost:
+                    vals = np.unpackbits(np.frombuffer(msg[1], dtype=np.uint8))
+                    best, best_cost = vals[: enc.n_vars + 1].astype(bool), int(msg[2])
+            elif msg[0] == "done":
+                status = msg[1]
+                if status == "optimal":
+                    lower = best_cost if best_cost is not None else lower
+                break
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(timeout=5)
+        parent.close()
+    if status == "infeasible" and best is not None:  # cannot happen: the SAT call found one
+        status = "feasible"  # pragma: no cover
+    if status == "feasible" and best_cost is not None and lower >= best_cost:
+        status = "optimal"
+    return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, "rc2")
+
+
+def solve_auto(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
+    """The measured default (``benchmarks/results/tree_scale.md``): binary search for hard
+    constraints (early tree or infeasibility proof, then ~log2(mu) probes), RC2 for weighted
+    soft constraints."""
+    if enc.weighted:
+        return solve_rc2(enc, deadline, sat_solver)
+    return solve_binary(enc, deadline, sat_solver)
 
 
 #: Solver name -> search function (the ``solver`` parameter of ``TreeClustering``).
 SOLVERS: dict[str, Callable[[TreeEncoding, float | None, str], SolveResult]] = {
+    "auto": solve_auto,
     "rc2": solve_rc2,
     "lsu": solve_lsu,
     "binary": solve_binary,
