@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.spatial.distance import pdist
 import pandas as pd
+from scipy.spatial.distance import pdist
 from sklearn.base import BaseEstimator, ClusterMixin
 
 from gnnaudit._validation import check_array, check_choice, check_float, check_int
@@ -367,7 +367,7 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         graph = self._constraint_graph(n, must_link, cannot_link, constraints)
         if soft:
             soft_ml, soft_cl, w_ml, w_cl = self._soft_constraints(n, must_link, cannot_link, graph)
-            self.constraints_ = (soft_ml, soft_cl, w_ml, w_cl)
+            self.constraints_: tuple[Any, Any, Any, Any] = (soft_ml, soft_cl, w_ml, w_cl)
             hard_graph = ConstraintGraph(n)
         else:
             soft_ml = soft_cl = np.zeros((0, 2), np.int64)
@@ -521,10 +521,14 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         desc = np.argsort(-pairs.apart_class, kind="stable")
         return (
             SmartPairs(
-                must_link=pairs.must_link, cannot_link=pairs.cannot_link,
-                together=pairs.together, together_class=pairs.together_class,
-                apart=pairs.apart[desc], apart_class=pairs.apart_class[desc],
-                forced_not_plus=pairs.forced_not_plus, forced_minus=pairs.forced_minus,
+                must_link=pairs.must_link,
+                cannot_link=pairs.cannot_link,
+                together=pairs.together,
+                together_class=pairs.together_class,
+                apart=pairs.apart[desc],
+                apart_class=pairs.apart_class[desc],
+                forced_not_plus=pairs.forced_not_plus,
+                forced_minus=pairs.forced_minus,
             ),  # fmt: skip
             start,
         )
@@ -545,9 +549,10 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
                     arr = arr.detach().cpu().numpy()
                 raw.append(np.asarray(arr).reshape(-1, 2).astype(np.int64))
         m_total = len(raw[0]) + len(raw[1])
+        weights: np.ndarray
         if np.ndim(cw) == 0:
-            w = check_float("constraint_weight", cw, minimum=0.0, inclusive=(False, True))
-            weights = np.full(m_total, w)
+            w0 = check_float("constraint_weight", cw, minimum=0.0, inclusive=(False, True))
+            weights = np.full(m_total, w0)
         else:
             weights = np.asarray(cw, dtype=float)
             if weights.ndim != 1 or len(weights) != m_total:
@@ -563,7 +568,7 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
                 )
         out: list[np.ndarray] = []
         for t, arr in enumerate(raw):
-            w = weights[: len(raw[0])] if t == 0 else weights[len(raw[0]) :]
+            w: np.ndarray = weights[: len(raw[0])] if t == 0 else weights[len(raw[0]) :]
             keep = arr[:, 0] != arr[:, 1]
             arr, w = np.sort(arr[keep], axis=1), w[keep]
             if len(arr):
@@ -643,9 +648,7 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
                     "TreeClustering found no clustering (status_='unknown'): the time limit "
                     "ran out before any tree was found; use a longer time_limit"
                 )
-            raise InfeasibleError(
-                f"TreeClustering found no clustering (status_={self.status_!r})"
-            )
+            raise InfeasibleError(f"TreeClustering found no clustering (status_={self.status_!r})")
 
     def _check_tree(self) -> ClusteringTree:
         self._check_solution()

@@ -187,7 +187,9 @@ def diagnose_constraints(
     ga, gb = group[cl[:, 0]], group[cl[:, 1]]
     lo, hi = np.minimum(ga, gb), np.maximum(ga, gb)
     keys, first = np.unique(lo * n_groups + hi, return_index=True)
-    edge_pair = {(int(k // n_groups), int(k % n_groups)): cl[f] for k, f in zip(keys, first)}
+    edge_pair = {
+        (int(k // n_groups), int(k % n_groups)): cl[f] for k, f in zip(keys, first, strict=True)
+    }
     adj: dict[int, list[int]] = {}
     for a, b in edge_pair:
         adj.setdefault(a, []).append(b)

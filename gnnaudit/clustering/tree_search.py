@@ -209,7 +209,7 @@ def solve_binary(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> 
 
 def _rc2_child(enc: TreeEncoding, sat_solver: str, conn: Any) -> None:  # pragma: no cover
     """Runs in the forked child: RC2 with the lazy loop; sends ("lb", cost), ("model",
-    packed values, cost) and finally ("done", status)."""
+    packed values, cost, lazy pairs added) and finally ("done", status)."""
     from pysat.examples.rc2 import RC2
     from pysat.formula import WCNF
 
@@ -232,7 +232,7 @@ def _rc2_child(enc: TreeEncoding, sat_solver: str, conn: Any) -> None:  # pragma
             return
         vals = _values(model, enc.n_vars)
         extra = enc.lazy_check(vals)
-        conn.send(("model", np.packbits(vals).tobytes(), enc.cost(vals)))
+        conn.send(("model", np.packbits(vals).tobytes(), enc.cost(vals), enc.lazy_added))
         if not extra:
             conn.send(("done", "optimal"))
             return
@@ -279,6 +279,7 @@ def solve_rc2(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> Sol
             if msg[0] == "lb":
                 lower = max(lower, msg[1])
             elif msg[0] == "model":
+                enc.lazy_added = max(enc.lazy_added, int(msg[3]))
                 if best_cost is None or msg[2] <= best_cost:
                     vals = np.unpackbits(np.frombuffer(msg[1], dtype=np.uint8))
                     best, best_cost = vals[: enc.n_vars + 1].astype(bool), int(msg[2])
