@@ -195,15 +195,27 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
             default ``n_clusters`` (all clusters non-empty). ``2 <= k' <= k``.
         smart_pairs: drop redundant pair clauses and fix implied literals (App. C, Alg. 1);
             never changes the feasible or optimal solutions.
-        solver: ``"rc2"`` (default: pysat's core-guided RC2 MaxSAT solver; stopped by the time
-            limit it holds no solution: ``unknown``), ``"lsu"`` (anytime SAT-UNSAT linear search
-            on one incremental SAT oracle; each bound is a few binary clauses thanks to the
-            class chains; stopped by the time limit with a solution: ``feasible``; choose it
-            with a tight ``time_limit``) or ``"binary"`` (anytime binary search on the cost with
-            retractable bounds). All three return the same optimal cost; on the paper's Iris
-            and Wine grid RC2 and LSU take similar mean times, LSU has the shorter tail
-            (``benchmarks/RESULTS.md``).
-        time_limit: seconds for the solver (``None``: no limit).
+        solver: ``"auto"`` (default: binary search for hard constraints -- its first SAT
+            call gives an early tree or the infeasibility proof, then about
+            :math:`\\log_2 \\mu` probes -- and RC2 for soft constraints; chosen from
+            ``benchmarks/results/tree_scale.md``), ``"rc2"`` (pysat's core-guided RC2, run in
+            a child process killed at the deadline, after a first SAT call that provides a
+            tree and the infeasibility proof), ``"lsu"`` (anytime SAT-UNSAT linear search) or
+            ``"binary"``. All return the same optimal cost; all return the best tree found
+            when the time limit stops them (``feasible``).
+        time_limit: wall-clock seconds for the whole ``fit`` (validation, encoding, solving);
+            ``None``: no limit. Kept within a fraction of a second plus the time of the
+            encoding step running when the limit passes.
+        constraint_weight: ``None`` (hard constraints), a positive number or one positive
+            weight per pair (must-link rows first, then cannot-link rows, as passed): the
+            constraints become weighted soft clauses next to the objective; breaking one of
+            weight ``w`` costs as much as ``w`` distance classes of the objective. Needs
+            ``solver="auto"`` or ``"rc2"``. Contradictory pairs are then allowed.
+        max_pairs: how many conditional separating pairs (Eq. 27-29, the longest first) are
+            encoded up front; the others are added lazily when a model breaks them (exact:
+            a model that breaks none is a model of the full formula, and an unsatisfiable
+            subset is unsatisfiable in full). ``None``: all when at most 500,000, else the
+            100,000 longest.
         tree: ``False`` for the CC baseline (no tree, Eq. 39); ``predict`` and ``export_text``
             then need the tree and raise.
         sat_solver: the pysat SAT oracle name (default ``"g4"``, Glucose 4).
@@ -213,10 +225,19 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         labels_: ``(n,)`` cluster of every point (clusters numbered by first appearance).
         tree_: :class:`ClusteringTree` (``None`` for ``tree=False``).
         status_: ``"optimal"``, ``"feasible"`` (time limit, solution found, optimality not
-            proven), ``"infeasible"`` (no tree of this depth honours the constraints) or
-            ``"unknown"`` (time limit, no solution).
+            proven), ``"infeasible"`` (no tree of this depth honours the constraints, proven)
+            or ``"unknown"`` (time limit, no solution and no proof).
+        infeasibility_: :class:`~gnnaudit.clustering.tree_diagnosis.Infeasibility` (cause,
+            offending pairs, remedies, ``message``) when infeasible, else ``None``.
+        violated_constraints_: DataFrame ``i, j, kind, weight`` of the constraints
+            ``labels_`` breaks (soft constraints; empty for hard ones).
+        bound_: proven lower bound on the optimal ``cost_`` (``None`` when unknown).
+        solver_used_: the search that ran (``"binary"``, ``"rc2"``, ...).
+        n_lazy_pairs_: conditional separating pairs added lazily.
+        fit_time_: wall seconds of the whole ``fit``.
         max_diameter_, min_split_: MD and MS of ``labels_`` on the scaled features.
-        cost_: MaxSAT cost (:math:`\\lambda^-` or :math:`\\lambda^- + \\mu - \\lambda^+`).
+        cost_: MaxSAT cost (:math:`\\lambda^-` or :math:`\\lambda^- + \\mu - \\lambda^+`;
+            with soft constraints 100 times that plus 100 times the broken weights).
         lambda_minus_, lambda_plus_: the class indices :math:`\\lambda^-`, :math:`\\lambda^+`.
         n_distance_classes_: :math:`\\mu`.
         n_clauses_, n_vars_: size of the MaxSAT model (hard + soft clauses).
@@ -225,8 +246,10 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         n_features_in_: number of features seen in ``fit``.
 
     Raises (``fit``): :class:`~gnnaudit.errors.InvalidInputError` for bad parameters or input,
-    :class:`~gnnaudit.errors.InfeasibleError` for contradictory constraints (a pair both ML and
-    CL, a CL pair inside an ML component), before any solving.
+    :class:`~gnnaudit.errors.InfeasibleError` for contradictory hard constraints (a pair both
+    ML and CL, a CL pair inside an ML component), before any solving; the error's
+    ``infeasibility`` (and ``infeasibility_``) names the pairs. Other infeasible inputs give
+    ``status_ == "infeasible"`` with ``infeasibility_``.
     """
 
     def __init__(
@@ -395,20 +418,26 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
                 logger.warning("TreeClustering: %s", why.message)
                 return self._finish_without_solution("infeasible", t_start)
 
+        # The encoding steps cannot be interrupted: a step predicted not to finish before the
+        # deadline is not started (status unknown), so the bound holds. Predictions: the
+        # distance classes from a timed sample (O(P log P)), the later steps from them.
         t0 = time.perf_counter()
-        if self._expired(deadline):
+        if not self._fits(deadline, self._estimate_classes(Xs, eps) if limit else 0.0):
             return self._finish_without_solution("unknown", t_start)
         classes = distance_classes(Xs, eps)
-        if self._expired(deadline):
-            return self._finish_without_solution("unknown", t_start)
+        t_classes = time.perf_counter() - t0
         pareto = self.objective == "md-ms"
+        if not self._fits(deadline, (2.0 if self.smart_pairs else 0.5) * t_classes):
+            return self._finish_without_solution("unknown", t_start)
         pairs = (
             smart_pairs(hard_graph, classes, together=pareto)
             if self.smart_pairs
             else all_pairs(hard_graph, classes)
         )
         pairs, max_apart = self._lazy_split(pairs)
-        if self._expired(deadline):
+        n_tree = (2**depth - 1) * X.shape[1] * n if self.tree else 0
+        n_pairs = len(pairs.apart) if max_apart is None else max_apart
+        if not self._fits(deadline, 0.5 * t_classes + 3e-6 * (n_tree + 3 * k * n_pairs)):
             return self._finish_without_solution("unknown", t_start)
 
         def build(s_ml: np.ndarray, s_cl: np.ndarray, **kw: Any) -> TreeEncoding:
@@ -432,7 +461,7 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
             "%.3fs", enc.n_vars, enc.n_clauses, classes.n_classes, len(enc.lazy_pairs),
             self.build_time_,
         )  # fmt: skip
-        if self._expired(deadline):
+        if not self._fits(deadline, 0.3 * self.build_time_):  # loading the SAT oracle
             return self._finish_without_solution("unknown", t_start)
 
         res = SOLVERS[self.solver](enc, deadline, self.sat_solver)
@@ -444,8 +473,15 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         self.n_lazy_pairs_ = enc.lazy_added
         if res.values is None:
             if res.status == "infeasible" and not soft:
+                # the core needs a second model: only when it fits before the deadline
+                core_deadline = deadline
+                if not self._fits(deadline, 1.5 * self.build_time_):
+                    core_deadline = time.perf_counter()
                 self.infeasibility_ = diagnose_depth(
-                    lambda a, b: build(a, b, pairs=_no_pairs(classes)), graph, depth, deadline
+                    lambda a, b: build(a, b, pairs=_no_pairs(classes)),
+                    graph,
+                    depth,
+                    core_deadline,
                 )
                 if not self.tree:
                     self.infeasibility_ = Infeasibility(
@@ -498,8 +534,22 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         )
 
     @staticmethod
-    def _expired(deadline: float | None) -> bool:
-        return deadline is not None and time.perf_counter() >= deadline
+    def _fits(deadline: float | None, seconds: float) -> bool:
+        """Can a step predicted to take ``seconds`` still finish before the deadline? (With a
+        1.5x margin: timings on a shared machine vary.)"""
+        return deadline is None or time.perf_counter() + 1.5 * seconds < deadline
+
+    @staticmethod
+    def _estimate_classes(Xs: np.ndarray, eps: float) -> float:
+        """Predicted seconds of :func:`distance_classes` on ``Xs``: time it on a sample of
+        at most 600 rows and scale by :math:`P \\log P`."""
+        n = len(Xs)
+        m = min(n, 600)
+        t = time.perf_counter()
+        distance_classes(Xs[:: max(1, n // m)][:m], eps)
+        dt = time.perf_counter() - t
+        P, Pm = n * (n - 1) / 2, m * (m - 1) / 2
+        return dt * (P / Pm) * (np.log2(P + 2) / np.log2(Pm + 2))
 
     def _finish_without_solution(self, status: str, t_start: float) -> TreeClustering:
         self.status_ = status
