@@ -267,3 +267,13 @@ def test_new_parameter_validation(kwargs, match):
     X, _ = blobs(0, 12)
     with pytest.raises(InvalidInputError, match=match):
         TreeClustering(3, depth=2, **kwargs).fit(X, must_link=[(0, 1)], cannot_link=[(0, 3)])
+
+
+def test_an_encoding_step_that_cannot_finish_is_not_started(monkeypatch):
+    X, y = blobs(0, 30)
+    monkeypatch.setattr(TreeClustering, "_estimate_classes", staticmethod(lambda Xs, eps: 1e9))
+    m = TreeClustering(3, depth=2, time_limit=5.0).fit(X)
+    assert m.status_ == "unknown" and m.labels_ is None and m.infeasibility_ is None
+    with pytest.raises(InfeasibleError, match="longer time_limit"):
+        m.predict(X)
+    assert TreeClustering(3, depth=2).fit(X).status_ == "optimal"  # no limit: no estimate

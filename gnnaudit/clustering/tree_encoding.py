@@ -57,7 +57,8 @@ class TreeEncoding:
 
     Attributes:
         hard: hard clauses (lists of DIMACS literals).
-        soft: unit soft clauses, weight 1 each.
+        soft: unit soft clauses (weights in ``soft_weights``; the objective ones weigh
+            ``unit_weight``).
         n_vars: number of variables.
         a, s, z, g, x: variable ids, shapes ``(B, F)``, ``(n, B)``, ``(n, L)``, ``(L, k-1)``,
             ``(n, k-1)`` (the tree blocks are empty for the CC baseline).
