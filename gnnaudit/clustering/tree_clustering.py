@@ -243,6 +243,7 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         n_clauses_, n_vars_: size of the MaxSAT model (hard + soft clauses).
         clause_counts_: hard clauses per equation family.
         build_time_, solve_time_: seconds spent building the model and solving it.
+        timings_: seconds per step (distance classes, pairs, encoding, solve).
         n_features_in_: number of features seen in ``fit``.
 
     Raises (``fit``): :class:`~gnnaudit.errors.InvalidInputError` for bad parameters or input,
@@ -385,6 +386,7 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         self.n_vars_ = self.n_clauses_ = 0
         self.clause_counts_ = {}
         self.solve_time_ = 0.0
+        self.timings_: dict[str, float] = {}
 
         soft = self.constraint_weight is not None
         graph = self._constraint_graph(n, must_link, cannot_link, constraints)
@@ -435,9 +437,10 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
             else all_pairs(hard_graph, classes)
         )
         pairs, max_apart = self._lazy_split(pairs)
+        t_pairs = time.perf_counter() - t0 - t_classes
         n_tree = (2**depth - 1) * X.shape[1] * n if self.tree else 0
         n_pairs = len(pairs.apart) if max_apart is None else max_apart
-        if not self._fits(deadline, 0.5 * t_classes + 3e-6 * (n_tree + 3 * k * n_pairs)):
+        if not self._fits(deadline, 0.5 * t_classes + 1e-6 * (n_tree + 3 * k * n_pairs)):
             return self._finish_without_solution("unknown", t_start)
 
         def build(s_ml: np.ndarray, s_cl: np.ndarray, **kw: Any) -> TreeEncoding:
@@ -452,6 +455,11 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
             max_apart=max_apart,
         )  # fmt: skip
         self.build_time_ = time.perf_counter() - t0
+        self.timings_ = {
+            "distance classes": t_classes,
+            "pairs": t_pairs,
+            "encoding": self.build_time_ - t_classes - t_pairs,
+        }
         self.n_vars_ = enc.n_vars
         self.n_clauses_ = enc.n_clauses
         self.clause_counts_ = dict(enc.counts)
@@ -467,6 +475,7 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         res = SOLVERS[self.solver](enc, deadline, self.sat_solver)
         self.status_ = res.status
         self.solve_time_ = res.time
+        self.timings_["solve"] = res.time
         self.solver_used_ = res.solver
         self.cost_ = res.cost
         self.bound_ = res.bound

@@ -119,6 +119,37 @@ class _Anytime:
             logger.debug("lazy pairs: +%d clauses", len(extra))
             self.oracle.append_formula(extra)
 
+    def set_deadline(self, deadline: float | None) -> None:
+        """Re-arm the interrupt timer for a new deadline."""
+        if self.timer is not None:
+            self.timer.cancel()
+        self.oracle.clear_interrupt()
+        self.deadline = deadline
+        self.timer = _with_timer(deadline, self.oracle.interrupt)
+
+    def warm_start(self, until: float | None, max_rounds: int = 50) -> bool | None:
+        """Soft constraints: look for a model that keeps as many of them as possible before
+        ``until``: assume every selector, and after an unsatisfiable call drop the selectors
+        of its core (a greedy correction set). The result is the best model so far."""
+        keep = [int(v) for v in np.r_[self.enc.sel_ml, self.enc.sel_cl]]
+        final = self.deadline
+        self.set_deadline(until if final is None or until is None else min(until, final))
+        res: bool | None = None
+        try:
+            for _ in range(max_rounds):
+                res = self.probe(keep)
+                if res is None or res:
+                    break
+                core = set(self.oracle.get_core() or [])
+                dropped = [v for v in keep if v in core]
+                if not dropped:
+                    break
+                keep = [v for v in keep if v not in core]
+                logger.debug("warm start: %d soft constraints dropped", len(dropped))
+        finally:
+            self.set_deadline(final)
+        return res
+
     def close(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
@@ -247,7 +278,13 @@ def solve_rc2(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> Sol
     t0 = time.perf_counter()
     run = _Anytime(enc, deadline, sat_solver)
     try:
-        res = run.probe([])
+        res = None
+        if enc.weighted:  # up to half the time for a model that keeps most constraints
+            left = _remaining(deadline)
+            until = None if left is None else time.perf_counter() + 0.5 * left
+            res = run.warm_start(until)
+        if not res:
+            res = run.probe([])
     finally:
         run.close()
     best, best_cost = run.best, run.best_cost
