@@ -277,3 +277,23 @@ def test_an_encoding_step_that_cannot_finish_is_not_started(monkeypatch):
     with pytest.raises(InfeasibleError, match="longer time_limit"):
         m.predict(X)
     assert TreeClustering(3, depth=2).fit(X).status_ == "optimal"  # no limit: no estimate
+
+
+def test_a_search_that_ignores_its_interrupt_is_killed_with_its_progress():
+    import time
+
+    import gnnaudit.clustering.tree_search as ts
+
+    X, _ = blobs(0, 12)
+    classes = distance_classes(X, 0.0)
+    enc = build_encoding(X, classes, smart_pairs(ConstraintGraph(12), classes, together=False),
+                         n_clusters=2, min_clusters=2, depth=1, objective="md")  # fmt: skip
+
+    def stubborn(enc, deadline, sat_solver):
+        ts._report("bound", 3)
+        time.sleep(60)
+
+    t = time.perf_counter()
+    res = ts._stoppable(stubborn, "stub")(enc, time.perf_counter() + 0.5, "g4")
+    assert time.perf_counter() - t < 30  # killed, not waited for
+    assert res.status == "unknown" and res.values is None and res.bound == 3

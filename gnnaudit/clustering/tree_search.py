@@ -82,6 +82,15 @@ def _with_timer(deadline: float | None, interrupt: Any) -> threading.Timer | Non
     return timer
 
 
+#: In a search child process: sends progress (best models, bounds) to the parent.
+_REPORT: Callable[[tuple[Any, ...]], None] | None = None
+
+
+def _report(*msg: Any) -> None:
+    if _REPORT is not None:
+        _REPORT(msg)
+
+
 class _Anytime:
     """One incremental SAT oracle with the lazy pool and the best model so far."""
 
@@ -113,6 +122,7 @@ class _Anytime:
             cost = self.enc.cost(vals)
             if self.best_cost is None or cost < self.best_cost:
                 self.best, self.best_cost = vals, cost
+                _report("model", np.packbits(vals).tobytes(), cost, self.enc.lazy_added)
             if not extra:
                 self.last = vals
                 return True
@@ -229,6 +239,7 @@ def solve_binary(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> 
                 else:
                     run.oracle.add_clause([-top])
                     lower = mid + 1
+                    _report("bound", lower)
                 logger.debug("binary search: cost in [%d, %s]", lower, run.best_cost)
             if run.best_cost is not None and lower >= run.best_cost:
                 status = "optimal"
@@ -337,19 +348,90 @@ def solve_rc2(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> Sol
     return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, "rc2")
 
 
+def _search_child(search: Any, enc: TreeEncoding, deadline: float | None, sat_solver: str,
+                  conn: Any) -> None:  # pragma: no cover - runs in the child  # fmt: skip
+    global _REPORT
+    _REPORT = conn.send
+    res = search(enc, deadline, sat_solver)
+    conn.send(("result", res, enc.lazy_added))
+
+
+#: Seconds the parent waits past the deadline for the child's own timer to stop it.
+_GRACE = 0.5
+
+Search = Callable[[TreeEncoding, float | None, str], SolveResult]
+
+
+def _stoppable(search: Search, name: str) -> Search:
+    """Run an in-process search in a forked child that streams its best models and bounds;
+    the parent kills it ``_GRACE`` seconds after the deadline if the SAT oracle did not stop
+    (an interrupt is only seen between conflicts), and returns the best model received."""
+
+    def run(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
+        if deadline is None:
+            return search(enc, deadline, sat_solver)
+        t0 = time.perf_counter()
+        ctx = mp.get_context("fork")
+        parent, child = ctx.Pipe(duplex=False)
+        proc = ctx.Process(
+            target=_search_child, args=(search, enc, deadline, sat_solver, child), daemon=True
+        )
+        proc.start()
+        child.close()
+        best: np.ndarray | None = None
+        best_cost: int | None = None
+        lower = enc.lower_bound
+        result: SolveResult | None = None
+        try:
+            while True:
+                left = deadline + _GRACE - time.perf_counter()
+                if left <= 0 or not parent.poll(left):
+                    break
+                try:
+                    msg = parent.recv()
+                except EOFError:  # the child died
+                    break
+                if msg[0] == "model":
+                    vals = np.unpackbits(np.frombuffer(msg[1], dtype=np.uint8))
+                    best, best_cost = vals[: enc.n_vars + 1].astype(bool), int(msg[2])
+                    enc.lazy_added = max(enc.lazy_added, int(msg[3]))
+                elif msg[0] == "bound":
+                    lower = max(lower, int(msg[1]))
+                elif msg[0] == "result":
+                    result = msg[1]
+                    enc.lazy_added = max(enc.lazy_added, int(msg[2]))
+                    break
+        finally:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(timeout=5)
+            parent.close()
+        if result is not None:
+            return result
+        logger.info("%s search killed at the deadline", name)
+        status = "feasible" if best is not None else "unknown"
+        return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, name)
+
+    return run
+
+
+_binary_stoppable = _stoppable(solve_binary, "binary")
+
+
 def solve_auto(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
     """The measured default (``benchmarks/results/tree_scale.md``): binary search for hard
     constraints (early tree or infeasibility proof, then ~log2(mu) probes), RC2 for weighted
     soft constraints."""
     if enc.weighted:
         return solve_rc2(enc, deadline, sat_solver)
-    return solve_binary(enc, deadline, sat_solver)
+    return _binary_stoppable(enc, deadline, sat_solver)
 
 
-#: Solver name -> search function (the ``solver`` parameter of ``TreeClustering``).
-SOLVERS: dict[str, Callable[[TreeEncoding, float | None, str], SolveResult]] = {
+#: Solver name -> search function (the ``solver`` parameter of ``TreeClustering``). With a
+#: deadline, binary and LSU run in a killable child process (RC2 has its own).
+SOLVERS: dict[str, Search] = {
     "auto": solve_auto,
     "rc2": solve_rc2,
-    "lsu": solve_lsu,
-    "binary": solve_binary,
+    "lsu": _stoppable(solve_lsu, "lsu"),
+    "binary": _binary_stoppable,
 }
