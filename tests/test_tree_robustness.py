@@ -297,3 +297,19 @@ def test_a_search_that_ignores_its_interrupt_is_killed_with_its_progress():
     res = ts._stoppable(stubborn, "stub")(enc, time.perf_counter() + 0.5, "g4")
     assert time.perf_counter() - t < 30  # killed, not waited for
     assert res.status == "unknown" and res.values is None and res.bound == 3
+
+
+@pytest.mark.parametrize("solver", ["auto", "rc2", "lsu"])
+def test_without_child_processes_the_searches_run_in_process(monkeypatch, solver):
+    """Inside a daemonic process (a Dask worker) no child can be forked."""
+    import gnnaudit.clustering.tree_search as ts
+
+    monkeypatch.setattr(ts, "_can_fork", lambda: False)
+    X, y = blobs(1, 21)
+    ml, cl = generate_constraints(y, 0.4, random_state=2)
+    kw = dict(depth=2, epsilon=0.0, time_limit=20.0)
+    ref = TreeClustering(3, depth=2, epsilon=0.0).fit(X, must_link=ml, cannot_link=cl)
+    m = TreeClustering(3, solver=solver, **kw).fit(X, must_link=ml, cannot_link=cl)
+    assert m.status_ == "optimal" and m.cost_ == ref.cost_
+    soft = TreeClustering(3, constraint_weight=1.0, **kw).fit(X, must_link=ml, cannot_link=cl)
+    assert soft.status_ == "optimal" and soft.labels_ is not None

@@ -282,6 +282,57 @@ def _rc2_child(enc: TreeEncoding, sat_solver: str, conn: Any) -> None:  # pragma
             rc2.add_clause(clause)
 
 
+def _can_fork() -> bool:
+    """A child process is possible (not inside a daemonic process, e.g. a Dask worker)."""
+    return "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
+
+
+def _rc2_in_process(
+    enc: TreeEncoding,
+    deadline: float | None,
+    sat_solver: str,
+    best: np.ndarray | None,
+    best_cost: int | None,
+    t0: float,
+) -> SolveResult:
+    """RC2 in this process, interrupted by a timer (where no child process can be started):
+    RC2 finishes the core it is processing after the interrupt, so it may overrun a little."""
+    from pysat.examples.rc2 import RC2
+    from pysat.formula import WCNF
+
+    wcnf = WCNF()
+    wcnf.nv = enc.n_vars
+    wcnf.hard = enc.hard
+    wcnf.soft = [list(c) for c in enc.soft]
+    wcnf.wght = list(enc.soft_weights) or [1] * len(enc.soft)
+    rc2 = RC2(wcnf, solver=sat_solver, exhaust=False, minz=False)
+    timer = _with_timer(deadline, rc2.interrupt)
+    status, lower = "feasible", enc.lower_bound
+    try:
+        while True:
+            model = rc2.compute(expect_interrupt=deadline is not None)
+            lower = max(lower, int(rc2.cost))
+            if model is None:
+                break
+            vals = _values(model, enc.n_vars)
+            extra = enc.lazy_check(vals)
+            cost = enc.cost(vals)
+            if best_cost is None or cost <= best_cost:
+                best, best_cost = vals, cost
+            if not extra:
+                status = "optimal"
+                break
+            for clause in extra:
+                rc2.add_clause(clause)
+    finally:
+        if timer is not None:
+            timer.cancel()
+        rc2.delete()
+    if status == "optimal":
+        lower = best_cost if best_cost is not None else lower
+    return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, "rc2")
+
+
 def solve_rc2(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
     """Core-guided RC2 (weighted), stoppable: a first SAT call in this process gives a feasible
     model or the infeasibility proof; RC2 then runs in a forked child process that is killed at
@@ -308,6 +359,8 @@ def solve_rc2(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> Sol
     if best_cost is not None and best_cost <= lower:
         return SolveResult("optimal", best, best_cost, time.perf_counter() - t0, lower, "rc2")
     status = "feasible"
+    if not _can_fork():
+        return _rc2_in_process(enc, deadline, sat_solver, best, best_cost, t0)
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_rc2_child, args=(enc, sat_solver, child), daemon=True)
@@ -368,7 +421,7 @@ def _stoppable(search: Search, name: str) -> Search:
     (an interrupt is only seen between conflicts), and returns the best model received."""
 
     def run(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
-        if deadline is None:
+        if deadline is None or not _can_fork():
             return search(enc, deadline, sat_solver)
         t0 = time.perf_counter()
         ctx = mp.get_context("fork")
