@@ -206,7 +206,7 @@ def main() -> None:
         "limit + max(5% of limit, 2 s). `cost` / `bound`: MaxSAT cost of the returned tree and "
         "the proven lower bound. `violated`: constraint pairs the labels break (hard: 0). "
         "`clauses`: hard + soft clauses encoded up front; `lazy pairs`: conditional separating "
-        "pairs (Eq. 27-29) added on demand (exact). `ran`: the search that ran (auto picks binary for hard, rc2 for soft constraints). "
+        "pairs (Eq. 27-29) added on demand (exact). `ran`: the search that ran (auto = a SAT call, then RC2). "
         "`steps`: seconds of distance classes / "
         "pairs / encoding / solve.",
         "",

@@ -195,14 +195,13 @@ class TreeClustering(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
             default ``n_clusters`` (all clusters non-empty). ``2 <= k' <= k``.
         smart_pairs: drop redundant pair clauses and fix implied literals (App. C, Alg. 1);
             never changes the feasible or optimal solutions.
-        solver: ``"auto"`` (default: binary search for hard constraints -- its first SAT
-            call gives an early tree or the infeasibility proof, then about
-            :math:`\\log_2 \\mu` probes -- and RC2 for soft constraints; chosen from
-            ``benchmarks/results/tree_scale.md``), ``"rc2"`` (pysat's core-guided RC2, run in
-            a child process killed at the deadline, after a first SAT call that provides a
-            tree and the infeasibility proof), ``"lsu"`` (anytime SAT-UNSAT linear search) or
-            ``"binary"``. All return the same optimal cost; all return the best tree found
-            when the time limit stops them (``feasible``).
+        solver: ``"auto"`` (default: a plain SAT call first -- an early tree or the
+            infeasibility proof -- then RC2 in a killable child process, for hard and soft
+            constraints; chosen from ``benchmarks/results/tree_scale.md``), ``"rc2"`` (the
+            same), ``"lsu"`` (anytime SAT-UNSAT linear search) or ``"binary"`` (anytime
+            binary search on the cost); ``lsu`` and ``binary`` need hard constraints. All
+            return the same optimal cost; all return the best tree found when the time limit
+            stops them (``feasible``).
         time_limit: wall-clock seconds for the whole ``fit`` (validation, encoding, solving);
             ``None``: no limit. Kept within a fraction of a second plus the time of the
             encoding step running when the limit passes.
