@@ -60,12 +60,13 @@ def test_rc2_is_killed_at_the_deadline_and_keeps_the_first_tree(wine, monkeypatc
     """The RC2 child is stopped at the deadline; the parent's first SAT model is returned."""
     import gnnaudit.clustering.tree_search as ts
 
-    def never(enc, sat_solver, conn):  # a child that never answers
+    def never(*args):  # an RC2 phase that never answers
         import time
 
         time.sleep(60)
 
     monkeypatch.setattr(ts, "_rc2_child", never)
+    monkeypatch.setattr(ts, "_rc2_in_process", never)
     X, y = wine
     ml, cl = generate_constraints(y, 0.2, random_state=0)
     m = TreeClustering(3, depth=2, solver="rc2", time_limit=3.0).fit(

@@ -304,7 +304,13 @@ def _rc2_in_process(
     wcnf.hard = enc.hard
     wcnf.soft = [list(c) for c in enc.soft]
     wcnf.wght = list(enc.soft_weights) or [1] * len(enc.soft)
-    rc2 = RC2(wcnf, solver=sat_solver, exhaust=False, minz=False)
+
+    class _RC2(RC2):  # type: ignore[misc]
+        def process_core(self) -> None:
+            super().process_core()
+            _report("bound", int(self.cost))
+
+    rc2 = _RC2(wcnf, solver=sat_solver, exhaust=True, minz=True)
     timer = _with_timer(deadline, rc2.interrupt)
     status, lower = "feasible", enc.lower_bound
     try:
@@ -318,6 +324,7 @@ def _rc2_in_process(
             cost = enc.cost(vals)
             if best_cost is None or cost <= best_cost:
                 best, best_cost = vals, cost
+                _report("model", np.packbits(vals).tobytes(), cost, enc.lazy_added)
             if not extra:
                 status = "optimal"
                 break
@@ -468,6 +475,7 @@ def _stoppable(search: Search, name: str) -> Search:
 
 
 _binary_stoppable = _stoppable(solve_binary, "binary")
+_rc2_stoppable = _stoppable(solve_rc2, "rc2")  # in its child, RC2 runs in-process
 
 
 def solve_auto(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
@@ -476,14 +484,14 @@ def solve_auto(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> So
     Ionosphere / breast_cancer at kappa 0.5), then RC2 in a killable child (on breast_cancer
     at kappa 0.1 it proved optimality in 2 of 2 sets within 30 s, binary search in 1 of 2), for
     hard and soft constraints alike: this is :func:`solve_rc2`."""
-    return solve_rc2(enc, deadline, sat_solver)
+    return _rc2_stoppable(enc, deadline, sat_solver)
 
 
 #: Solver name -> search function (the ``solver`` parameter of ``TreeClustering``). With a
 #: deadline, binary and LSU run in a killable child process (RC2 has its own).
 SOLVERS: dict[str, Search] = {
     "auto": solve_auto,
-    "rc2": solve_rc2,
+    "rc2": _rc2_stoppable,
     "lsu": _stoppable(solve_lsu, "lsu"),
     "binary": _binary_stoppable,
 }
