@@ -46,11 +46,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--min-clusters", type=int, default=None, help="non-empty clusters (default k)")
     p.add_argument(
         "--solver",
-        default="rc2",
-        choices=("lsu", "rc2", "binary"),
-        help="MaxSAT solver (default rc2; lsu keeps the best tree found when --time-limit stops it)",
+        default="auto",
+        choices=("auto", "lsu", "rc2", "binary"),
+        help="MaxSAT solver (default auto; every solver keeps the best tree found when "
+        "--time-limit stops it)",
     )
-    p.add_argument("--time-limit", type=float, default=None, help="solver time limit (seconds)")
+    p.add_argument(
+        "--time-limit", type=float, default=None, help="time limit of the whole fit (seconds)"
+    )
     p.add_argument("--no-smart-pairs", action="store_true", help="disable smart pairs")
     p.add_argument("--no-tree", action="store_true", help="CC baseline: no tree")
     p.add_argument("--label", default=None, help="ground-truth column (not a feature; ARI)")
@@ -147,13 +150,14 @@ def run(args: argparse.Namespace) -> int:
     print(table.to_string())
     if model.labels_ is None:
         if model.status_ == "infeasible":
+            why = model.infeasibility_
             raise InfeasibleError(
-                f"no clustering: the solver proved that no depth-{args.depth} tree with "
-                f"--k {args.k} satisfies the constraints (status infeasible)"
+                f"no clustering: no depth-{args.depth} tree with --k {args.k} satisfies the "
+                "constraints (status infeasible)" + (f"; {why.message}" if why else "")
             )
         raise InfeasibleError(
-            f"no clustering: the solver found none (status {model.status_}) within --time-limit "
-            f"{args.time_limit} s; raise --time-limit or use --solver lsu"
+            f"no clustering: none found (status {model.status_}) within --time-limit "
+            f"{args.time_limit} s; raise --time-limit"
         )
     if args.out is not None:
         with atomic_file(args.out, name="--out", force=args.force) as tmp:

@@ -57,7 +57,8 @@ class TreeEncoding:
 
     Attributes:
         hard: hard clauses (lists of DIMACS literals).
-        soft: unit soft clauses, weight 1 each.
+        soft: unit soft clauses (weights in ``soft_weights``; the objective ones weigh
+            ``unit_weight``).
         n_vars: number of variables.
         a, s, z, g, x: variable ids, shapes ``(B, F)``, ``(n, B)``, ``(n, L)``, ``(L, k-1)``,
             ``(n, k-1)`` (the tree blocks are empty for the CC baseline).
@@ -81,6 +82,58 @@ class TreeEncoding:
     b_plus: np.ndarray
     counts: dict[str, int] = field(default_factory=dict)
     lower_bound: int = 0
+    soft_weights: list[int] = field(default_factory=list)
+    unit_weight: int = 1
+    sel_ml: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sel_cl: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    w_ml: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    w_cl: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    lazy_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    lazy_class: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    lazy_added: int = 0
+
+    @property
+    def weighted(self) -> bool:
+        """Soft must-link / cannot-link clauses are present (weighted cost)."""
+        return bool(len(self.sel_ml) or len(self.sel_cl))
+
+    @property
+    def lazy(self) -> bool:
+        """Some conditional separating clauses (Eq. 27-29) are still pending."""
+        return bool(len(self.lazy_pairs))
+
+    def lazy_check(self, values: np.ndarray, batch: int = 20000) -> list[list[int]]:
+        """Lazy clause generation for Eq. (27)-(29) (exact): the pending pairs of class
+        :math:`w \\ge \\lambda^-` that ``values`` puts in one cluster violate their clause
+        :math:`(b^-_w \\lor \\text{separate})`. Their clauses (the ``batch`` longest) are
+        returned and leave the pending pool; ``values`` is repaired in place into a model of
+        the full formula (:math:`b^-_w` set for every class below the longest violated pair's
+        class + 1, which keeps Eq. 32 and 34). An empty list: ``values`` satisfies every
+        pending clause, so it is a model of the full formula."""
+        if not self.lazy:
+            return []
+        lab = values[self.x].sum(axis=1)
+        lam = int(values[self.b_minus].sum())
+        # pool sorted by class, descending: candidates are a prefix
+        m = int(np.searchsorted(-self.lazy_class, -lam, side="right"))
+        pp = self.lazy_pairs[:m]
+        viol = np.flatnonzero(lab[pp[:, 0]] == lab[pp[:, 1]])
+        if not len(viol):
+            return []
+        top = int(self.lazy_class[viol[0]]) + 1
+        values[self.b_minus[:top]] = True
+        take = viol[:batch]
+        clauses = _flatten(_separate(self.x, pp[take], self.b_minus[self.lazy_class[take]]))
+        keep = np.ones(len(self.lazy_pairs), dtype=bool)
+        keep[take] = False
+        self.lazy_pairs = self.lazy_pairs[keep]
+        self.lazy_class = self.lazy_class[keep]
+        self.lazy_added += len(take)
+        return clauses
+
+    def violated(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Masks of the soft must-link and cannot-link selectors that ``values`` falsifies."""
+        return ~values[self.sel_ml], ~values[self.sel_cl]
 
     @property
     def n_clauses(self) -> int:
@@ -93,6 +146,10 @@ class TreeEncoding:
         cost = int(values[self.b_minus].sum())
         if len(self.b_plus):
             cost += int(len(self.b_plus) - values[self.b_plus].sum())
+        cost *= self.unit_weight
+        if self.weighted:
+            vml, vcl = self.violated(values)
+            cost += int(self.w_ml[vml].sum() + self.w_cl[vcl].sum())
         return cost
 
     def bound_clauses(self, max_cost: int) -> list[list[int]]:
@@ -141,6 +198,38 @@ def _cols(*cols: np.ndarray) -> np.ndarray:
     return np.stack([c.reshape(-1) for c in cols], axis=1)
 
 
+def _separate(x: np.ndarray, pp: np.ndarray, guard: np.ndarray | None) -> list[np.ndarray]:
+    """Eq. (22)-(24) (guard None) or Eq. (27)-(29) (guard = one literal per pair, e.g.
+    :math:`b^-_w`): the pairs ``pp`` are in different clusters unless the guard holds."""
+    if not len(pp):
+        return []
+    k1 = x.shape[1]
+    xi, xj = x[pp[:, 0]], x[pp[:, 1]]  # (m, k1)
+    gcol = [] if guard is None else [guard[:, None]]
+    out = [_cols(*gcol, xi[:, :1], xj[:, :1]), _cols(*gcol, -xi[:, -1:], -xj[:, -1:])]
+    if k1 >= 2:
+        g2 = [] if guard is None else [np.broadcast_to(guard[:, None], (len(pp), k1 - 1))]
+        out.append(_cols(*g2, -xi[:, :-1], -xj[:, :-1], xi[:, 1:], xj[:, 1:]))
+    return out
+
+
+def _together(x: np.ndarray, pp: np.ndarray, guard: np.ndarray | None) -> list[np.ndarray]:
+    """Eq. (25)-(26) (guard None) or Eq. (30)-(31) (guard = one literal per pair, e.g.
+    :math:`\\lnot b^+_w`): the pairs ``pp`` share a cluster unless the guard holds."""
+    if not len(pp):
+        return []
+    xi, xj = x[pp[:, 0]], x[pp[:, 1]]
+    gcol = [] if guard is None else [np.broadcast_to(guard[:, None], xi.shape)]
+    return [_cols(*gcol, -xi, xj), _cols(*gcol, xi, -xj)]
+
+
+def _flatten(parts: list[np.ndarray]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for part in parts:
+        out.extend(part.tolist())
+    return out
+
+
 def _tree_paths(depth: int) -> tuple[np.ndarray, np.ndarray]:
     """Ancestors ``(L, depth)`` of every leaf and the side ``(L, depth)`` (+1 left, -1 right)."""
     n_leaves = 2**depth
@@ -161,6 +250,12 @@ def build_encoding(
     depth: int,
     objective: str,
     tree: bool = True,
+    soft_ml: np.ndarray | None = None,
+    soft_cl: np.ndarray | None = None,
+    w_ml: np.ndarray | None = None,
+    w_cl: np.ndarray | None = None,
+    unit_weight: int = 1,
+    max_apart: int | None = None,
 ) -> TreeEncoding:
     """Build the hard and soft clauses of Eq. (7)-(38) (``tree=True``) or of the CC baseline
     Eq. (16)-(39) without the tree (``tree=False``).
@@ -173,7 +268,18 @@ def build_encoding(
         min_clusters: ``k'``, the number of clusters that must be non-empty (Eq. 21).
         depth: tree depth ``d`` (ignored when ``tree=False``).
         objective: ``"md"`` (soft Eq. 37) or ``"md-ms"`` (soft Eq. 37 and 38).
+        soft_ml, soft_cl: ``(m, 2)`` must-link / cannot-link pairs made soft: a selector
+            :math:`r_p` with hard clauses :math:`r_p \\to` (Eq. 25-26 / 22-24) and a soft unit
+            :math:`(r_p)` of integer weight ``w_ml`` / ``w_cl``.
+        unit_weight: integer weight of each objective soft clause (Eq. 37-38) next to them.
+        max_apart: encode only the first ``max_apart`` conditional separating pairs
+            (``pairs.apart``, sorted by class, descending) now; the rest go to the lazy pool
+            (:meth:`TreeEncoding.lazy_check`). ``None``: all now.
     """
+    soft_ml = np.zeros((0, 2), np.int64) if soft_ml is None else soft_ml
+    soft_cl = np.zeros((0, 2), np.int64) if soft_cl is None else soft_cl
+    w_ml = np.ones(len(soft_ml), np.int64) if w_ml is None else np.asarray(w_ml, np.int64)
+    w_cl = np.ones(len(soft_cl), np.int64) if w_cl is None else np.asarray(w_cl, np.int64)
     Xs = check_array("Xs", Xs, ndim=2, min_rows=2)
     n, n_feat = Xs.shape
     k1 = n_clusters - 1
@@ -223,40 +329,39 @@ def build_encoding(
     elif k1 >= 2:
         fam["39"] = _cols(x[:, :-1], -x[:, 1:])  # Eq. (39): unary point labels (CC baseline)
 
-    # Eq. (19)-(20): point p opens at most cluster max(previous) + 1
+    # Eq. (19)-(20): point p opens at most cluster max(previous) + 1. Eq. (20) as written has
+    # clauses of width p (O(k n^2) literals); here it goes through prefix-or variables
+    # u_{p,c} ("some point before p is in cluster >= c+1"), O(n k) ternary clauses:
+    # x_{p,c} -> u_{p,c-1},  u_{p,c} -> u_{p-1,c} v x_{p-1,c},  u_{1,c} -> x_{0,c}.
+    # Any model of Eq. (20) extends by u = the prefix or, and u only weakens towards it, so the
+    # solutions on x are those of Eq. (20).
     p19 = np.arange(min(k1, n))
     fam["19"] = (-x[p19, p19])[:, None]
-    fam["20"] = [
-        [-int(x[p, c])] + x[:p, c - 1].tolist() for c in range(1, k1) for p in range(c + 1, n)
-    ]
+    if k1 >= 2 and n >= 3:
+        u = v.block(n, k1 - 1)  # u[p, c] for p >= 1 (row 0 unused), c < k1 - 1
+        fam["20"] = [
+            _cols(-x[1:, 1:], u[1:, :]),  # x_{p,c} -> u_{p,c-1}
+            _cols(-u[2:, :], u[1:-1, :], x[1:-1, :-1]),  # u_{p,c} -> u_{p-1,c} v x_{p-1,c}
+            _cols(-u[1, :], x[0, :-1]),  # u_{1,c} -> x_{0,c}
+        ]
+    else:
+        fam["20"] = []
     # Eq. (21): at least min_clusters clusters are used
     fam["21"] = [x[:, min_clusters - 2].tolist()]
-
-    def separate(pp: np.ndarray, guard: np.ndarray | None) -> list[np.ndarray]:
-        """Eq. (22)-(24) (guard None) or Eq. (27)-(29) (guard = b^-_w literals)."""
-        if not len(pp):
-            return []
-        xi, xj = x[pp[:, 0]], x[pp[:, 1]]  # (m, k1)
-        gcol = [] if guard is None else [guard[:, None]]
-        out = [_cols(*gcol, xi[:, :1], xj[:, :1]), _cols(*gcol, -xi[:, -1:], -xj[:, -1:])]
-        if k1 >= 2:
-            g2 = [] if guard is None else [np.broadcast_to(guard[:, None], (len(pp), k1 - 1))]
-            out.append(_cols(*g2, -xi[:, :-1], -xj[:, :-1], xi[:, 1:], xj[:, 1:]))
-        return out
-
-    def together(pp: np.ndarray, guard: np.ndarray | None) -> list[np.ndarray]:
-        """Eq. (25)-(26) (guard None) or Eq. (30)-(31) (guard = -b^+_w literals)."""
-        if not len(pp):
-            return []
-        xi, xj = x[pp[:, 0]], x[pp[:, 1]]
-        gcol = [] if guard is None else [np.broadcast_to(guard[:, None], xi.shape)]
-        return [_cols(*gcol, -xi, xj), _cols(*gcol, xi, -xj)]
-
-    fam["22-24"] = separate(pairs.cannot_link, None)
-    fam["25-26"] = together(pairs.must_link, None)
-    fam["27-29"] = separate(pairs.apart, bm[pairs.apart_class])
+    fam["22-24"] = _separate(x, pairs.cannot_link, None)
+    fam["25-26"] = _together(x, pairs.must_link, None)
+    apart, apart_cls = pairs.apart, pairs.apart_class
+    if max_apart is not None and len(apart) > max_apart:
+        # lazy mode: the longest pairs now, the rest on demand (TreeEncoding.lazy_apart)
+        apart, apart_cls = apart[:max_apart], apart_cls[:max_apart]
+    fam["27-29"] = _separate(x, apart, bm[apart_cls])
     if pareto:
-        fam["30-31"] = together(pairs.together, -bp[pairs.together_class])
+        fam["30-31"] = _together(x, pairs.together, -bp[pairs.together_class])
+    # soft must-link / cannot-link: selector r_p, hard (r_p -> constraint), soft (r_p)
+    sel_ml = v.block(len(soft_ml))
+    sel_cl = v.block(len(soft_cl))
+    fam["soft ML"] = _together(x, soft_ml, -sel_ml)
+    fam["soft CL"] = _separate(x, soft_cl, -sel_cl)
     # Eq. (32)-(34): class chains
     fam["32"] = _cols(-bm[1:], bm[:-1])
     if pareto:
@@ -295,6 +400,12 @@ def build_encoding(
         soft += bp[:fnp][:, None].tolist()
         lower = max(mu, lower + mu - fnp)
     counts["soft 37-38"] = len(soft)
+    weights = [int(unit_weight)] * len(soft)
+    soft += sel_ml[:, None].tolist() + sel_cl[:, None].tolist()
+    weights += w_ml.tolist() + w_cl.tolist()
+    counts["soft ML/CL"] = len(sel_ml) + len(sel_cl)
+    lazy_pairs = pairs.apart[len(apart) :].astype(np.int64)
+    lazy_class = pairs.apart_class[len(apart) :].astype(np.int64)
     return TreeEncoding(
         hard=hard,
         soft=soft,
@@ -307,5 +418,13 @@ def build_encoding(
         b_minus=bm,
         b_plus=bp,
         counts=counts,
-        lower_bound=lower,
+        lower_bound=lower * int(unit_weight),
+        soft_weights=weights,
+        unit_weight=int(unit_weight),
+        sel_ml=sel_ml,
+        sel_cl=sel_cl,
+        w_ml=w_ml,
+        w_cl=w_cl,
+        lazy_pairs=lazy_pairs,
+        lazy_class=lazy_class,
     )
