@@ -547,6 +547,19 @@ class FlipArrays:
     n_alternatives: list[int]
 
 
+def _node_plan(
+    graph: AuditedGraph,
+    alts: list[list[Alternative]],
+    random_state: int,
+    num_hops: int | None,
+) -> tuple[int, sp.csr_matrix, BatchPlan, np.ndarray]:
+    """Node scope's receptive-field radius, hop adjacency, batching plan and safeguard nodes."""
+    hops = resolve_num_hops(graph.adapter, num_hops)
+    adj = hop_adjacency(graph.edge_index.cpu(), int(graph.x.size(0)))
+    plan = plan_batches(adj, graph.nodes, hops, seeded(random_state, PLAN_STREAM))
+    return hops, adj, plan, _pick_checks(adj, graph.nodes, alts, random_state)
+
+
 def run_interventions(
     graph: AuditedGraph,
     data: Any,
@@ -569,10 +582,7 @@ def run_interventions(
     alts = [alternatives(data, spec) for spec in specs]
     plan = None
     if scope == "node":
-        hops = resolve_num_hops(graph.adapter, num_hops)
-        adj = hop_adjacency(graph.edge_index.cpu(), int(graph.x.size(0)))
-        plan = plan_batches(adj, graph.nodes, hops, seeded(random_state, PLAN_STREAM))
-        checks = _pick_checks(adj, graph.nodes, alts, random_state)
+        hops, adj, plan, checks = _node_plan(graph, alts, random_state, num_hops)
         total = plan.n_batches * sum(len(a) for a in alts) + checks.size
         eng = _Intervener(graph, progress, total)
         local = _LocalGraph(eng, adj, hops)
@@ -601,10 +611,7 @@ def _run_distributed(
     alts = [alternatives(data, spec) for spec in specs]
     plan, adj = None, None
     if scope == "node":
-        hops = resolve_num_hops(graph.adapter, num_hops)
-        adj = hop_adjacency(graph.edge_index.cpu(), int(graph.x.size(0)))
-        plan = plan_batches(adj, graph.nodes, hops, seeded(random_state, PLAN_STREAM))
-        checks = _pick_checks(adj, graph.nodes, alts, random_state)
+        _, adj, plan, checks = _node_plan(graph, alts, random_state, num_hops)
     items = list(zip(specs, alts, strict=True))
     parts = map_blocks(client, _feature_task, items, graph, plan, adj)
     flipped = [p[0] for p in parts]

@@ -20,17 +20,16 @@ import argparse
 from typing import Any
 
 from gnnaudit.cli._datasets import add_dataset_arguments
-from gnnaudit.cli.options import add_force_argument, add_out_argument, add_progress_argument
+from gnnaudit.cli.options import (
+    BACKBONES,
+    BACKENDS,
+    add_force_argument,
+    add_out_argument,
+    add_progress_argument,
+)
 
 #: gnnaudit's own backbones (``--model``); anything with a ``:`` is the user's MODULE:NAME
-BACKBONE_CHOICES: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
-BACKENDS: tuple[str, ...] = (
-    "exact",
-    "sorted",
-    "index",
-    "faiss",
-    "auto",
-)  # = audit.evidence.BACKENDS
+BACKBONE_CHOICES = BACKBONES
 
 TRUST_NOTE = (
     "Importing MODULE (your model code) is the one trusted step: it runs that code, as your "

@@ -13,10 +13,14 @@ from __future__ import annotations
 import argparse
 
 from gnnaudit.cli._datasets import add_dataset_arguments
-from gnnaudit.cli.options import add_force_argument, add_out_argument, add_progress_argument
+from gnnaudit.cli.options import (
+    BACKBONES,
+    add_force_argument,
+    add_out_argument,
+    add_progress_argument,
+)
 
-#: Same names as :data:`gnnaudit.training.BACKBONES` (kept here so ``--help`` stays light).
-MODELS: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
+MODELS = BACKBONES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
