@@ -137,6 +137,7 @@ def test_node_scope_subgraph_passes_equal_whole_graph_passes(monkeypatch, featur
     assert set(sizes) == {3000}
     sizes.clear()
     monkeypatch.setattr(engine, "LOCAL_MAX_FRACTION", 0.9)
+    monkeypatch.setattr(engine, "LOCAL_MAX_TOTAL", 100.0)
     local = counterfactual_flip(module, data, feature, **kwargs)
     assert min(sizes) < 3000  # subgraph passes ran
     np.testing.assert_array_equal(whole.nodes, local.nodes)
