@@ -146,7 +146,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1_000_000)
     parser.add_argument("--train-nodes", type=int, default=20_000)
     parser.add_argument("--epochs", type=int, default=100)
-    parser.add_argument("--backend", default="exact")
+    parser.add_argument("--backend", default="auto")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--skip-api", action="store_true")
     parser.add_argument("--skip-cli", action="store_true")
