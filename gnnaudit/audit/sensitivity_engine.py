@@ -271,8 +271,8 @@ class _LocalGraph:
         self.enabled = not eng.setup.adapter.forward_kwargs  # per-edge kwargs cannot be cut
         self.checked = False
 
-    def ball(self, seeds: np.ndarray) -> np.ndarray | None:
-        """Sorted ids within ``L+1`` hops of ``seeds``; None once it exceeds the limit."""
+    def ball(self, seeds: np.ndarray, limit: float) -> np.ndarray | None:
+        """Sorted ids within ``L+1`` hops of ``seeds``; None once more than ``limit``."""
         reach = np.zeros(self.adj.shape[0], dtype=bool)
         reach[seeds] = True
         frontier, size = seeds, seeds.size
@@ -282,7 +282,7 @@ class _LocalGraph:
             frontier = np.unique(nbr[~reach[nbr]])
             reach[frontier] = True
             size += frontier.size
-            if size > self.limit:
+            if size > limit:
                 return None
         return np.flatnonzero(reach)
 
@@ -290,24 +290,25 @@ class _LocalGraph:
         """``(chunk, ball)`` pairs covering ``batch`` (halving it until every chunk's ball fits
         the limit); ``[(batch, None)]`` (one whole-graph pass per value) when a single node's
         ball does not fit or the chunks' balls add up to more than :data:`LOCAL_MAX_TOTAL` of
-        the graph's nodes."""
-        if self.enabled:
-            parts = self._split(batch)
-            total = LOCAL_MAX_TOTAL * self.adj.shape[0]
-            if parts is not None and sum(b.size for _, b in parts) <= total:
-                return list(parts)
-        return [(batch, None)]
-
-    def _split(self, batch: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]] | None:
-        ball = self.ball(batch)
-        if ball is not None:
-            return [(batch, ball)]
-        if batch.size == 1:
-            return None
-        half = batch.size // 2
-        left = self._split(batch[:half])
-        right = None if left is None else self._split(batch[half:])
-        return None if left is None or right is None else left + right
+        the graph's nodes. Each ball search stops at the budget left, so a batch that will not
+        fit costs at most a few searches of that size, never one per node."""
+        if not self.enabled:
+            return [(batch, None)]
+        budget = LOCAL_MAX_TOTAL * self.adj.shape[0]
+        parts: list[tuple[np.ndarray, np.ndarray | None]] = []
+        stack = [batch]
+        while stack:
+            part = stack.pop()
+            ball = self.ball(part, min(self.limit, budget))
+            if ball is None:
+                if part.size == 1:
+                    return [(batch, None)]
+                half = part.size // 2
+                stack += [part[half:], part[:half]]  # the left half next: chunks keep order
+                continue
+            parts.append((part, ball))
+            budget -= ball.size
+        return parts
 
     def subgraph(self, ball: np.ndarray) -> torch.Tensor:
         """Edges of the subgraph induced by ``ball`` (relabelled, original order)."""
