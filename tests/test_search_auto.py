@@ -82,12 +82,14 @@ def test_tuned_ivf_defaults_and_recall():
     s = FaissSearcher(index_type="ivf", random_state=0).build(space_of(x, pred))
     for index, members in zip(s.indexes_, s.members_, strict=True):
         nlist = int(round(np.sqrt(members.size)))
-        assert index.nlist == nlist and index.nprobe == default_nprobe(nlist)
+        assert index.nlist == nlist and index.nprobe == default_nprobe(nlist, x.shape[1])
     q = np.arange(0, x.shape[0], 3)
     _, pos = positions(s, s.local(q, 10))
     _, ref = brute_local(x, pred, q, 10)
     assert recall(pos, ref) >= 0.95
     assert default_nprobe(16) == 8 and default_nprobe(400) == 25
+    assert default_nprobe(16, 128) == 6 and default_nprobe(400, 128) == 13
+    assert default_nprobe(400, 16) == 25
 
 
 @pytest.mark.parametrize("command", ["evidence", "audit"])

@@ -27,12 +27,15 @@ Index types (``index_type``):
   OpenMP thread so the graph, hence every answer, is deterministic.
 * ``"ivf"`` -- ``IndexIVFFlat`` (inner product on the unit vectors) with ``nlist`` lists
   (``None``: :math:`\sqrt{n}` of the class, rounded), trained with the k-means seed
-  ``random_state``; ``nprobe`` lists are scanned (``None``: ``max(8, ceil(nlist / 16))``,
-  i.e. at least 1/16 of each class). Tuned in ``benchmarks/bench_search_crossover.py``
+  ``random_state``; ``nprobe`` lists are scanned (``None``: :func:`default_nprobe`:
+  ``max(8, ceil(nlist / 16))`` below 32 dimensions, ``max(6, ceil(nlist / 32))`` from 32 on).
+  Tuned in ``benchmarks/bench_search_crossover.py``
   (``benchmarks/results/search_crossover.md``): on clustered 100,000 x 128 embeddings,
   :math:`\sqrt{n}` lists with 8 probes give recall@10 0.998 against 0.93 for
   :math:`4\sqrt{n}` lists at the same probes, and build 4x faster; nprobe grows with nlist
-  because a finer partition splits the clusters over more lists. This is what
+  because a finer partition splits the clusters over more lists, and it must be larger in few
+  dimensions, where clusters overlap more (measured at 100,000 / 200,000 nodes: d = 16 needs
+  12 / 17 probes for recall 0.95, d = 128 reaches 0.96-0.97 with 4-6). This is what
   ``CounterfactualEvidence(backend="auto")`` builds above its crossover. Poor on unstructured
   data (recall 0.62 at nprobe 8 in ``benchmarks/results/faiss_tuning.md``). The effective
   ``nlist`` is capped at ``n // 39`` (faiss' minimum training points per centroid); a class
@@ -78,8 +81,15 @@ _FLAT_BELOW = 256
 _MIN_POINTS_PER_LIST = 39
 
 
-def default_nprobe(nlist: int) -> int:
-    """IVF lists probed by default: ``max(8, ceil(nlist / 16))`` (see the module doc)."""
+#: from this many dimensions on, the IVF default probes half as large a share of the lists
+NPROBE_HIGH_DIM = 32
+
+
+def default_nprobe(nlist: int, dim: int | None = None) -> int:
+    """IVF lists probed by default (module doc): ``max(8, ceil(nlist / 16))``, or
+    ``max(6, ceil(nlist / 32))`` when ``dim >= NPROBE_HIGH_DIM``."""
+    if dim is not None and dim >= NPROBE_HIGH_DIM:
+        return int(max(6, -(-nlist // 32)))
     return int(max(8, -(-nlist // 16)))
 
 
@@ -91,7 +101,7 @@ class FaissSearcher(EvidenceSearcher):
     index_type : ``"hnsw"`` | ``"ivf"`` | ``"flat"``.
     M, ef_construction, ef_search : HNSW graph degree and beam widths.
     nlist, nprobe : IVF list count (``None`` = sqrt(n) per class) and lists probed
-        (``None`` = ``max(8, ceil(nlist / 16))``).
+        (``None`` = :func:`default_nprobe` of ``nlist`` and the dimension).
     random_state : int seed (or ``np.random.Generator``) of the IVF k-means training (HNSW is
         deterministic by construction).
     """
@@ -154,7 +164,8 @@ class FaissSearcher(EvidenceSearcher):
             index.cp.seed = self._seed
             index.train(xc)
             index.add(xc)
-            index.nprobe = min(default_nprobe(nlist) if self.nprobe is None else self.nprobe, nlist)
+            probes = default_nprobe(nlist, d) if self.nprobe is None else self.nprobe
+            index.nprobe = min(probes, nlist)
             self._quantizers.append(quantizer)  # the IVF index does not own its quantizer
             return index, f"ivf{nlist}"
         index = faiss.IndexHNSWFlat(d, int(self.M), faiss.METRIC_INNER_PRODUCT)
