@@ -39,14 +39,12 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: graphs with fewer nodes than this run on 1 thread, larger ones on all cores. Measured by
-#: ``benchmarks/bench_threads.py`` (``benchmarks/results/threads.md``, 2-core machine shared
-#: with other jobs, load 2-12): 1 thread beat 2 threads at every measured size, 1,000 to
-#: 100,000 nodes, for training (2 threads 0.08-0.49x the speed), the forward pass (0.25-0.95x)
-#: and the KS propagation (0.07-0.21x); the training ratio was still rising at 100,000 nodes,
-#: so the crossover lies above that, and the threshold sits one decade beyond the largest size
-#: measured. Re-measure on the deployment machine (an idle many-core server crosses over
-#: earlier) and pass ``threads=`` / ``--threads`` or set ``OMP_NUM_THREADS``.
-SIZE_THRESHOLD = 1_000_000
+#: ``benchmarks/bench_threads.py`` (``benchmarks/results/threads.md``) on an idle 2-core
+#: machine: 2 threads are no faster than 1 at 1,000 nodes (training 0.95x), gain at most 1.2x at
+#: 3,000 and 1.3x (training), 1.1x (forward), 1.3x (KS) from 5,000 on, 1.4-1.8x at 20,000 and
+#: 100,000. On the same machine busy with other jobs (load 2-12), 2 threads were 0.08-0.95x as
+#: fast at every size: on a shared machine pin ``--threads 1`` or ``OMP_NUM_THREADS=1``.
+SIZE_THRESHOLD = 5_000
 
 #: the explicit ``n`` of the last ``configure_threads(n)`` (pinned for the process), or None
 _pinned: int | None = None
