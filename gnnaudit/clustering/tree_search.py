@@ -24,11 +24,12 @@ unsatisfiable relaxation is unsatisfiable in full, so ``optimal`` and ``infeasib
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -339,6 +340,29 @@ def _rc2_in_process(
     return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, "rc2")
 
 
+@contextlib.contextmanager
+def _forked(target: Callable[..., None], *args: Any) -> Iterator[Any]:
+    """Run ``target(*args, conn)`` in a forked child; yield the reading end of its pipe. On
+    exit the child is killed if still running and reaped."""
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=target, args=(*args, child), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        yield parent
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(timeout=5)
+        parent.close()
+
+
+def _unpack_model(packed: bytes, n_vars: int) -> np.ndarray:
+    """Truth values sent by a child as packed bits (index 0 unused)."""
+    return np.unpackbits(np.frombuffer(packed, dtype=np.uint8))[: n_vars + 1].astype(bool)
+
+
 def solve_rc2(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
     """Core-guided RC2 (weighted), stoppable: a first SAT call in this process gives a feasible
     model or the infeasibility proof; RC2 then runs in a forked child process that is killed at
@@ -367,12 +391,7 @@ def solve_rc2(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> Sol
     status = "feasible"
     if not _can_fork():
         return _rc2_in_process(enc, deadline, sat_solver, best, best_cost, t0)
-    ctx = mp.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_rc2_child, args=(enc, sat_solver, child), daemon=True)
-    proc.start()
-    child.close()
-    try:
+    with _forked(_rc2_child, enc, sat_solver) as parent:
         while True:
             left = _remaining(deadline)
             if left is not None and left <= 0:
@@ -388,18 +407,12 @@ def solve_rc2(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> Sol
             elif msg[0] == "model":
                 enc.lazy_added = max(enc.lazy_added, int(msg[3]))
                 if best_cost is None or msg[2] <= best_cost:
-                    vals = np.unpackbits(np.frombuffer(msg[1], dtype=np.uint8))
-                    best, best_cost = vals[: enc.n_vars + 1].astype(bool), int(msg[2])
+                    best, best_cost = _unpack_model(msg[1], enc.n_vars), int(msg[2])
             elif msg[0] == "done":
                 status = msg[1]
                 if status == "optimal":
                     lower = best_cost if best_cost is not None else lower
                 break
-    finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join(timeout=5)
-        parent.close()
     if status == "infeasible" and best is not None:  # cannot happen: the SAT call found one
         status = "feasible"  # pragma: no cover
     if status == "feasible" and best_cost is not None and lower >= best_cost:
@@ -430,18 +443,11 @@ def _stoppable(search: Search, name: str) -> Search:
         if deadline is None or not _can_fork():
             return search(enc, deadline, sat_solver)
         t0 = time.perf_counter()
-        ctx = mp.get_context("fork")
-        parent, child = ctx.Pipe(duplex=False)
-        proc = ctx.Process(
-            target=_search_child, args=(search, enc, deadline, sat_solver, child), daemon=True
-        )
-        proc.start()
-        child.close()
         best: np.ndarray | None = None
         best_cost: int | None = None
         lower = enc.lower_bound
         result: SolveResult | None = None
-        try:
+        with _forked(_search_child, search, enc, deadline, sat_solver) as parent:
             while True:
                 left = deadline + _GRACE - time.perf_counter()
                 if left <= 0 or not parent.poll(left):
@@ -451,8 +457,7 @@ def _stoppable(search: Search, name: str) -> Search:
                 except EOFError:  # the child died
                     break
                 if msg[0] == "model":
-                    vals = np.unpackbits(np.frombuffer(msg[1], dtype=np.uint8))
-                    best, best_cost = vals[: enc.n_vars + 1].astype(bool), int(msg[2])
+                    best, best_cost = _unpack_model(msg[1], enc.n_vars), int(msg[2])
                     enc.lazy_added = max(enc.lazy_added, int(msg[3]))
                 elif msg[0] == "bound":
                     lower = max(lower, int(msg[1]))
@@ -460,11 +465,6 @@ def _stoppable(search: Search, name: str) -> Search:
                     result = msg[1]
                     enc.lazy_added = max(enc.lazy_added, int(msg[2]))
                     break
-        finally:
-            if proc.is_alive():
-                proc.kill()
-            proc.join(timeout=5)
-            parent.close()
         if result is not None:
             return result
         logger.info("%s search killed at the deadline", name)
