@@ -115,6 +115,43 @@ def versions() -> str:
     )
 
 
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, one decimal."""
+    return " ".join(f"{v:.1f}" for v in os.getloadavg())
+
+
+class RunHeader:
+    """The header every results file starts with: start it when the run starts, render it at
+    the end (date, wall time, load at start and end, machine, threads, versions, command)."""
+
+    def __init__(self, script: str) -> None:
+        import sys
+        import time
+
+        self.command = f"python benchmarks/{script} " + " ".join(sys.argv[1:])
+        self.start = time.perf_counter()
+        self.load_start = load_average()
+
+    def lines(
+        self, title: str, threads: str, machine_extra: str = "", versions_extra: str = ""
+    ) -> list[str]:
+        import datetime as dt
+        import time
+
+        wall = time.perf_counter() - self.start
+        return [
+            f"# {title}",
+            "",
+            f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; wall time "
+            f"{wall:.0f} s; load average at start / end: {self.load_start} / {load_average()}",
+            f"- machine: {machine()}{machine_extra}",
+            f"- threads: {threads}",
+            f"- versions: {versions()}{versions_extra}",
+            f"- command: `{self.command.strip()}`",
+            "",
+        ]
+
+
 def fmt_table(df, floatfmt: str = "%.3f") -> str:
     """Markdown table of a DataFrame (floats with ``floatfmt``)."""
     cols = [str(c) for c in df.columns]

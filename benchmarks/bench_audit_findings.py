@@ -29,8 +29,6 @@ Threads: ``OMP_NUM_THREADS=1`` and ``torch.set_num_threads(1)`` (set by the scri
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
 import sys
 import time
 from pathlib import Path
@@ -38,7 +36,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_audit import fmt_table, machine, set_threads, versions  # noqa: E402
+from bench_audit import RunHeader, fmt_table, set_threads  # noqa: E402
 
 RESULTS = HERE / "results" / "audit_findings.md"
 #: the findings whose value is summarised (finding name as in ``AuditReport.findings``)
@@ -151,18 +149,11 @@ def cost(n: int) -> tuple[Any, dict[str, float]]:
     return pd.DataFrame(rows), {"train": train_s, "audit": total, "new": new}
 
 
-def write(out: Path, args: argparse.Namespace, parts: dict[str, Any], meta: dict[str, str]) -> None:
-    lines = [
-        "# Audit findings on the planted-bias graph",
-        "",
-        f"- date: {meta['date']} UTC; wall time {meta['wall']} s; load average at start / end: "
-        f"{meta['load_start']} / {meta['load_end']}",
-        f"- machine: {meta['machine']}",
-        "- threads: `OMP_NUM_THREADS=1`, `torch.set_num_threads(1)` (set by the script)",
-        f"- versions: {meta['versions']}",
-        f"- command: `{meta['command']}`",
-        "",
-    ]
+def write(out: Path, args: argparse.Namespace, parts: dict[str, Any], header: RunHeader) -> None:
+    lines = header.lines(
+        "Audit findings on the planted-bias graph",
+        "`OMP_NUM_THREADS=1`, `torch.set_num_threads(1)` (set by the script)",
+    )
     if "planted" in parts:
         lines += [
             "## Findings by bias and backbone",
@@ -219,8 +210,7 @@ def main() -> None:
     import pandas as pd
 
     pd.set_option("display.width", 250)
-    load_start = " ".join(f"{v:.1f}" for v in os.getloadavg())
-    start = time.perf_counter()
+    header = RunHeader("bench_audit_findings.py")
     parts: dict[str, Any] = {}
     if args.seeds:
         parts["planted"] = planted(args)
@@ -229,16 +219,7 @@ def main() -> None:
     if args.scale_nodes:
         parts["cost"], parts["cost_totals"] = cost(args.scale_nodes)
         print(parts["cost"].to_string(index=False))
-    meta = {
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
-        "wall": f"{time.perf_counter() - start:.0f}",
-        "load_start": load_start,
-        "load_end": " ".join(f"{v:.1f}" for v in os.getloadavg()),
-        "machine": machine(),
-        "versions": versions(),
-        "command": "python benchmarks/bench_audit_findings.py " + " ".join(sys.argv[1:]),
-    }
-    write(args.out, args, parts, meta)
+    write(args.out, args, parts, header)
     print(f"\nwrote {args.out}")
 
 

@@ -23,15 +23,13 @@ Writes ``benchmarks/results/gpu.md``.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_audit import fmt_table, machine, versions  # noqa: E402
+from bench_audit import RunHeader, fmt_table  # noqa: E402
 
 RESULTS = HERE / "results" / "gpu.md"
 
@@ -72,8 +70,7 @@ def main() -> int:
     def sync() -> None:
         torch.cuda.synchronize()
 
-    load_start = " ".join(f"{v:.1f}" for v in os.getloadavg())
-    wall = time.perf_counter()
+    header = RunHeader("bench_gpu.py")
     gpu = torch.cuda.get_device_name(0)
     rows = []
     for n in args.sizes:
@@ -117,19 +114,14 @@ def main() -> int:
         print(row, flush=True)
     table = fmt_table(pd.DataFrame(rows))
     print(table)
-    command = "python benchmarks/bench_gpu.py " + " ".join(sys.argv[1:])
     text = "\n".join(
-        [
-            "# GPU: KS embedding and exact search, CUDA vs CPU",
-            "",
-            f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; wall time "
-            f"{time.perf_counter() - wall:.0f} s; load average at start / end: {load_start} / "
-            + " ".join(f"{v:.1f}" for v in os.getloadavg()),
-            f"- machine: {machine()}; GPU: {gpu}",
-            f"- threads (CPU side): torch {torch.get_num_threads()}",
-            f"- versions: {versions()}, CUDA {torch.version.cuda}",
-            f"- command: `{command.strip()}`",
-            "",
+        header.lines(
+            "GPU: KS embedding and exact search, CUDA vs CPU",
+            f"(CPU side) torch {torch.get_num_threads()}",
+            machine_extra=f"; GPU: {gpu}",
+            versions_extra=f", CUDA {torch.version.cuda}",
+        )
+        + [
             f"KS: `ks_embedding(num_hops=3)`, best of {args.repeats} (CUDA: host -> device copy "
             f"included). Search: `CounterfactualEvidence(device=...)` fit (KS + index), then "
             f"`search_local` of {args.queries} test nodes, k = {args.k}; identical lists = share "

@@ -29,8 +29,6 @@ Threads: ``OMP_NUM_THREADS=1`` and ``torch.set_num_threads(1)`` (set by the scri
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
 import sys
 import time
 from pathlib import Path
@@ -38,7 +36,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_audit import fmt_table, machine, set_threads, versions  # noqa: E402
+from bench_audit import RunHeader, fmt_table, set_threads  # noqa: E402
 
 RESULTS = HERE / "results" / "sensitivity.md"
 K = 10
@@ -235,18 +233,11 @@ def calibration(sims: int) -> Any:
     return pd.DataFrame(rows)
 
 
-def write(out: Path, args, parts: dict[str, Any], meta: dict[str, str]) -> None:
-    lines = [
-        "# Counterfactual sensitivity and evidence contrast",
-        "",
-        f"- date: {meta['date']} UTC; wall time {meta['wall']} s; load average at start / end: "
-        f"{meta['load_start']} / {meta['load_end']}",
-        f"- machine: {meta['machine']}",
-        "- threads: `OMP_NUM_THREADS=1`, `torch.set_num_threads(1)` (set by the script)",
-        f"- versions: {meta['versions']}",
-        f"- command: `{meta['command']}`",
-        "",
-    ]
+def write(out: Path, args, parts: dict[str, Any], header: RunHeader) -> None:
+    lines = header.lines(
+        "Counterfactual sensitivity and evidence contrast",
+        "`OMP_NUM_THREADS=1`, `torch.set_num_threads(1)` (set by the script)",
+    )
     if "planted" in parts:
         lines += [
             "## Planted bias",
@@ -308,8 +299,7 @@ def main() -> None:
     import pandas as pd
 
     pd.set_option("display.width", 200)
-    load_start = " ".join(f"{v:.1f}" for v in os.getloadavg())
-    start = time.perf_counter()
+    header = RunHeader("bench_sensitivity.py")
     parts: dict[str, Any] = {}
     if args.sizes and args.seeds:
         parts["planted"] = planted(args)
@@ -321,16 +311,7 @@ def main() -> None:
     if args.calibration_sims:
         parts["calibration"] = calibration(args.calibration_sims)
         print(parts["calibration"].to_string(index=False))
-    meta = {
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
-        "wall": f"{time.perf_counter() - start:.0f}",
-        "load_start": load_start,
-        "load_end": " ".join(f"{v:.1f}" for v in os.getloadavg()),
-        "machine": machine(),
-        "versions": versions(),
-        "command": "python benchmarks/bench_sensitivity.py " + " ".join(sys.argv[1:]),
-    }
-    write(args.out, args, parts, meta)
+    write(args.out, args, parts, header)
     print(f"\nwrote {args.out}")
 
 

@@ -21,15 +21,13 @@ size from which it pays for the forward pass and the KS propagation is the
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_audit import fmt_table, machine, versions  # noqa: E402
+from bench_audit import RunHeader, fmt_table  # noqa: E402
 
 RESULTS = HERE / "results" / "threads.md"
 
@@ -95,8 +93,7 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     for name in ("lightning", "lightning.pytorch", "lightning.fabric", "gnnaudit"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    load_start = " ".join(f"{v:.1f}" for v in os.getloadavg())
-    wall = time.perf_counter()
+    header = RunHeader("bench_threads.py")
     rows = []
     for n in args.sizes:
         rows += measure(n, args.threads, args.epochs, args.repeats)
@@ -108,20 +105,13 @@ def main() -> None:
         ]
     table = fmt_table(df)
     print(table)
-    command = "python benchmarks/bench_threads.py " + " ".join(sys.argv[1:])
     text = "\n".join(
-        [
-            "# Threads: 1 vs all cores by graph size",
-            "",
-            f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; wall time "
-            f"{time.perf_counter() - wall:.0f} s; load average at start / end: {load_start} / "
-            + " ".join(f"{v:.1f}" for v in os.getloadavg()),
-            f"- machine: {machine()}",
-            "- threads: set per row with `gnnaudit._threads.configure_threads(T)` (torch, "
-            "BLAS / OpenMP via threadpoolctl, faiss)",
-            f"- versions: {versions()}",
-            f"- command: `{command.strip()}`",
-            "",
+        header.lines(
+            "Threads: 1 vs all cores by graph size",
+            "set per row with `gnnaudit._threads.configure_threads(T)` (torch, BLAS / OpenMP "
+            "via threadpoolctl, faiss)",
+        )
+        + [
             f"`synthetic_credit_graph(N, seed=0)`; train = `train_node_classifier(gcn, "
             f"{args.epochs} epochs)` fit seconds (one run); forward = one full-graph forward "
             f"pass, KS = `ks_embedding(num_hops=3)` (best of {args.repeats}). speed-up = "

@@ -21,7 +21,6 @@ Writes ``benchmarks/results/partitioned_ks.md``. Threads: 1 (``OMP_NUM_THREADS=1
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import resource
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_audit import fmt_table, machine, versions  # noqa: E402
+from bench_audit import RunHeader, fmt_table  # noqa: E402
 
 RESULTS = HERE / "results" / "partitioned_ks.md"
 
@@ -59,8 +58,7 @@ def main() -> None:
     from gnnaudit.graph_ops.partitioned import contiguous_partition, partitioned_ks
 
     configure_threads(1)
-    load_start = " ".join(f"{v:.1f}" for v in os.getloadavg())
-    wall = time.perf_counter()
+    header = RunHeader("sim_partitioned_ks.py")
     start = time.perf_counter()
     data = synthetic_credit_graph(num_nodes=args.nodes, seed=0)
     gen_s = time.perf_counter() - start
@@ -119,19 +117,12 @@ def main() -> None:
     p_table = fmt_table(pd.DataFrame(per_part))
     print(s_table)
     print(p_table)
-    command = "python benchmarks/sim_partitioned_ks.py " + " ".join(sys.argv[1:])
     text = "\n".join(
-        [
-            "# Partitioned KS propagation (simulated in one process)",
-            "",
-            f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; wall time "
-            f"{time.perf_counter() - wall:.0f} s; load average at start / end: {load_start} / "
-            + " ".join(f"{v:.1f}" for v in os.getloadavg()),
-            f"- machine: {machine()}",
-            "- threads: 1 (`OMP_NUM_THREADS=1`, `configure_threads(1)`)",
-            f"- versions: {versions()}",
-            f"- command: `{command.strip()}`",
-            "",
+        header.lines(
+            "Partitioned KS propagation (simulated in one process)",
+            "1 (`OMP_NUM_THREADS=1`, `configure_threads(1)`)",
+        )
+        + [
             f"`synthetic_credit_graph({n}, seed=0)`: {e} directed edges, d = {d} (generated in "
             f"{gen_s:.1f} s). Reference: `ks_embedding(num_hops={args.hops})` over the whole "
             f"graph, {ref_s:.2f} s ({1e6 * ref_s / n:.2f} us per node). Partitions: "

@@ -34,8 +34,9 @@ Index types (``index_type``):
   :math:`\sqrt{n}` lists with 8 probes give recall@10 0.998 against 0.93 for
   :math:`4\sqrt{n}` lists at the same probes, and build 4x faster; nprobe grows with nlist
   because a finer partition splits the clusters over more lists, and it must be larger in few
-  dimensions, where clusters overlap more (measured at 100,000 / 200,000 nodes: d = 16 needs
-  12 / 17 probes for recall 0.95, d = 128 reaches 0.96-0.97 with 4-6). This is what
+  dimensions, where clusters overlap more (``search_crossover.md``, 100,000 / 200,000 nodes:
+  d = 16 reaches recall@10 0.954 / 0.970 with 12 / 17 probes, d = 128 0.987 / 0.991 with 6 / 9,
+  and 0.957 with 4 at 100,000). This is what
   ``CounterfactualEvidence(backend="auto")`` builds above its crossover. Poor on unstructured
   data (recall 0.62 at nprobe 8 in ``benchmarks/results/faiss_tuning.md``). The effective
   ``nlist`` is capped at ``n // 39`` (faiss' minimum training points per centroid); a class

@@ -97,10 +97,10 @@ SAFEGUARD_RTOL = 1e-5
 #: fraction of the graph's nodes (module docstring)
 LOCAL_MAX_FRACTION = 0.25
 #: chunks run on subgraphs only when their balls hold at most this share of the graph's nodes in
-#: all: a subgraph pass also pays for cutting its subgraph, and on the synthetic credit graph
-#: (small-world, 4-hop balls of ~20% of 100k nodes) chunks whose balls added up to less than
-#: the graph were slower than whole-graph passes (6.6 s vs 6.0 s at 100k nodes, 30 s vs 19 s
-#: at 300k, 500 audited nodes, a 3-layer GCN)
+#: all: a subgraph pass also pays for cutting its subgraph and for the ball searches, so a set of
+#: chunks covering a large part of the graph costs more than the whole-graph passes it replaces
+#: (on the small-world credit graph a node's 4-hop ball holds about a fifth of 100k nodes, and
+#: the whole-graph path is the one ``benchmarks/bench_audit_1m.py`` measures)
 LOCAL_MAX_TOTAL = 0.25
 #: seed streams of one random_state (the bootstrap uses streams >= 3)
 SAMPLE_STREAM, PLAN_STREAM, CHECK_STREAM = 0, 1, 2
