@@ -166,6 +166,19 @@ def test_odd_cycle_with_two_clusters_names_the_cycle():
     assert {(i, j) for i, j, _ in m.infeasibility_.pairs} == set(cyc)
 
 
+def test_odd_wheel_is_not_three_colourable_and_its_pairs_are_named():
+    """An odd wheel (5-cycle plus a hub) needs 4 colours but holds no 4-clique: the SAT core of
+    the colouring names pairs of the wheel, never the unrelated pair."""
+    X = np.random.default_rng(0).normal(size=(12, 2))
+    rim = [(0, 1), (1, 2), (2, 3), (3, 4), (0, 4)]
+    wheel = rim + [(5, v) for v in range(5)]
+    m = TreeClustering(3, depth=2).fit(X, cannot_link=wheel + [(6, 7)])
+    assert m.infeasibility_.cause == "cannot-link-colouring"
+    named = {(i, j) for i, j, _ in m.infeasibility_.pairs}
+    assert named and named <= {tuple(sorted(e)) for e in wheel}
+    assert any("n_clusters >= 4" in r for r in m.infeasibility_.remedies)
+
+
 def test_cliques_through_must_link_components():
     X = np.random.default_rng(0).normal(size=(12, 2))
     ml = [(0, 5), (1, 6)]  # groups {0,5}, {1,6}, {2}

@@ -25,9 +25,12 @@ per constraint. Remedies name only changes that can help.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -254,10 +257,15 @@ def diagnose_constraints(
                     {"cycle_length": len(cyc)},
                 )
         return None
-    return _colouring_core(edge_pair, c, n_clusters, depth, tree, time_budget, remedies_for)
+    return _colouring_core(edge_pair, c, time_budget, remedies_for)
 
 
-def _colouring_core(edge_pair, c, n_clusters, depth, tree, time_budget, remedies_for):  # type: ignore[no-untyped-def]
+def _colouring_core(
+    edge_pair: dict[tuple[int, int], np.ndarray],
+    c: int,
+    time_budget: float,
+    remedies_for: Callable[[int, str], tuple[str, ...]],
+) -> Infeasibility | None:
     """c-colourability of the cannot-link graph by SAT (one selector per edge); an
     unsatisfiable core names the pairs. ``None`` when colourable or undecided in time."""
     from pysat.solvers import Solver
@@ -267,14 +275,21 @@ def _colouring_core(edge_pair, c, n_clusters, depth, tree, time_budget, remedies
     var = np.arange(1, len(nodes) * c + 1).reshape(len(nodes), c)
     top = int(var.max())
     edges = list(edge_pair)
+    ends = np.array([[idx[a], idx[b]] for a, b in edges], dtype=np.int64).reshape(-1, 2)
     sel = np.arange(top + 1, top + 1 + len(edges))
+    # edge t, colour col: not (selector_t and a has col and b has col)
+    clauses = np.stack(
+        [
+            -np.repeat(sel, c),
+            -var[ends[:, 0]].reshape(-1),
+            -var[ends[:, 1]].reshape(-1),
+        ],
+        axis=1,
+    )
     with Solver(name="g4") as s:
-        for row in var:
-            s.add_clause(row.tolist())
-        for t, (a, b) in enumerate(edges):
-            for col in range(c):
-                s.add_clause([-int(sel[t]), -int(var[idx[a], col]), -int(var[idx[b], col])])
-        timer = __import__("threading").Timer(time_budget, s.interrupt)
+        s.append_formula(var.tolist())
+        s.append_formula(clauses.tolist())
+        timer = threading.Timer(time_budget, s.interrupt)
         timer.start()
         try:
             res = s.solve_limited(assumptions=sel.tolist(), expect_interrupt=True)
@@ -296,7 +311,7 @@ def _colouring_core(edge_pair, c, n_clusters, depth, tree, time_budget, remedies
 
 
 def diagnose_depth(
-    enc_builder,  # type: ignore[no-untyped-def]
+    enc_builder: Callable[[np.ndarray, np.ndarray], Any],
     graph: ConstraintGraph,
     depth: int,
     deadline: float | None,
@@ -326,9 +341,11 @@ def diagnose_depth(
     )
 
 
-def _depth_core(enc_builder, graph, deadline):  # type: ignore[no-untyped-def]
-    import threading
-
+def _depth_core(
+    enc_builder: Callable[[np.ndarray, np.ndarray], Any],
+    graph: ConstraintGraph,
+    deadline: float | None,
+) -> tuple[tuple[int, int, str], ...]:
     from pysat.solvers import Solver
 
     ml, cl = graph.must_link, graph.cannot_link
