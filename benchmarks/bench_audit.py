@@ -102,16 +102,16 @@ def machine() -> str:
 
 
 def versions() -> str:
-    from importlib.metadata import version
-
     import lightning
     import torch
     import torch_geometric
 
+    import gnnaudit
+
     return (
         f"Python {platform.python_version()}, torch {torch.__version__}, "
         f"torch_geometric {torch_geometric.__version__}, lightning {lightning.__version__}, "
-        f"gnnaudit {version('gnnaudit')}"
+        f"gnnaudit {gnnaudit.__version__}"
     )
 
 

@@ -15,7 +15,14 @@ predictions = a seeded random class per node (the search cost does not depend on
 * exact search: ``CounterfactualEvidence(device=...)`` fitted on the test nodes, then the local
   top-``k`` of ``queries`` test nodes; time on both devices and the share of identical evidence
   lists (the CUDA path differs only in the float32 rounding of the products, so a near-tie can
-  swap places).
+  swap places);
+* exact global top-``k`` (``global_evidence(k)``, all test nodes against all test nodes, row
+  blocks): time once on each device and whether the pair lists are equal;
+* the whole audit on the GPU (``--audit-nodes N``, 0 skips it): a GCN trained with the default
+  ``accelerator="auto"`` on ``synthetic_credit_graph(20000, seed=0)`` (the accelerator Lightning
+  chose and the training time are recorded), then ``gnnaudit.audit_model(model, data_N,
+  backend="exact", device=...)`` on ``"cpu"`` and ``"cuda"``: wall time of each, and whether
+  the findings agree (same findings, same flags, values within 1e-3).
 
 Writes ``benchmarks/results/gpu.md``.
 """
@@ -45,12 +52,64 @@ def timed(fn, repeats: int, sync) -> tuple[float, object]:
     return best, out
 
 
+def audit_on_devices(nodes: int, sync) -> list[str]:
+    """Train with ``accelerator="auto"``, audit on CPU and CUDA; markdown lines."""
+    import logging
+    import warnings
+
+    import numpy as np
+    import pandas as pd
+
+    import gnnaudit
+    from gnnaudit.datasets import synthetic_credit_graph
+    from gnnaudit.training import train_node_classifier
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("lightning").setLevel(logging.ERROR)
+    start = time.perf_counter()
+    module, metrics = train_node_classifier(synthetic_credit_graph(20_000, seed=0), "gcn", seed=0)
+    train_s = time.perf_counter() - start
+    trained_on = metrics["device"]
+    data = synthetic_credit_graph(nodes, seed=0)
+    rows, reports = [], {}
+    for dev in ("cpu", "cuda"):
+        sync()
+        start = time.perf_counter()
+        reports[dev] = gnnaudit.audit_model(
+            module.to(dev), data, backend="exact", device=dev, progress=False
+        )
+        sync()
+        rows.append({"device": dev, "audit s": time.perf_counter() - start})
+    cpu, gpu = reports["cpu"].findings, reports["cuda"].findings
+    same = list(cpu["finding"]) == list(gpu["finding"]) and list(cpu["flagged"]) == list(
+        gpu["flagged"]
+    )
+    values = np.allclose(
+        cpu["value"].astype(float), gpu["value"].astype(float), atol=1e-3, equal_nan=True
+    )
+    print(rows, same, values, flush=True)
+    return [
+        f'Whole audit: GCN trained by `train_node_classifier` (default `accelerator="auto"`, '
+        f"200 epochs, 20,000 nodes) in {train_s:.1f} s; Lightning trained on `{trained_on}` "
+        f"(test accuracy {metrics.get('test_acc', float('nan')):.3f}). "
+        f'`audit_model(backend="exact")` on {nodes:,} nodes:',
+        "",
+        fmt_table(pd.DataFrame(rows)),
+        "",
+        f"Findings equal on both devices (names and flags): {same}; values within 1e-3: {values}.",
+        "",
+        "CUDA verdict: " + str(reports["cuda"].verdict),
+        "",
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--audit-nodes", type=int, default=100_000)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
@@ -105,15 +164,26 @@ def main() -> int:
             )
             row[f"search {dev} s"] = sec
             found[dev] = local
+            sync()
+            start = time.perf_counter()
+            found[f"global {dev}"] = ce.global_evidence(k=args.k)
+            sync()
+            row[f"global top-k {dev} s"] = time.perf_counter() - start
         same = (found["cpu"].evidence == found["cuda"].evidence).all(axis=1)
         row["identical lists"] = float(same.mean())
         row["max sim diff"] = (
             f"{float(np.abs(found['cpu'].similarity - found['cuda'].similarity).max()):.2e}"
         )
+        row["global pairs equal"] = bool(
+            found["global cpu"][["node_u", "node_v"]].equals(
+                found["global cuda"][["node_u", "node_v"]]
+            )
+        )
         rows.append(row)
         print(row, flush=True)
     table = fmt_table(pd.DataFrame(rows))
     print(table)
+    audit_lines = audit_on_devices(args.audit_nodes, sync) if args.audit_nodes else []
     text = "\n".join(
         header.lines(
             "GPU: KS embedding and exact search, CUDA vs CPU",
@@ -125,10 +195,12 @@ def main() -> int:
             f"KS: `ks_embedding(num_hops=3)`, best of {args.repeats} (CUDA: host -> device copy "
             f"included). Search: `CounterfactualEvidence(device=...)` fit (KS + index), then "
             f"`search_local` of {args.queries} test nodes, k = {args.k}; identical lists = share "
-            "of queries whose evidence list is the same on both devices.",
+            "of queries whose evidence list is the same on both devices. Global top-k: "
+            f"`global_evidence(k={args.k})` over all test nodes, timed once per device.",
             "",
             table,
             "",
+            *audit_lines,
         ]
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)

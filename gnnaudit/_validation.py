@@ -191,6 +191,11 @@ def check_device(name: str, device: Any, auto: Any = None) -> Any:
         ) from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise InvalidInputError(f"{name}={device!r} was requested but CUDA is not available")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise InvalidInputError(
+            f"{name}={device!r}: no such CUDA device (torch sees {torch.cuda.device_count()}: "
+            f"cuda:0 to cuda:{torch.cuda.device_count() - 1})"
+        )
     return dev
 
 

@@ -213,6 +213,16 @@ def _bad(workspace, tmp_path):
             ["--graph", graph, "--model", model, "--weights", weights, "--sensitive", "nope"],
             "nope",
         ),
+        *(
+            []
+            if torch.cuda.is_available()
+            else [
+                (
+                    ["--graph", graph, "--model", model, "--weights", weights, "--device", "cuda"],
+                    "CUDA",
+                )
+            ]
+        ),
     ]
 
 
@@ -254,3 +264,16 @@ def test_pickle_file_disguised_as_graph_never_runs(workspace, tmp_path):
         load_graph(path)
     assert not marker.exists()
     assert np.isfinite(workspace["accuracy"])
+
+
+def test_model_on_another_device_than_asked_is_named(workspace):
+    """An explicit device= never moves the caller's model; a mismatch is a clear error."""
+    model = workspace["model"]
+    elsewhere = type(model)(workspace["data"].num_features, 2).to("meta")
+    with pytest.raises(
+        InvalidInputError, match=r"device='cpu' but the model's weights are on meta"
+    ):
+        gnnaudit.audit_model(elsewhere, workspace["data"], device="cpu", progress=False)
+    # the same model on the asked device is accepted (the check does not refuse a match)
+    report = gnnaudit.audit_model(model, workspace["data"], device="cpu", progress=False)
+    assert report.model["device"] == "cpu"

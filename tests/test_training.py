@@ -48,9 +48,11 @@ def test_training_learns_the_synthetic_graph(graph):
     assert metrics["majority_rate"] == pytest.approx(0.5, abs=0.02)
     assert metrics["test_acc"] > metrics["majority_rate"] + 0.2
     assert metrics["train_acc"] > 0.7
+    assert metrics["device"] == ("cuda:0" if torch.cuda.is_available() else "cpu")
     assert metrics["epochs_run"] == 150 and 0 <= metrics["best_epoch"] < 150
     assert not module.training
-    logits = module(graph.x, graph.edge_index)
+    # the module stays on the device it trained on (a GPU under accelerator="auto")
+    logits = module(graph.x.to(module.device), graph.edge_index.to(module.device)).cpu()
     acc = (logits.argmax(-1) == graph.y)[graph.test_mask].float().mean()
     assert float(acc) == pytest.approx(metrics["test_acc"])
 
@@ -157,7 +159,7 @@ def test_lightning_loops_log_metrics_and_predict(small):
 def test_data_module_full_batch_and_mini_batch(small):
     dm = GraphDataModule(small)
     (batch,) = list(dm.train_dataloader())
-    assert batch is small
+    assert batch is not small and batch.x is small.x  # a shallow copy: the same tensors
     dm = GraphDataModule(small, batch_size=16, num_hops=2)
     batches = list(dm.train_dataloader())
     seeds = torch.cat([b.n_id[: b.batch_size] for b in batches])
@@ -260,3 +262,16 @@ def test_mini_batch_steps_score_only_seed_nodes(small):
     )
     out = module.predict_step(sub, 0)
     assert torch.equal(out["node"], n_id[:3]) and out["prob"].shape == (3, 2)
+
+
+def test_training_leaves_the_callers_graph_where_it_is(small):
+    """Lightning moves the batch with Data.to, which replaces tensors in place: the data module
+    hands it a shallow copy, so the caller's graph keeps its own tensors (on a GPU machine
+    they would otherwise end up on the GPU)."""
+    from gnnaudit.training.data_module import GraphDataModule
+
+    x, y = small.x, small.y
+    batch = next(iter(GraphDataModule(small).train_dataloader()))
+    batch.apply(lambda t: t + 1 if t.is_floating_point() else t)  # what a device move does
+    assert small.x is x and small.y is y
+    assert not torch.equal(batch.x, small.x)

@@ -21,6 +21,7 @@ the adapter never caches by input.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -47,6 +48,29 @@ def resolve_device(device: Any, model: Any = None) -> torch.device:
                 return buffer.device
         return torch.device("cpu")
     return check_device("device", device)
+
+
+def _check_model_on(model: Any, device: torch.device) -> None:
+    """Refuse an ``nn.Module`` whose weights live on another device than ``device``."""
+    if not isinstance(model, torch.nn.Module):
+        return
+    held = {t.device for t in itertools.chain(model.parameters(), model.buffers())}
+    other = sorted(str(d) for d in held if not _same_device(d, device))
+    if other:
+        raise InvalidInputError(
+            f"device={str(device)!r} but the model's weights are on {', '.join(other)}; move "
+            f"the model first (model.to({str(device)!r})) or pass device='auto' to use the "
+            "model's device"
+        )
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    if a.type != b.type:
+        return False
+    index = torch.cuda.current_device() if a.type == "cuda" and torch.cuda.is_available() else 0
+    return (a.index if a.index is not None else index) == (
+        b.index if b.index is not None else index
+    )
 
 
 class ModelAdapter:
@@ -92,6 +116,8 @@ class ModelAdapter:
         self.model = model
         self.predict_fn = predict_fn
         self.device = resolve_device(device, model)
+        if predict_fn is None:
+            _check_model_on(model, self.device)
         self.forward_kwargs = {
             key: value.to(self.device) if isinstance(value, torch.Tensor) else value
             for key, value in dict(forward_kwargs or {}).items()

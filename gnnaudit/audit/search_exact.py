@@ -11,8 +11,8 @@ Global top-k: only pairs of *different* classes are scored, each unordered pair 
 block's entries at or above the current k-th similarity. Ties are broken by the smaller
 ``(u, v)`` position pair, ``u < v``.
 
-Memory bound: every similarity block holds at most ``block_bytes`` bytes (default 64 MiB) of
-float32, and the index arrays built from one block are at most 4x that in the worst case of
+Memory bound: every similarity block holds at most ``block_bytes`` bytes (default 64 MiB;
+``device_block_bytes``, default 1 GiB, on a torch device) of float32, and the index arrays built from one block are at most 4x that in the worst case of
 massive ties (typically O(k) per block). The global running top-k holds ``O(k)`` entries.
 
 Dask (``client=``, :mod:`gnnaudit._distributed`): the same blocks -- same rows, same columns,
@@ -26,7 +26,6 @@ exactly. The main process then holds ``O(q k)`` (local) or ``O(k x tasks)`` (glo
 from __future__ import annotations
 
 import logging
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -34,23 +33,12 @@ import numpy as np
 from gnnaudit._distributed import check_client, map_blocks, n_workers, split_blocks
 from gnnaudit._validation import check_device, check_int
 from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace, check_space
-from gnnaudit.audit.topk import block_topk, topk_entries
+from gnnaudit.audit.similarity_blocks import DeviceBlocks, HostBlocks
+from gnnaudit.audit.topk import topk_by_row, topk_entries
 
 __all__ = ["ExactSearcher"]
 
 logger = logging.getLogger(__name__)
-
-
-def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b.T`` in float32 through numpy's BLAS (threads: ``OMP_NUM_THREADS`` or
-    ``threadpoolctl``). The transposed operand is passed to BLAS without a copy, which makes
-    a single-row query about 8x faster than ``torch.mm`` with a transposed view."""
-    return np.matmul(a, b.T)
-
-
-def _cpu_product(emb: np.ndarray, rows: np.ndarray | slice, c0: int, c1: int) -> np.ndarray:
-    """``emb[rows] @ emb[c0:c1].T`` on the CPU (float32)."""
-    return _matmul(emb[rows], emb[c0:c1])
 
 
 #: one local block: (query slots, class bounds lo, hi, kk)
@@ -60,19 +48,19 @@ _GlobalJob = tuple[int, int, int, int]
 
 
 def _local_block(
-    product: Any, perm: np.ndarray, slots: np.ndarray, lo: int, hi: int, kk: int
+    blocks: HostBlocks | DeviceBlocks,
+    perm: np.ndarray,
+    slots: np.ndarray,
+    lo: int,
+    hi: int,
+    kk: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``kk`` ``(similarity, position)`` rows of the queries at sorted ``slots`` (all of
     one class occupying sorted slots ``lo:hi``) over the other classes' candidates."""
-    m = perm.size
     key = np.concatenate([perm[:lo], perm[hi:]])
-    sim = np.empty((slots.size, m - (hi - lo)), dtype=np.float32)
-    if lo:
-        sim[:, :lo] = product(slots, 0, lo)
-    if hi < m:
-        sim[:, lo:] = product(slots, hi, m)
+    rr, cc, ss = blocks.local_candidates(slots, lo, hi, kk)
     # every row has >= kk finite candidates: exactly kk triplets per row
-    _, vals, pos = block_topk(sim, key, kk)
+    _, vals, pos = topk_by_row(rr, ss, key[cc], kk)
     return vals.reshape(slots.size, kk), pos.reshape(slots.size, kk)
 
 
@@ -80,27 +68,26 @@ def _local_task(
     units: list[_LocalUnit], emb: np.ndarray, perm: np.ndarray
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Worker task: :func:`_local_block` of each unit, on the CPU."""
-    product = partial(_cpu_product, emb)
-    return [_local_block(product, perm, *unit) for unit in units]
+    blocks = HostBlocks(emb)
+    return [_local_block(blocks, perm, *unit) for unit in units]
 
 
 def _global_scan(
-    product: Any, jobs: list[_GlobalJob], perm: np.ndarray, k: int, bar: Any = None
+    blocks: HostBlocks | DeviceBlocks,
+    jobs: list[_GlobalJob],
+    perm: np.ndarray,
+    k: int,
+    bar: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Running global top-``k`` ``(similarity, u * m + v)`` over the blocks ``jobs``."""
     m = perm.size
     best_s = np.empty(0, dtype=np.float32)
     best_key = np.empty(0, dtype=np.int64)  # u * m + v, u < v
     for r0, r1, c0, c1 in jobs:
-        sim = product(slice(r0, r1), c0, c1)
-        thr = best_s[-1] if best_s.size >= k else -np.inf
-        n_ge = int(np.count_nonzero(sim >= thr)) if np.isfinite(thr) else sim.size
-        if n_ge > k:  # tighten with the block's own k-th value
-            flat = sim.reshape(-1)
-            thr = max(thr, -np.partition(-flat, k - 1)[k - 1])
-        r, c = np.nonzero(sim >= thr)
+        thr = float(best_s[-1]) if best_s.size >= k else -np.inf
+        r, c, vals = blocks.global_candidates(r0, r1, c0, c1, thr, k)
         u, v = perm[r0 + r], perm[c0 + c]
-        best_s = np.concatenate([best_s, sim[r, c]])
+        best_s = np.concatenate([best_s, vals])
         best_key = np.concatenate([best_key, np.minimum(u, v) * m + np.maximum(u, v)])
         best_s, best_key = topk_entries(best_s, best_key, k)
         if bar is not None:
@@ -112,7 +99,7 @@ def _global_task(
     jobs: list[_GlobalJob], emb: np.ndarray, perm: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Worker task: :func:`_global_scan` of a contiguous run of global blocks, on the CPU."""
-    return _global_scan(partial(_cpu_product, emb), jobs, perm, k)
+    return _global_scan(HostBlocks(emb), jobs, perm, k)
 
 
 class ExactSearcher(EvidenceSearcher):
@@ -128,9 +115,13 @@ class ExactSearcher(EvidenceSearcher):
     progress : show tqdm bars for long batched local queries and the global search.
     random_state : accepted for a uniform backend signature; the search is deterministic.
     device : where the similarity products run (None / ``"cpu"``: numpy's BLAS; ``"cuda"``
-        ...: ``torch.mm`` on that device, the embedding copied there once at ``build``). The
-        top-k selection stays on the CPU with the same tie rule, so results equal the CPU path
-        up to the float32 rounding of the products.
+        ...: torch on that device, the embedding copied there once at ``build``). On a device
+        the products *and* each block's candidate selection run there
+        (:class:`~gnnaudit.audit.similarity_blocks.DeviceBlocks`); only the candidates come
+        back, and the final top-k applies the same tie rule on the host, so results equal the
+        CPU path up to the float32 rounding of the products.
+    device_block_bytes : similarity-block budget on a device (default 1 GiB; a GPU holds far
+        more than the host budget, and bigger blocks mean fewer launches and round trips).
     client : a ``dask.distributed.Client`` (optional, ``gnnaudit[distributed]``): the
         similarity blocks of batched local queries and of the global search run on its
         workers' CPUs (``device`` is then not used); results equal the single-process CPU
@@ -146,12 +137,14 @@ class ExactSearcher(EvidenceSearcher):
         random_state: Any = None,
         device: Any = None,
         client: Any = None,
+        device_block_bytes: int = 2**30,
     ) -> None:
         self.block_bytes = block_bytes
         self.progress = progress
         self.random_state = random_state
         self.device = device
         self.client = client
+        self.device_block_bytes = device_block_bytes
 
     # ------------------------------------------------------------------ build
     def build(self, space: SearchSpace) -> ExactSearcher:
@@ -172,22 +165,12 @@ class ExactSearcher(EvidenceSearcher):
         self.space_ = space
         device = check_device("device", self.device)
         self.client_ = check_client(self.client)
-        self._on_device: Any = None
+        self.blocks_: HostBlocks | DeviceBlocks = HostBlocks(self.sorted_embedding_)
+        self.block_budget_ = self.block_bytes_
         if self.client_ is None and device is not None and device.type != "cpu":
-            import torch
-
-            self._on_device = torch.from_numpy(self.sorted_embedding_).to(device)
+            self.blocks_ = DeviceBlocks(self.sorted_embedding_, device)
+            self.block_budget_ = check_int("device_block_bytes", self.device_block_bytes, minimum=4)
         return self
-
-    def _product(self, rows: np.ndarray | slice, c0: int, c1: int) -> np.ndarray:
-        """``E[rows] @ E[c0:c1].T`` (float32 numpy) for the class-sorted embedding ``E``."""
-        if self._on_device is None:
-            return _cpu_product(self.sorted_embedding_, rows, c0, c1)
-        import torch
-
-        t = self._on_device
-        r = t[rows] if isinstance(rows, slice) else t[torch.from_numpy(rows).to(t.device)]
-        return torch.mm(r, t[c0:c1].t()).cpu().numpy()
 
     def _bar(self, total: int, desc: str) -> Any:
         from tqdm.auto import tqdm
@@ -212,7 +195,7 @@ class ExactSearcher(EvidenceSearcher):
             kk = min(k, m_c)
             if kk == 0:
                 continue
-            rows = max(1, self.block_bytes_ // (4 * m_c))
+            rows = max(1, self.block_budget_ // (4 * m_c))
             for start in range(0, idx.size, rows):
                 block = idx[start : start + rows]
                 blocks.append(block)
@@ -227,7 +210,7 @@ class ExactSearcher(EvidenceSearcher):
             answers = []
             with self._bar(q, "local evidence") as bar:
                 for slots, lo, hi, kk in units:
-                    answers.append(_local_block(self._product, self.perm_, slots, lo, hi, kk))
+                    answers.append(_local_block(self.blocks_, self.perm_, slots, lo, hi, kk))
                     bar.update(slots.size)
         for block, (*_, kk), (vals, pos) in zip(blocks, units, answers, strict=True):
             sim_out[block, :kk] = vals
@@ -243,7 +226,7 @@ class ExactSearcher(EvidenceSearcher):
             lo_a, hi_a = self.bounds_[a]
             for b in classes[i + 1 :]:
                 lo_b, hi_b = self.bounds_[b]
-                rows = max(1, self.block_bytes_ // (4 * (hi_b - lo_b)))
+                rows = max(1, self.block_budget_ // (4 * (hi_b - lo_b)))
                 jobs.extend((s, min(s + rows, hi_a), lo_b, hi_b) for s in range(lo_a, hi_a, rows))
         if self.client_ is not None and jobs:
             runs = split_blocks(jobs, 4 * n_workers(self.client_))
@@ -255,5 +238,5 @@ class ExactSearcher(EvidenceSearcher):
             )
         else:
             with self._bar(len(jobs), "global evidence") as bar:
-                best_s, best_key = _global_scan(self._product, jobs, self.perm_, k, bar)
+                best_s, best_key = _global_scan(self.blocks_, jobs, self.perm_, k, bar)
         return best_s, best_key // m, best_key % m

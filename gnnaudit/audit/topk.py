@@ -8,6 +8,8 @@ are sorted by node id, so equal similarities go to the smaller node id -- and re
   running top-k of a global search);
 * :func:`topk_by_row`: keep the k best of ``(row, similarity, position)`` triplets per row
   (the merge of partial answers: faiss hits from several indexes, exact blocks);
+* :func:`row_candidates`: the entries of each row of a dense block at or above its k-th
+  value (every tie stays);
 * :func:`block_topk`: the same for a dense ``(rows, n)`` similarity block, with an
   ``np.partition`` pre-filter so only entries at or above each row's k-th value are sorted;
 * :func:`fill_rows`: scatter sorted triplets into padded ``(rows, k)`` arrays;
@@ -28,6 +30,7 @@ __all__ = [
     "topk_entries",
     "topk_by_row",
     "block_topk",
+    "row_candidates",
     "fill_rows",
     "sort_rows",
     "rescore_rows",
@@ -85,14 +88,22 @@ def block_topk(
     Extra memory: ``O(sim.size)`` in the worst case of massive ties at the k-th value,
     ``O(rows * k)`` typically.
     """
+    rr, cc, ss = row_candidates(sim, k)
+    return topk_by_row(rr, ss, cols[cc], k)
+
+
+def row_candidates(sim: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(row, col, sim)`` of the entries of each row of ``sim`` at or above the row's k-th
+    largest value (all entries when a row has at most ``k``); ``-inf`` entries included only
+    where a row has fewer than ``k`` finite ones (callers drop them)."""
     n = sim.shape[1]
     if n > k:
         kth = np.partition(sim, n - k, axis=1)[:, n - k]
-        mask = sim >= kth[:, None]  # every entry tied with the k-th value is a candidate
+        mask = sim >= kth[:, None]
     else:
         mask = np.ones_like(sim, dtype=bool)
     rr, cc = np.nonzero(mask)
-    return topk_by_row(rr, sim[rr, cc], cols[cc], k)
+    return rr.astype(np.int64, copy=False), cc.astype(np.int64, copy=False), sim[rr, cc]
 
 
 def fill_rows(

@@ -92,7 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--device",
         default="auto",
         choices=("auto", "cpu", "cuda"),
-        help="where the model runs (default auto: the model's own device, a GPU if present)",
+        help="where the model runs and the search computes (default auto: a GPU when torch sees one, else the CPU)",
     )
     audit = p.add_argument_group("audit")
     audit.add_argument(
@@ -254,7 +254,19 @@ def _load_model(args: argparse.Namespace, data: Any, out_dir: str) -> tuple[Any,
         "epochs": args.epochs,
         "seed": args.seed,
         "fit_seconds": round(metrics.get("fit_seconds", 0.0), 3),
+        "trained_on": metrics.get("device", "cpu"),
     }
+
+
+def _cli_device(choice: str) -> str:
+    """``--device``: ``auto`` is a GPU when torch sees one, else the CPU."""
+    import torch
+
+    if choice == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise _error("--device 'cuda' but torch sees no CUDA device; use cpu or auto")
+    return choice
 
 
 def _mitigate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -295,6 +307,9 @@ def run(args: argparse.Namespace) -> int:
         steps.update(1)
         steps.set_postfix_str("load model")
         module, info = _load_model(args, data, str(out_dir))
+        device = _cli_device(args.device)
+        module = module.to(device)  # the CLI built or loaded it: ours to move
+        info["device"] = device
         steps.update(1)
         steps.set_postfix_str("audit")
         # default (None): on for LightningModules up to FINETUNE_MAX_NODES nodes, else a note
@@ -315,7 +330,7 @@ def run(args: argparse.Namespace) -> int:
             model_info=info,
             random_state=args.seed,
             progress=progress,
-            device=args.device,
+            device=device,
         )
         report.save(out_dir, force=True)
         steps.update(1)

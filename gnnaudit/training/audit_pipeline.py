@@ -331,25 +331,21 @@ def audit_model(
 ) -> AuditReport:
     """Audit a user's model on a user's graph in one call; write the report when ``out`` is set.
 
-        ``model``: any ``torch.nn.Module`` or callable ``(x, edge_index) -> logits``; models that
-        need more arguments take them through ``forward_kwargs`` (e.g. ``{"edge_weight": w}``) or a
-        ``predict_fn(x, edge_index) -> logits``. ``data``: a PyG ``Data`` with ``x``,
-        ``edge_index`` and ``test_mask`` or ``mask``; labels (``y``) are optional. ``out``: a folder
-        that receives ``report.json``, ``report.md`` and ``report.html`` (existing report files
-        are replaced only with ``force=True``). Further keyword arguments go to :func:`run_audit`
-    (e.g. ``embedding=True`` for the embedding audit section).
     ``model``: any ``torch.nn.Module`` or callable ``(x, edge_index) -> logits``; models that
     need more arguments take them through ``forward_kwargs`` (e.g. ``{"edge_weight": w}``) or a
     ``predict_fn(x, edge_index) -> logits``. ``data``: a PyG ``Data`` with ``x``,
     ``edge_index`` and ``test_mask`` or ``mask``; labels (``y``) are optional. ``out``: a folder
     that receives ``report.json``, ``report.md`` and ``report.html`` (existing report files
     are replaced only with ``force=True``); with ``mitigate=True`` it also receives
-    ``mitigated_model.pt``, the state_dict of the mitigated copy. Further keyword arguments go to :func:`run_audit`.
+    ``mitigated_model.pt``, the state_dict of the mitigated copy. ``device``: where the model
+    runs and the KS propagation and exact search compute (``"auto"``: the model's device).
+    Further keyword arguments go to :func:`run_audit` (e.g. ``embedding=True`` for the
+    embedding audit section).
 
-        Example::
+    Example::
 
-            report = gnnaudit.audit_model(my_gcn, data, sensitive="gender", out="audit/")
-            print(report.verdict)
+        report = gnnaudit.audit_model(my_gcn, data, sensitive="gender", out="audit/")
+        print(report.verdict)
     """
     unknown = set(options) - {
         "units",

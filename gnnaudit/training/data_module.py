@@ -16,6 +16,7 @@ Mini-batches (``batch_size`` given), ``batch_size`` seed nodes of the stage's ma
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import cast
 
@@ -70,7 +71,10 @@ def check_node_data(data: Data, name: str = "data") -> Data:
 
 
 def _single(items: list[Data]) -> Data:
-    return items[0]
+    """A shallow copy of the one graph: Lightning moves the batch to the accelerator with
+    ``Data.to``, which replaces tensors in place; on the copy, the caller's graph stays where
+    it is (same tensors, no memory copied)."""
+    return copy.copy(items[0])
 
 
 class GraphDataModule(L.LightningDataModule):

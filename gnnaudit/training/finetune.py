@@ -45,6 +45,8 @@ What the paper states and where this module deviates (Sec. 7.3 re-read for issue
 from __future__ import annotations
 
 import copy
+import inspect
+import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -157,10 +159,13 @@ def evidence_node_budget(evidence: Any, m: int) -> np.ndarray:
 
 @torch.no_grad()
 def _predictions(module: torch.nn.Module, data: Data) -> torch.Tensor:
-    """Predicted class of every node (one eval-mode forward pass)."""
+    """Predicted class of every node (one eval-mode forward pass on the module's device; the
+    result on the CPU, where ``data`` stays)."""
+    held = next(itertools.chain(module.parameters(), module.buffers()), None)
+    device = held.device if held is not None else torch.device("cpu")
     was = module.training
     module.eval()
-    pred = module(data.x, data.edge_index).argmax(-1)
+    pred = module(data.x.to(device), data.edge_index.to(device)).argmax(-1).cpu()
     module.train(was)
     return pred
 
@@ -397,14 +402,17 @@ class EvidenceFinetuneUnit(AuditUnit):
         return None
 
     def run(self, ctx: AuditContext) -> FinetuneSection:
-        try:
-            result = finetune_on_evidences(
-                ctx.adapter.model,
-                ctx.data,
-                ctx.evidence,
-                progress=ctx.options.progress,
-                **self.finetune_kwargs,
+        try:  # the keywords alone are checked: a TypeError inside is a failure, not bad input
+            inspect.signature(finetune_on_evidences).bind(
+                ctx.adapter.model, ctx.data, ctx.evidence, **self.finetune_kwargs
             )
         except TypeError as exc:
             raise InvalidInputError(f"finetune_kwargs not accepted: {exc}") from None
+        result = finetune_on_evidences(
+            ctx.adapter.model,
+            ctx.data,
+            ctx.evidence,
+            progress=ctx.options.progress,
+            **self.finetune_kwargs,
+        )
         return FinetuneSection(result=result, confidence=ctx.options.confidence)

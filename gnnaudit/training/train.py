@@ -209,10 +209,13 @@ def train_node_classifier(
 
     Returns
     -------
-    TrainResult ``(module, metrics)``: the trained module in eval mode and a dict with
+    TrainResult ``(module, metrics)``: the trained module in eval mode, on the device it
+    trained on (``metrics["device"]``; ``audit_model(module, data)`` then audits there), and a
+    dict with
     ``train_acc``, ``val_acc``, ``test_acc``, the matching ``*_loss``, ``majority_rate`` (test
     accuracy of always predicting the majority training label), ``best_epoch``,
-    ``epochs_run`` and ``fit_seconds``.
+    ``epochs_run``, ``fit_seconds`` and ``device`` (where Lightning trained, e.g. ``"cuda:0"``
+    under the default ``accelerator="auto"`` on a GPU machine).
     """
     data = check_node_data(data)
     configure_threads(num_nodes=data.num_nodes)  # 1 thread on small graphs (gnnaudit._threads)
@@ -267,6 +270,7 @@ def train_node_classifier(
     metrics["best_epoch"] = int(done.get(BEST_EPOCH_KEY, -1)) if keep_best else epochs_run - 1
     metrics["epochs_run"] = epochs_run
     metrics["fit_seconds"] = fit_seconds
+    metrics["device"] = str(trainer.strategy.root_device)
     logger.info("trained %s for %d epochs: %s", backbone, metrics["epochs_run"], metrics)
     return TrainResult(module, metrics)
 
