@@ -60,3 +60,21 @@ def test_cell_path_far_from_origin_and_blobs():
         assert got.total_weight == pytest.approx(ref.total_weight, rel=1e-9)
     plain = mst_boruvka(X, cd, cell_prune=False)
     assert plain.total_weight == pytest.approx(ref.total_weight, rel=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 5), st.integers(1, 12), st.integers(0, 10_000))
+def test_knn_query_equals_brute_force(n, d, k, seed):
+    """The KD-tree k-NN (queried in tree order, rows put back) equals sorting all distances;
+    core distances are its minPts-th column."""
+    from scipy.spatial.distance import cdist
+
+    from gnnaudit.graph_ops.mst import knn_query
+
+    rng = np.random.default_rng(seed)
+    X = rng.integers(-3, 4, size=(n, d)).astype(float)  # duplicates and distance ties
+    nd, ni = knn_query(X, k, chunk=7)
+    full = np.sort(cdist(X, X), axis=1)[:, : min(k, n)]
+    np.testing.assert_allclose(nd, full, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(X[ni] - X[:, None, :], axis=2), nd, atol=1e-12)
+    np.testing.assert_allclose(core_distances(X, k), full[:, -1], atol=1e-12)

@@ -36,12 +36,19 @@ from typing import Any, Literal
 import numpy as np
 import scipy.sparse as sp
 from scipy.cluster.hierarchy import fcluster, leaves_list
-from sklearn.neighbors import KDTree
 from tqdm.auto import tqdm
 
 from gnnaudit._validation import check_array, check_choice, check_fitted, check_float, check_int
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.graph_ops.mst import MSTEdges, core_distances, knn_query, mst_boruvka, mst_dense
+from gnnaudit.graph_ops.mst import (
+    BORUVKA_KNN,
+    MSTEdges,
+    core_distances,
+    kd_tree,
+    knn_query,
+    mst_boruvka,
+    mst_dense,
+)
 
 __all__ = ["DCTree"]
 
@@ -143,8 +150,8 @@ class DCTree:
             bar.update()
             self.mst_ = mst_dense(X, self.core_distances_)
         else:
-            tree = KDTree(X)
-            nd, ni = knn_query(X, max(min_pts, 16), tree=tree)
+            tree = kd_tree(X)
+            nd, ni = knn_query(X, max(min_pts, BORUVKA_KNN), tree=tree)
             self.core_distances_ = nd[:, min(min_pts, n) - 1].copy() if min_pts > 1 else np.zeros(n)
             timings["core_distances"] = time.perf_counter() - t0
             bar.update()
