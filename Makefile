@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
+	@# a rerun replaces only what the demo wrote; a folder holding anything else is refused
+	rm -f $(OUT)/report.json $(OUT)/report.md $(OUT)/report.html $(OUT)/model.ckpt
 	$(BIN)/gnnaudit audit --dataset synthetic --out $(OUT)
 
 test: $(STAMP)

@@ -464,7 +464,10 @@ def _cell_pair_search(
     pair with ``LB < comp_best[c]``: each component's ``n_first`` pairs of smallest bound are
     scanned first (real edges lower ``comp_best``), then the remaining candidates in
     increasing bound, in chunks, each chunk dropping the pairs whose bound reached the
-    updated ``comp_best``. Scanning ``(s, b)`` computes :math:`d_m` of every point of ``s`` with
+    updated ``comp_best``; before a point gets its own bound
+    :math:`\max(low(p), m_b, \|p - c_b\| - R_b)`, the triangle inequality
+    :math:`\|p - c_b\| \ge \|c_a - c_b\| - \|p - c_a\|` drops (with one ``searchsorted``
+    per pair) the points too close to their own centre. Scanning ``(s, b)`` computes :math:`d_m` of every point of ``s`` with
     every member of ``b`` outside ``c`` (exact, difference-based distances). Boruvka needs only
     each component's minimum: the point of the cheapest edge found gets it as its
     ``best_w`` / ``best_v``; every other point keeps a real edge of its own, so ``best_w``
