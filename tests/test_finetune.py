@@ -75,3 +75,17 @@ def test_errors(trained):
         finetune_on_evidences(module, data, ce, m=0)
     with pytest.raises(InvalidInputError, match="seeds must hold"):
         finetune_on_evidences(module, data, ce, m=2, seeds=())
+
+
+def test_audit_unit_names_unknown_keywords_and_lets_internal_errors_through(trained):
+    """Only the keywords are checked up front: a bad one is named, while a failure inside
+    fine-tuning surfaces as itself rather than as "finetune_kwargs not accepted"."""
+    from gnnaudit.audit.context import AuditContext, AuditOptions
+    from gnnaudit.training.finetune import EvidenceFinetuneUnit
+
+    data, module, _ = trained
+    ctx = AuditContext(module, data, options=AuditOptions(progress=False))
+    with pytest.raises(InvalidInputError, match="finetune_kwargs not accepted.*bogus"):
+        EvidenceFinetuneUnit(bogus=1).run(ctx)
+    with pytest.raises(InfeasibleError, match="lower m"):
+        EvidenceFinetuneUnit(m=int(data.test_mask.sum()), epochs=1).run(ctx)

@@ -86,7 +86,8 @@ class ModelAdapter:
         ``model`` (``model`` then only serves for the device and the eval-mode switch).
     device : ``"auto"`` (default), ``"cpu"``, ``"cuda"`` ... (see :func:`resolve_device`).
         With an explicit device an ``nn.Module`` is **not** moved: the caller's model stays
-        untouched; pass ``"auto"`` or move the model yourself.
+        untouched; pass ``"auto"`` or move the model yourself (weights on another device
+        than an explicit ``device`` raise :class:`InvalidInputError` naming both).
     """
 
     def __init__(

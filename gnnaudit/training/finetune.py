@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -61,6 +60,7 @@ from torch_geometric.data import Data
 from gnnaudit._validation import check_choice, check_float, check_int
 from gnnaudit.audit.evidence_inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
 from gnnaudit.audit.evidence_result import GlobalEvidence
+from gnnaudit.audit.model_adapter import resolve_device
 from gnnaudit.audit.report_section import ReportSection
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InfeasibleError, InvalidInputError
@@ -161,8 +161,7 @@ def evidence_node_budget(evidence: Any, m: int) -> np.ndarray:
 def _predictions(module: torch.nn.Module, data: Data) -> torch.Tensor:
     """Predicted class of every node (one eval-mode forward pass on the module's device; the
     result on the CPU, where ``data`` stays)."""
-    held = next(itertools.chain(module.parameters(), module.buffers()), None)
-    device = held.device if held is not None else torch.device("cpu")
+    device = resolve_device("auto", module)
     was = module.training
     module.eval()
     pred = module(data.x.to(device), data.edge_index.to(device)).argmax(-1).cpu()
