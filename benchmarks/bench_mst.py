@@ -23,7 +23,8 @@ Data: ``sklearn.datasets.make_blobs(n, d, centers=20, random_state=0)``. Per siz
 
 Further tables: the exact k-NN by four methods (n = ``--knn-n``); the number of cached
 neighbours (the choice of ``BORUVKA_KNN``) at the largest size; the same comparison on other
-data (``--other-n`` points: 50 overlapping blobs in 10-D, 5 blobs in 5-D).
+data and settings (``--other-n`` points: 50 overlapping blobs in 10-D, 5 blobs in 5-D; at the
+largest size: another seed, minPts 11, 10 wider blobs).
 
 Threads: one (``OMP_NUM_THREADS=1``, ``faiss.omp_set_num_threads(1)``, hdbscan ``n_jobs=1``).
 """
@@ -111,7 +112,10 @@ def knn_alternatives(X: np.ndarray, k: int) -> list[dict[str, float | str]]:
             }
         )
 
-    timed("scipy cKDTree, input order", lambda: cKDTree(X, leafsize=16).query(X, k=k)[0][:, -1])
+    timed(
+        "scipy cKDTree (leaf 16), input order",
+        lambda: cKDTree(X, leafsize=16).query(X, k=k)[0][:, -1],
+    )
     timed("sklearn KDTree", lambda: KDTree(X).query(X, k=k)[0][:, -1])
 
     def flat() -> np.ndarray:
@@ -133,30 +137,47 @@ def knn_alternatives(X: np.ndarray, k: int) -> list[dict[str, float | str]]:
     return rows
 
 
+def leaf_sizes(X: np.ndarray, k: int, sizes: list[int], repeats: int) -> list[dict[str, float]]:
+    """Seconds of the k-NN (tree build + query in tree order) per cKDTree leaf size."""
+    from scipy.spatial import cKDTree
+
+    from gnnaudit.graph_ops.mst import knn_query
+
+    def run(size: int) -> tuple[float]:
+        t0 = time.perf_counter()
+        knn_query(X, k, tree=cKDTree(X, leafsize=size))
+        return (time.perf_counter() - t0,)
+
+    return [{"leaf size": s, "knn_s": best_of(repeats, lambda s=s: run(s), 0)[0]} for s in sizes]
+
+
 def best_of(repeats: int, run, key: int) -> tuple:
     """The run (a tuple of figures) whose ``key``-th figure, its total seconds, is smallest.
     On a shared machine the minimum is the figure least inflated by other tenants."""
     return min((run() for _ in range(repeats)), key=lambda r: r[key])
 
 
-def other_data(n: int, min_pts: int, repeats: int) -> list[dict[str, float | str]]:
-    """Ours vs hdbscan on data the main table does not use."""
+def other_data(n: int, big: int, min_pts: int, repeats: int) -> list[dict[str, float | str]]:
+    """Ours vs hdbscan on data and settings the main table does not use: (name, X, minPts)."""
     from sklearn.datasets import make_blobs
 
-    sets = {
-        "make_blobs(centers=50, cluster_std=2, 10-D)": make_blobs(
-            n, 10, centers=50, cluster_std=2.0, random_state=1
-        )[0],
-        "make_blobs(centers=5, 5-D)": make_blobs(n, 5, centers=5, random_state=2)[0],
-    }
+    sets = [
+        ("make_blobs(centers=50, cluster_std=2, 10-D)", n, 10, 50, 2.0, 1, min_pts),
+        ("make_blobs(centers=5, 5-D)", n, 5, 5, 1.0, 2, min_pts),
+        ("make_blobs(centers=20, 10-D, seed 1)", big, 10, 20, 1.0, 1, min_pts),
+        ("make_blobs(centers=20, 10-D), minPts 11", big, 10, 20, 1.0, 0, 11),
+        ("make_blobs(centers=10, cluster_std=1.5, 10-D)", big, 10, 10, 1.5, 3, min_pts),
+    ]
     rows: list[dict[str, float | str]] = []
-    for name, X in sets.items():
-        _, _, our_s, our_w = best_of(repeats, lambda X=X: ours(X, min_pts), 2)
-        their_s, their_w = best_of(repeats, lambda X=X: theirs(X, min_pts), 0)
+    for name, size, dims, centers, std, seed, mp in sets:
+        X = make_blobs(size, dims, centers=centers, cluster_std=std, random_state=seed)[0]
+        _, _, our_s, our_w = best_of(repeats, lambda X=X, mp=mp: ours(X, mp), 2)
+        their_s, their_w = best_of(repeats, lambda X=X, mp=mp: theirs(X, mp), 0)
         rows.append(
             {
                 "data": name,
-                "n": n,
+                "n": size,
+                "minPts": mp,
                 "ours_s": our_s,
                 "hdbscan_s": their_s,
                 "speedup": their_s / our_s,
@@ -232,7 +253,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(k_rows[-1], flush=True)
     k_df = pd.DataFrame(k_rows)
-    other_df = pd.DataFrame(other_data(args.other_n, args.min_pts, max(1, args.repeats - 1)))
+    from gnnaudit.graph_ops.mst import LEAF_SIZE
+
+    leaf_df = pd.DataFrame(
+        leaf_sizes(X, max(args.min_pts, BORUVKA_KNN), [16, 32, 64, 128], max(1, args.repeats - 1))
+    )
+    print(leaf_df.to_string(index=False), flush=True)
+    other_df = pd.DataFrame(
+        other_data(args.other_n, args.sizes[-1], args.min_pts, max(1, args.repeats - 1))
+    )
     cmd = "python benchmarks/bench_mst.py " + " ".join(argv or sys.argv[1:])
     lines = [
         "# Mutual-reachability MST: gnnaudit Boruvka vs hdbscan",
@@ -258,11 +287,16 @@ def main(argv: list[str] | None = None) -> int:
         "",
         fmt_table(knn_df, floatfmt="%.3f"),
         "",
+        f"## KD-tree leaf size (n = {args.sizes[-1]:,}, k = {max(args.min_pts, BORUVKA_KNN)}; "
+        f"`LEAF_SIZE` = {LEAF_SIZE})",
+        "",
+        fmt_table(leaf_df, floatfmt="%.3f"),
+        "",
         f"## Cached neighbours per point (n = {args.sizes[-1]:,}; `BORUVKA_KNN` = {BORUVKA_KNN})",
         "",
         fmt_table(k_df, floatfmt="%.3f"),
         "",
-        f"## Other data (n = {args.other_n:,}, minPts = {args.min_pts})",
+        "## Other data and settings",
         "",
         fmt_table(other_df, floatfmt="%.4g"),
         "",
