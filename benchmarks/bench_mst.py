@@ -37,8 +37,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
-import datetime as dt  # noqa: E402
-import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -51,10 +49,6 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))  # this checkout's gnnaudit, not an installed one
 
 RESULTS = HERE / "results" / "mst.md"
-
-
-def load() -> str:
-    return " / ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def ours(X: np.ndarray, min_pts: int, k: int | None = None) -> tuple[float, float, float, float]:
@@ -203,14 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import faiss
     import hdbscan
-    from bench_audit import fmt_table, machine
+    from bench_audit import RunHeader, fmt_table
     from sklearn.datasets import make_blobs
 
-    import gnnaudit
-
     faiss.omp_set_num_threads(1)
-    start = dt.datetime.now(dt.timezone.utc)
-    load_before = load()
+    header = RunHeader("bench_mst.py")
     rows = []
     for n in args.sizes:
         X, _ = make_blobs(n_samples=n, n_features=args.dims, centers=20, random_state=0)
@@ -262,23 +253,16 @@ def main(argv: list[str] | None = None) -> int:
     other_df = pd.DataFrame(
         other_data(args.other_n, args.sizes[-1], args.min_pts, max(1, args.repeats - 1))
     )
-    cmd = "python benchmarks/bench_mst.py " + " ".join(argv or sys.argv[1:])
-    lines = [
-        "# Mutual-reachability MST: gnnaudit Boruvka vs hdbscan",
-        "",
-        f"- date: {start:%Y-%m-%d %H:%M} UTC",
-        f"- machine: {machine()}; {platform.platform()}",
-        f"- load average (1/5/15 min): before {load_before}, after {load()} (the machine is "
-        "shared: timings under load are inflated, compare within a row)",
-        "- threads: 1 (OMP/OPENBLAS/MKL_NUM_THREADS=1, faiss 1 thread, hdbscan n_jobs=1)",
-        f"- timings: best of {args.repeats} runs for both libraries (main table), best of "
-        f"{max(1, args.repeats - 1)} (other tables)",
-        f"- versions: python {platform.python_version()}, numpy {np.__version__}, "
-        f"faiss {faiss.__version__}, hdbscan {getattr(hdbscan, '__version__', '?')}; "
-        f"gnnaudit from {Path(gnnaudit.__file__).parent}",
-        f"- command: `{cmd.strip()}`",
-        f"- data: make_blobs(n, {args.dims}, centers=20, random_state=0); minPts = "
-        f"{args.min_pts} (hdbscan min_samples = {args.min_pts - 1})",
+    lines = header.lines(
+        "Mutual-reachability MST: gnnaudit Boruvka vs hdbscan",
+        "1 (OMP/OPENBLAS/MKL_NUM_THREADS=1, faiss 1 thread, hdbscan n_jobs=1)",
+        versions_extra=f", numpy {np.__version__}, faiss {faiss.__version__}, "
+        f"hdbscan {getattr(hdbscan, '__version__', '?')}",
+    ) + [
+        f"Timings: best of {args.repeats} runs for both libraries (main table), best of "
+        f"{max(1, args.repeats - 1)} (other tables); the machine is shared, timings under load "
+        f"are inflated. Data: make_blobs(n, {args.dims}, centers=20, random_state=0); minPts = "
+        f"{args.min_pts} (hdbscan min_samples = {args.min_pts - 1}).",
         "",
         fmt_table(df, floatfmt="%.4g"),
         "",

@@ -78,3 +78,16 @@ def test_knn_query_equals_brute_force(n, d, k, seed):
     np.testing.assert_allclose(nd, full, atol=1e-12)
     np.testing.assert_allclose(np.linalg.norm(X[ni] - X[:, None, :], axis=2), nd, atol=1e-12)
     np.testing.assert_allclose(core_distances(X, k), full[:, -1], atol=1e-12)
+
+
+def test_expand_ranges_equals_a_loop_over_ranges():
+    from gnnaudit.graph_ops.segments import expand_ranges
+
+    rng = np.random.default_rng(0)
+    starts, lengths = rng.integers(0, 50, 30), rng.integers(0, 6, 30)
+    pos, owner = expand_ranges(starts, lengths)
+    ref = [
+        (s + j, i) for i, (s, n) in enumerate(zip(starts, lengths, strict=True)) for j in range(n)
+    ]
+    assert pos.tolist() == [a for a, _ in ref] and owner.tolist() == [b for _, b in ref]
+    assert expand_ranges([], [])[0].size == 0

@@ -41,6 +41,7 @@ import torch
 from gnnaudit._validation import check_edge_index, check_int
 from gnnaudit.audit.bootstrap import as_generator
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.graph_ops.segments import expand_ranges
 
 __all__ = [
     "MAX_ENTRIES",
@@ -183,10 +184,7 @@ def row_entries(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.nd
     """Positions into a CSR's ``indices`` of the entries of ``rows``, and the index into
     ``rows`` each belongs to (vectorised gather of several CSR rows)."""
     starts = indptr[rows]
-    lengths = indptr[rows + 1] - starts
-    owner = np.repeat(np.arange(rows.size), lengths)
-    offset = np.arange(owner.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return starts[owner] + offset, owner
+    return expand_ranges(starts, indptr[rows + 1] - starts)
 
 
 def _smallest_missing(owner: np.ndarray, values: np.ndarray, n_rows: int) -> np.ndarray:

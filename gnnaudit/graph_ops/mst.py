@@ -59,6 +59,7 @@ from scipy.spatial.distance import cdist, pdist, squareform
 from gnnaudit._validation import check_array
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops._distances import rowwise_distances
+from gnnaudit.graph_ops.segments import expand_ranges
 
 __all__ = [
     "BORUVKA_KNN",
@@ -374,9 +375,8 @@ class _Cells:
     count: np.ndarray  # (c,) members per cell
     gap: np.ndarray  # (c, c) lower bound on the distance between members of two cells
     centre_dist: np.ndarray  # (c, c) distances between the centroids
-    own_dist: np.ndarray  # (n,) distance of each point to its cell's centroid
-    own_rank: np.ndarray  # (n,) rank of ``own_dist`` (ascending; ties in index order)
-    own_sorted: np.ndarray  # (n,) ``own_dist`` sorted
+    own_rank: np.ndarray  # (n,) rank of each point's distance to its centroid (ascending)
+    own_sorted: np.ndarray  # (n,) those distances, sorted
 
 
 def _make_cells(X: np.ndarray, core: np.ndarray, n_cells: int, seed: int = 0) -> _Cells:
@@ -421,7 +421,6 @@ def _make_cells(X: np.ndarray, core: np.ndarray, n_cells: int, seed: int = 0) ->
         count,
         gap,
         centre_dist,
-        dist,
         own_rank,
         dist[by_dist],
     )
@@ -512,11 +511,8 @@ def _cell_pair_search(
 
     def scan(p: np.ndarray, b: np.ndarray) -> None:
         """d_m of each point ``p[i]`` with every member of cell ``b[i]`` (foreign ones)."""
-        tot = cells.count[b]
-        rep = np.repeat(np.arange(p.size), tot)
-        r = np.arange(int(tot.sum())) - np.repeat(np.cumsum(tot) - tot, tot)
-        pp_all = p[rep]
-        q = cells.order[cells.starts[b][rep] + r]
+        slots, rep = expand_ranges(cells.starts[b], cells.count[b])
+        pp_all, q = p[rep], cells.order[slots]
         w = np.maximum(
             rowwise_distances(X[pp_all], X[q], "euclidean"), np.maximum(core[pp_all], core[q])
         )
@@ -548,9 +544,8 @@ def _cell_pair_search(
     def expand(sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The (point, cell) pairs of the (source, cell) candidates ``sel``."""
         si = cand_s[sel]
-        rep = np.repeat(np.arange(sel.size), src_len[si])
-        r = np.arange(rep.size) - np.repeat(np.cumsum(src_len[si]) - src_len[si], src_len[si])
-        return pts[head[si][rep] + r], cand_b[sel][rep]
+        slots, rep = expand_ranges(head[si], src_len[si])
+        return pts[slots], cand_b[sel][rep]
 
     # 1. each component's most promising cell pairs, scanned whole: real edges bound the rest
     order = np.lexsort((cand_lb, cand_c))
@@ -574,7 +569,9 @@ def _cell_pair_search(
         si, bi = cand_s[sel], cand_b[sel]
         thr = cells.centre_dist[src_cell[si], bi] * (1 - 1e-12) - r_hi[bi] - comp_best[cand_c[sel]]
         thr = np.where(thr > 0, thr * (1 - 1e-11), -np.inf)  # margins: keep, never drop, a tie
-        below = np.searchsorted(cells.own_sorted, thr, side="right")  # own_dist <= thr
+        below = np.searchsorted(
+            cells.own_sorted, thr, side="right"
+        )  # distance to own centroid <= thr
         start = np.searchsorted(key, si * n + below, side="left")
         return start, head[si] + src_len[si] - start
 
@@ -590,9 +587,8 @@ def _cell_pair_search(
         take = max(1, int(np.searchsorted(np.cumsum(cnt), pair_budget, "right")))
         sel, start, cnt = rest[:take], start[:take], cnt[:take]
         rest = rest[take:]
-        rep = np.repeat(np.arange(sel.size), cnt)
-        r = np.arange(rep.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        p2, b2 = pts[start[rep] + r], cand_b[sel][rep]
+        slots, rep = expand_ranges(start, cnt)
+        p2, b2 = pts[slots], cand_b[sel][rep]
         d = rowwise_distances(X[p2], cells.centre[b2], "euclidean") * (1 - 1e-12)
         bound = np.maximum(np.maximum(d - r_hi[b2], cells.min_core[b2]), low[p2])
         keep = bound < comp_best[comp[p2]]
