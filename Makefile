@@ -16,9 +16,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	@# a rerun replaces only what the demo wrote; a folder holding anything else is refused
-	rm -f $(OUT)/report.json $(OUT)/report.md $(OUT)/report.html $(OUT)/model.ckpt
-	$(BIN)/gnnaudit audit --dataset synthetic --out $(OUT)
+	@# --force replaces only the files gnnaudit wrote (its manifest lists them); nothing else
+	$(BIN)/gnnaudit audit --dataset synthetic --out $(OUT) --force
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider

@@ -105,6 +105,7 @@ def test_cli_audits_a_user_model_from_pt_and_csv(workspace, graph, tmp_path, cap
     assert report.model["class"] == "GCN"
     assert report.verdict in text
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        ".gnnaudit-manifest.json",
         "report.html",
         "report.json",
         "report.md",
@@ -253,6 +254,7 @@ def test_out_folder_with_other_files_needs_force(workspace, tmp_path, capsys):
     assert (out / "keep.txt").read_text() == "mine"
     assert _cli(workspace, workspace["root"] / "graph.pt", out, "--force") == 0
     assert (out / "report.json").is_file()
+    assert (out / "keep.txt").read_text() == "mine"  # --force never touches the user's files
 
 
 def test_pickle_file_disguised_as_graph_never_runs(workspace, tmp_path):

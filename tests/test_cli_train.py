@@ -81,7 +81,9 @@ def test_train_reports_clean_errors(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("GNNAUDIT_DATA", raising=False)
     assert main(["train", "--dataset", "german", "--out", str(tmp_path / "a")]) == 2
     assert "--root" in capsys.readouterr().err
-    code = main(["train", "--dataset", "german", "--root", str(tmp_path), "--out", str(tmp_path)])
+    code = main(
+        ["train", "--dataset", "german", "--root", str(tmp_path), "--out", str(tmp_path / "c")]
+    )
     assert code == 2
     assert "german.csv" in capsys.readouterr().err
     code = main(["train", "--num-nodes", "3", "--out", str(tmp_path / "b")])

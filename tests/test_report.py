@@ -113,7 +113,7 @@ def test_save_writes_three_files_findings_first_with_embedded_charts(tmp_path):
 def test_save_refuses_to_overwrite_without_force(tmp_path):
     report = _report()
     report.save(tmp_path)
-    with pytest.raises(InvalidInputError, match="already holds report.json"):
+    with pytest.raises(InvalidInputError, match=r"already holds files \(report.html"):
         report.save(tmp_path)
     report.save(tmp_path, force=True)
     (tmp_path / "file").write_text("x")

@@ -36,6 +36,7 @@ from gnnaudit.safe_io import (
     read_text,
     safe_torch_load,
 )
+from gnnaudit.safe_io.manifest import MANIFEST_NAME
 
 
 def _one_line(exc: pytest.ExceptionInfo) -> str:
@@ -291,6 +292,11 @@ def _leftovers(folder) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith((".tmp-", ".old-")))
 
 
+def _listing(folder) -> list[str]:
+    """The files of an output folder, without gnnaudit's manifest."""
+    return sorted(p.name for p in folder.iterdir() if p.name != MANIFEST_NAME)
+
+
 def test_atomic_file_appears_whole_or_not_at_all(tmp_path):
     target = tmp_path / "labels.csv"
     with atomic_file(target, name="--output") as tmp:
@@ -358,7 +364,7 @@ def test_atomic_output_dir_moves_into_place(tmp_path):
     with atomic_output_dir(out, name="--out") as tmp:
         (tmp / "report.json").write_text("{}")
         assert not out.exists()
-    assert sorted(p.name for p in out.iterdir()) == ["report.json"]
+    assert _listing(out) == ["report.json"]
     assert _leftovers(out.parent) == []
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -374,7 +380,7 @@ def test_atomic_output_dir_failure_keeps_the_old_outputs(tmp_path):
     with pytest.raises(ValueError), atomic_output_dir(out, force=True) as tmp:
         (tmp / "report.json").write_text("new, half written")
         raise ValueError("bad --sensitive after training")
-    assert [p.name for p in out.iterdir()] == ["report.json"]
+    assert _listing(out) == ["report.json"]
     assert (out / "report.json").read_text() == "old"
     assert _leftovers(tmp_path) == []
 
@@ -390,7 +396,9 @@ def test_atomic_output_dir_refuses_a_folder_with_files_before_running(tmp_path):
     assert ran == [] and (out / "thesis.tex").read_text() == "precious"
     with atomic_output_dir(out, force=True) as tmp:
         (tmp / "report.json").write_text("{}")
-    assert [p.name for p in out.iterdir()] == ["report.json"]  # force replaces the folder
+    # force adds gnnaudit's files and never removes the user's
+    assert _listing(out) == ["report.json", "thesis.tex"]
+    assert (out / "thesis.tex").read_text() == "precious"
     assert _leftovers(tmp_path) == []
 
 
@@ -427,10 +435,12 @@ def test_a_run_finishing_second_without_force_keeps_both_results(tmp_path):
             (slow / "report.json").write_text("slow")
             with atomic_output_dir(out) as fast:  # started later, finishes first
                 (fast / "report.json").write_text("fast")
-    assert [p.name for p in out.iterdir()] == ["report.json"]
+    assert _listing(out) == ["report.json"]
     assert (out / "report.json").read_text() == "fast"
     kept = re.search(r"results are in '([^']+)'", str(info.value)).group(1)
     assert (Path(kept) / "report.json").read_text() == "slow"
+    assert not Path(kept).name.startswith(".")  # kept on purpose, visibly
+    assert _leftovers(tmp_path) == []
 
 
 def test_concurrent_forced_runs_leave_one_whole_report(tmp_path):
@@ -455,5 +465,5 @@ def test_concurrent_forced_runs_leave_one_whole_report(tmp_path):
     assert errors == []
     json_seed = (out / "report.json").read_text()
     assert (out / "report.html").read_text() == json_seed
-    assert sorted(p.name for p in out.iterdir()) == ["report.html", "report.json"]
+    assert _listing(out) == ["report.html", "report.json"]
     assert _leftovers(tmp_path) == []

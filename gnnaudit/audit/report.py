@@ -207,51 +207,55 @@ class AuditReport:
 
         return render_html(self)
 
-    def save(self, out_dir: str | Path, *, force: bool = False) -> dict[str, Path]:
-        """Write ``report.json``, ``report.md`` and ``report.html`` (and every entry of
-        :attr:`checkpoints`) into ``out_dir``.
-
-        The three files are rendered first and then each written atomically (temporary file +
-        rename), so a failed render never leaves a half-written or mixed report behind.
-        Existing report files are replaced only with ``force=True``.
-        """
-        out = Path(out_dir)
-        if out.exists() and not out.is_dir():
-            raise InvalidInputError(f"out_dir must be a folder, got the file {str(out)!r}")
-        paths = {kind: out / name for kind, name in REPORT_FILES.items()}
+    def file_names(self) -> tuple[str, ...]:
+        """The files :meth:`save` writes: the three reports and every checkpoint's name."""
         for name in self.checkpoints:
             if Path(name).name != name or not name.endswith(".pt"):
                 raise InvalidInputError(
                     f"checkpoint name {name!r} must be a plain '*.pt' file name"
                 )
-            paths[name] = out / name
-        existing = [p.name for p in paths.values() if p.exists()]
-        if existing and not force:
-            raise InvalidInputError(
-                f"out_dir {str(out)!r} already holds {', '.join(existing)}; pass force=True "
-                "to overwrite"
-            )
+        return (*REPORT_FILES.values(), *self.checkpoints)
+
+    def save(self, out_dir: str | Path, *, force: bool = False) -> dict[str, Path]:
+        """Write ``report.json``, ``report.md`` and ``report.html`` (and every entry of
+        :attr:`checkpoints`) into ``out_dir``, as the CLI's ``--out`` does.
+
+        The files are written into a private temporary folder that moves onto ``out_dir`` only
+        when all of them are written (:func:`~gnnaudit.safe_io.atomic_output_dir`), so a failed
+        render never leaves a half-written or mixed report behind. A folder that already holds
+        files is refused unless ``force``; with ``force`` only files gnnaudit wrote there are
+        replaced (they are listed in the folder's manifest) and nothing else is touched.
+        """
+        from gnnaudit.safe_io import atomic_output_dir
+
+        out = Path(out_dir)
+        if out.exists() and not out.is_dir():
+            raise InvalidInputError(f"out_dir must be a folder, got the file {str(out)!r}")
+        names = self.file_names()
+        with atomic_output_dir(out, force, name="out_dir", producer="audit", planned=names) as tmp:
+            self.write_files(tmp)
+        logger.info("audit report written to %s", out)
+        return {kind: out / name for kind, name in REPORT_FILES.items()} | {
+            name: out / name for name in self.checkpoints
+        }
+
+    def write_files(self, folder: str | Path) -> None:
+        """Write the reports and checkpoints into ``folder``, a private folder the caller
+        owns (use :meth:`save` for a user's folder)."""
+        folder = Path(folder)
+        self.file_names()  # checks the checkpoint names
         texts = {
             "json": self.to_json(),
             "markdown": self.to_markdown(),
             "html": self.to_html(),
-        }
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InvalidInputError(f"cannot write the report into {str(out)!r}: {exc}") from None
+        }  # rendered before anything is written
         for kind, text in texts.items():
-            atomic_write_text(paths[kind], text, name="out_dir", force=True)
+            (folder / REPORT_FILES[kind]).write_text(text, encoding="utf-8")
         if self.checkpoints:
             import torch
 
-            from gnnaudit.safe_io import atomic_file
-
             for name, state in self.checkpoints.items():
-                with atomic_file(paths[name], name="out_dir", force=True) as tmp:
-                    torch.save(state, tmp)
-        logger.info("audit report written to %s", out)
-        return paths
+                torch.save(state, folder / name)
 
     def summary_lines(self) -> list[str]:
         """The verdict and one line per finding, for a terminal."""

@@ -30,6 +30,14 @@ from gnnaudit.cli.options import (
 
 #: gnnaudit's own backbones (``--model``); anything with a ``:`` is the user's MODULE:NAME
 BACKBONE_CHOICES = BACKBONES
+#: every file ``audit`` may write into ``--out`` (checked against the folder before any work)
+AUDIT_OUTPUTS = (
+    "report.json",
+    "report.md",
+    "report.html",
+    "model.ckpt",
+    "mitigated_model.pt",
+)
 
 TRUST_NOTE = (
     "Importing MODULE (your model code) is the one trusted step: it runs that code, as your "
@@ -290,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
     from gnnaudit.training.audit_pipeline import run_audit
 
     start = time.perf_counter()
-    check_output_dir("--out", args.out, force=args.force)
+    check_output_dir("--out", args.out, force=args.force, planned=AUDIT_OUTPUTS)
     check_int("--k", args.k, minimum=1)
     check_int("--top", args.top, minimum=0)
     # --threads is a global option (gnnaudit.cli.main applies it); without it run_audit sizes
@@ -299,7 +307,9 @@ def run(args: argparse.Namespace) -> int:
 
     progress = progress_enabled(args)
     with (
-        atomic_output_dir(args.out, force=args.force, name="--out") as out_dir,
+        atomic_output_dir(
+            args.out, force=args.force, name="--out", producer="audit", planned=AUDIT_OUTPUTS
+        ) as out_dir,
         tqdm(total=3, desc="gnnaudit audit", disable=not progress) as steps,  # closed on errors
     ):
         steps.set_postfix_str("load data")
@@ -332,7 +342,7 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
             device=device,
         )
-        report.save(out_dir, force=True)
+        report.write_files(out_dir)
         steps.update(1)
 
     with pd.option_context("display.width", 120, "display.max_columns", 20):

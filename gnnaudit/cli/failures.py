@@ -8,7 +8,8 @@ line on stderr:
 * a file-boundary failure that escaped the command's own checks - an ``OSError`` and its
   relatives, ``UnicodeError``, pandas' parser errors, ``csv.Error``, a broken zip or a
   truncated file - -> exit 2, naming the argument and the file when they can be told;
-* ``KeyboardInterrupt`` -> exit 130;
+* ``KeyboardInterrupt`` -> exit 130; ``SIGTERM`` / ``SIGHUP`` -> exit 128 + the signal number,
+  after the command's cleanup ran (:mod:`gnnaudit.cli.guards`);
 * anything else is a bug: exit 1 with one line asking to rerun with ``--debug``.
 
 With ``--debug`` the traceback is printed as well. Warnings raised while a command runs are
@@ -28,6 +29,7 @@ import zipfile
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from gnnaudit.cli.guards import Terminated, check_out_apart, terminating_signals_raise
 from gnnaudit.errors import GnnAuditError
 
 __all__ = ["run_command", "file_error_message", "one_line_warnings"]
@@ -136,8 +138,9 @@ def run_command(args: argparse.Namespace) -> int:
     command = getattr(args, "command", None) or ""
     prefix = f"gnnaudit {command}".rstrip()
     debug = bool(getattr(args, "debug", False))
-    with one_line_warnings():
+    with one_line_warnings(), terminating_signals_raise():
         try:
+            check_out_apart(args)  # before any work: an output never goes where an input is
             return int(args.func(args) or 0)
         except GnnAuditError as exc:
             if debug:
@@ -147,6 +150,9 @@ def run_command(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             print(f"{prefix}: interrupted", file=sys.stderr)
             return 130
+        except Terminated as exc:
+            print(f"{prefix}: {exc}; partial outputs removed", file=sys.stderr)
+            return 128 + exc.signum
         except Exception as exc:
             if debug:
                 traceback.print_exc()

@@ -3,8 +3,9 @@
 * ``--out PATH``: where results go. A **folder** for commands that write several files
   (``train``, ``audit``), a **file** for one-file commands (``evidence``, ``fairden``,
   ``tree-cluster``, ``explain-dbscan``); each ``--help`` says which. The path is checked before
-  any computation starts, the output is written atomically (it appears whole or not at all) and
-  an existing output is replaced only with ``--force``.
+  any computation starts (it may not be, hold or lie inside an input: :mod:`gnnaudit.cli.guards`),
+  the output is written atomically (it appears whole or not at all) and an existing output is
+  replaced only with ``--force``, which in a folder replaces only gnnaudit's own files.
 * ``--progress / --no-progress`` on every long-running command (default: on when stderr is a
   terminal).
 * ``-v/--verbose``, ``--debug`` and ``--threads N`` are accepted before and after the
@@ -137,9 +138,14 @@ def add_out_argument(
 
 
 def add_force_argument(parser: argparse.ArgumentParser, *, kind: str) -> None:
-    """Add ``--force`` (replace an existing ``--out`` ``kind``)."""
-    what = "file" if kind == "file" else "folder (the whole folder is replaced)"
-    parser.add_argument("--force", action="store_true", help=f"replace an existing --out {what}")
+    """Add ``--force`` (replace an existing ``--out`` file, or gnnaudit's files in a folder)."""
+    text = (
+        "replace an existing --out file (never an input)"
+        if kind == "file"
+        else "write into an existing --out folder, replacing only the files gnnaudit wrote "
+        "there (listed in its .gnnaudit-manifest.json); nothing else is touched"
+    )
+    parser.add_argument("--force", action="store_true", help=text)
 
 
 def add_progress_argument(parser: argparse.ArgumentParser) -> None:

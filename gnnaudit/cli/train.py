@@ -66,8 +66,11 @@ def run(args: argparse.Namespace) -> int:
     from gnnaudit.safe_io import atomic_output_dir, check_output_dir
 
     start = time.perf_counter()
-    check_output_dir("--out", args.out, force=args.force)
-    with atomic_output_dir(args.out, force=args.force, name="--out") as out_dir:
+    planned = ("metrics.json", "model.ckpt")
+    check_output_dir("--out", args.out, force=args.force, planned=planned)
+    with atomic_output_dir(
+        args.out, force=args.force, name="--out", producer="train", planned=planned
+    ) as out_dir:
         wall = _train_into(args, str(out_dir), start)
     print(f"wrote {args.out}/metrics.json and {args.out}/model.ckpt ({wall:.1f} s)")
     return 0

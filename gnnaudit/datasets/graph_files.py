@@ -425,7 +425,9 @@ def save_graph(data: Data, path: str | os.PathLike[str], *, force: bool = False)
         ids = frame["id"].to_numpy()
         src, dst = parts["edge_index"].numpy()
         edges = pd.DataFrame({"source": ids[src], "target": ids[dst]})
-        with atomic_output_dir(target, force, name="path") as tmp:
+        with atomic_output_dir(
+            target, force, name="path", producer="graph", planned=("nodes.csv", "edges.csv")
+        ) as tmp:
             frame.to_csv(tmp / "nodes.csv", index=False, float_format=_FLOAT_FORMAT)
             edges.to_csv(tmp / "edges.csv", index=False)
     return target

@@ -21,7 +21,9 @@ Writers are atomic. :func:`atomic_file` (and :func:`atomic_write_text`,
 ``os.replace`` (or a no-clobber hard link when ``force=False``), so a file appears whole or not
 at all. :func:`atomic_output_dir` gives a private temporary folder next to the destination and
 moves it into place when the block succeeds, so concurrent or failed runs never mix or destroy
-outputs. :func:`check_output_file` / :func:`check_output_dir` validate a destination *before* a
+outputs; ``force`` replaces only the files gnnaudit wrote (listed in the folder's manifest,
+:mod:`gnnaudit.safe_io.manifest`). :func:`check_outputs_apart` refuses an output that is, holds or
+lies inside an input. :func:`check_output_file` / :func:`check_output_dir` validate a destination *before* a
 long computation starts.
 
 This is a leaf package: it imports only :mod:`gnnaudit.errors` and third-party libraries (torch,
@@ -35,6 +37,7 @@ from gnnaudit.safe_io.paths import (
     check_input_file,
     check_output_dir,
     check_output_file,
+    check_outputs_apart,
 )
 from gnnaudit.safe_io.planetoid import load_planetoid_pickle
 from gnnaudit.safe_io.readers import (
@@ -58,6 +61,7 @@ __all__ = [
     "check_input_dir",
     "check_output_file",
     "check_output_dir",
+    "check_outputs_apart",
     "read_csv",
     "read_json",
     "read_text",

@@ -1,7 +1,10 @@
 """Atomic writers: a file or a folder appears whole, or not at all.
 
 Files go through a temporary sibling moved into place with ``os.replace`` (or a no-clobber hard
-link when ``force=False``); folders are filled privately and renamed into place.
+link when ``force=False``); folders are filled privately and renamed into place, and ``force``
+replaces only the files gnnaudit wrote there (:mod:`gnnaudit.safe_io.manifest`). Temporaries
+are removed on every failure path; those of runs that were killed outright are removed by the
+next run writing to the same place.
 """
 
 from __future__ import annotations
@@ -15,12 +18,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.safe_io.manifest import (
+    MANIFEST_NAME,
+    ForcedCommit,
+    manifest_text,
+    plan_forced_commit,
+    written_files,
+)
 from gnnaudit.safe_io.paths import (
     PathLike,
     check_output_dir,
     check_output_file,
     create_sibling_file,
     os_reason,
+    remove_stale_temporaries,
+    temporary_name,
 )
 
 __all__ = ["atomic_file", "atomic_write_bytes", "atomic_write_text", "atomic_output_dir"]
@@ -70,6 +82,7 @@ def atomic_file(path: PathLike, *, name: str = "out", force: bool = False) -> It
             frame.to_csv(tmp, index=False)
     """
     target = check_output_file(name, path, force=force)
+    remove_stale_temporaries(target)
     try:
         tmp = create_sibling_file(target)
     except OSError as exc:
@@ -103,7 +116,79 @@ def atomic_write_text(
     return atomic_write_bytes(path, text.encode(encoding), name=name, force=force)
 
 
-def _commit_dir(tmp: Path, target: Path, name: str, force: bool) -> None:
+def _make_temp_dir(target: Path, name: str) -> Path:
+    """A fresh private folder next to ``target`` (see :func:`temporary_name`)."""
+    try:
+        target.absolute().parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(100):
+            candidate = target.absolute().parent / temporary_name(target.name)
+            try:
+                os.mkdir(candidate, 0o777)
+            except FileExistsError:
+                continue
+            return candidate
+        raise OSError(errno.EEXIST, "could not create a unique temporary folder")
+    except OSError as exc:
+        raise InvalidInputError(f"{name}: cannot create {str(target)!r}: {os_reason(exc)}") from exc
+
+
+def _keep_results(tmp: Path, target: Path) -> Path:
+    """Give the finished results of a run that cannot move them into ``target`` a visible
+    name beside it (``<target>.run-<random>``) and return it."""
+    for _ in range(100):
+        kept = target.absolute().parent / f"{target.name}.run-{secrets.token_hex(4)}"
+        try:
+            os.rename(tmp, kept)
+        except OSError:
+            continue
+        return kept
+    return tmp
+
+
+def _swap_folder(tmp: Path, target: Path, name: str) -> bool:
+    """Replace the folder ``target`` by ``tmp`` (old one moved aside, then deleted); False when
+    another run got in between and the caller should try again."""
+    old = target.parent / f".old-{secrets.token_hex(6)}-{target.name}"
+    try:
+        os.rename(target, old)
+    except FileNotFoundError:
+        return False  # someone removed it meanwhile: retry the plain rename
+    except OSError as exc:
+        raise InvalidInputError(
+            f"{name}: cannot replace {str(target)!r}: {os_reason(exc)}"
+        ) from exc
+    try:
+        os.rename(tmp, target)
+    except OSError:
+        if not os.path.lexists(target):
+            with contextlib.suppress(OSError):
+                os.rename(old, target)  # put the earlier results back
+        return False
+    finally:
+        if os.path.lexists(old):
+            shutil.rmtree(old, ignore_errors=True)
+    return True
+
+
+def _merge_into(tmp: Path, target: Path, plan: ForcedCommit) -> None:
+    """Move the new files one by one onto ``target``, remove the same producer's stale files
+    and write the manifest last; everything else in ``target`` stays as it was."""
+    for rel in plan.stale:
+        with contextlib.suppress(FileNotFoundError):
+            (target / rel).unlink()
+    for rel in plan.new:
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp / rel, target / rel)
+    (tmp / MANIFEST_NAME).write_text(manifest_text(plan.manifest), encoding="utf-8")
+    os.replace(tmp / MANIFEST_NAME, target / MANIFEST_NAME)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _commit_dir(tmp: Path, target: Path, name: str, force: bool, producer: str) -> None:
+    files = written_files(tmp)
+    (tmp / MANIFEST_NAME).write_text(
+        manifest_text(dict.fromkeys(files, producer)), encoding="utf-8"
+    )
     for _ in range(5):
         try:
             os.rename(tmp, target)  # succeeds onto a missing or empty folder
@@ -112,86 +197,79 @@ def _commit_dir(tmp: Path, target: Path, name: str, force: bool) -> None:
             if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 if os.path.lexists(target) and not target.is_dir():
                     raise InvalidInputError(
-                        f"{name}: {str(target)!r} became a file while this run was writing; "
-                        f"its results are in {str(tmp)!r}"
-                    ) from None
+                        f"{name}: {str(target)!r} became a file while this run was writing"
+                    ) from exc
                 raise InvalidInputError(
-                    f"{name}: cannot move the results into {str(target)!r}: {os_reason(exc)}; "
-                    f"they are in {str(tmp)!r}"
-                ) from None
+                    f"{name}: cannot move the results into {str(target)!r}: {os_reason(exc)}"
+                ) from exc
         if not force:
+            kept = _keep_results(tmp, target)
             raise InvalidInputError(
                 f"{name}: folder {str(target)!r} was filled by another run while this one was "
-                f"working; this run's results are in {str(tmp)!r}"
+                f"working; this run's results are in {str(kept)!r}"
             )
-        old = target.parent / f".old-{secrets.token_hex(6)}-{target.name}"
-        try:
-            os.rename(target, old)
-        except FileNotFoundError:
-            continue  # someone removed it meanwhile: retry the plain rename
-        except OSError as exc:
+        if target.is_symlink():
             raise InvalidInputError(
-                f"{name}: cannot replace {str(target)!r}: {os_reason(exc)}; results are in "
-                f"{str(tmp)!r}"
-            ) from None
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            continue  # another run got in between: try again
-        finally:
-            if old.is_symlink():
-                old.unlink()
-            else:
-                shutil.rmtree(old, ignore_errors=True)
-        return
+                f"{name}: {str(target)!r} became a symbolic link while this run was writing"
+            )
+        plan = plan_forced_commit(name, target, files, producer)
+        if not plan.whole_folder:
+            try:
+                _merge_into(tmp, target, plan)
+            except OSError as exc:
+                raise InvalidInputError(
+                    f"{name}: cannot write the results into {str(target)!r}: {os_reason(exc)}"
+                ) from exc
+            return
+        (tmp / MANIFEST_NAME).write_text(manifest_text(plan.manifest), encoding="utf-8")
+        if _swap_folder(tmp, target, name):
+            return
     raise InvalidInputError(
-        f"{name}: folder {str(target)!r} keeps being replaced by other runs; this run's results "
-        f"are in {str(tmp)!r}"
+        f"{name}: folder {str(target)!r} keeps being replaced by other runs; try again"
     )
 
 
 @contextlib.contextmanager
-def atomic_output_dir(path: PathLike, force: bool = False, *, name: str = "out") -> Iterator[Path]:
+def atomic_output_dir(
+    path: PathLike,
+    force: bool = False,
+    *,
+    name: str = "out",
+    producer: str = "output",
+    planned: tuple[str, ...] = (),
+) -> Iterator[Path]:
     """Context manager: fill a private temporary folder, then move it onto ``path``.
 
     On entry the destination is checked (:func:`check_output_dir`: a missing or empty folder is
-    fine, a file is refused, a folder holding files is refused unless ``force``), missing parent
-    folders are created and a fresh folder ``.tmp-<random>-<name>`` is made next to ``path``.
-    The block writes its outputs into that folder. When the block succeeds the folder is renamed
-    onto ``path`` in one step; with ``force=True`` an existing ``path`` is first moved aside and
-    then deleted, so **the whole previous folder is replaced** (files gnnaudit did not write
-    included). When the block raises, the temporary folder is deleted and ``path`` is untouched.
+    fine; a file or a link is refused; a folder holding files is refused unless ``force``;
+    with ``force``, any of the ``planned`` file names that exists there and was not written by
+    gnnaudit is refused now), temporaries that dead gnnaudit runs left beside it are removed,
+    missing parent folders are created and a fresh folder ``.tmp-<host>-<pid>-<random>-<name>``
+    is made next to ``path``. The block writes its outputs into that folder.
 
-    Concurrent runs into the same ``path`` never mix: each writes its own folder and the last
-    rename wins whole (with ``force``), or the later run stops with an error that says where its
-    results are (without ``force``).
+    When the block succeeds, the folder's manifest (:mod:`gnnaudit.safe_io.manifest`) records
+    the files as ``producer``'s and the results move onto ``path``: in one rename onto a
+    missing or empty folder; with ``force`` onto a folder holding only this producer's earlier
+    files, by swapping the whole folder; otherwise file by file, **replacing only files
+    gnnaudit wrote** (earlier files of the same producer that this run did not write again are
+    removed; the user's own files are never touched, and one in the way of a new file stops the
+    commit with an error naming it).
+
+    When the block raises - any exception, ``KeyboardInterrupt`` and the CLI's termination
+    signals included - the temporary folder is deleted and ``path`` is untouched. A run that
+    finishes second without ``force`` keeps its results in a visible sibling folder and says so.
 
     Example::
 
-        with atomic_output_dir(args.out, force=args.force, name="--out") as tmp:
-            report.save(tmp)
+        with atomic_output_dir(args.out, force=args.force, name="--out", producer="audit") as tmp:
+            report.save_files(tmp)
     """
-    target = check_output_dir(name, path, force=force)
-    try:
-        target.absolute().parent.mkdir(parents=True, exist_ok=True)
-        tmp = None
-        for _ in range(100):
-            candidate = target.absolute().parent / f".tmp-{secrets.token_hex(6)}-{target.name}"
-            try:
-                os.mkdir(candidate, 0o777)
-            except FileExistsError:
-                continue
-            tmp = candidate
-            break
-        if tmp is None:
-            raise OSError(errno.EEXIST, "could not create a unique temporary folder")
-    except OSError as exc:
-        raise InvalidInputError(
-            f"{name}: cannot create {str(target)!r}: {os_reason(exc)}"
-        ) from None
+    target = check_output_dir(name, path, force=force, planned=planned)
+    remove_stale_temporaries(target)
+    tmp = _make_temp_dir(target, name)
     try:
         yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    _commit_dir(tmp, target, name, force)
+        _commit_dir(tmp, target, name, force, producer)
+    finally:
+        if os.path.lexists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -50,7 +50,7 @@ from gnnaudit.audit.error_verification import DEFAULT_KS, ErrorVerificationUnit
 from gnnaudit.audit.evidence_pairs import EvidencePairsUnit
 from gnnaudit.audit.group_fairness import GroupFairnessUnit
 from gnnaudit.audit.model_quality import ModelQuality
-from gnnaudit.audit.report import AuditReport
+from gnnaudit.audit.report import REPORT_FILES, AuditReport
 from gnnaudit.audit.sensitivity_unit import SensitivityUnit
 from gnnaudit.audit.unit import AuditUnit, describe_units, run_units
 from gnnaudit.audit.verdict import compose_verdict
@@ -59,6 +59,9 @@ from gnnaudit.errors import InvalidInputError
 __all__ = ["run_audit", "audit_model", "default_units", "resolve_finetune", "FINETUNE_MAX_NODES"]
 
 logger = logging.getLogger(__name__)
+
+#: every file ``audit_model(out=...)`` may write (checked against ``out`` before the audit)
+REPORT_OUTPUTS = (*REPORT_FILES.values(), "mitigated_model.pt")
 
 #: above this many nodes the automatic choice (``finetune=None`` in :func:`run_audit` /
 #: :func:`audit_model`, the default of ``gnnaudit audit``) skips fine-tuning on evidences and says
@@ -369,6 +372,10 @@ def audit_model(
     }
     if unknown:
         raise InvalidInputError(f"audit_model got unknown option(s): {sorted(unknown)}")
+    if out is not None:  # a bad destination fails now, not after the audit
+        from gnnaudit.safe_io import check_output_dir
+
+        check_output_dir("out", out, force=force, planned=REPORT_OUTPUTS)
     report = run_audit(
         model,
         data,
