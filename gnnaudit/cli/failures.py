@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import csv
 import os
+import stat
 import sys
 import traceback
 import warnings
@@ -133,6 +134,21 @@ def one_line_warnings() -> Iterator[None]:
         yield
 
 
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe (whose reader went away, as the ``BrokenPipeError``
+    says); if so, point it at the null device so the interpreter's final flush cannot fail."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(sys.stdout.fileno()).st_mode):
+            return False
+    except (OSError, ValueError, AttributeError):
+        return False
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return True
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run ``args.func(args)`` and map any failure to an exit code and one line on stderr."""
     command = getattr(args, "command", None) or ""
@@ -147,6 +163,10 @@ def run_command(args: argparse.Namespace) -> int:
                 traceback.print_exc()
             print(f"{prefix}: error: {_one_line(str(exc), 2000)}", file=sys.stderr)
             return 2
+        except BrokenPipeError:
+            if _stdout_closed():  # `gnnaudit ... | head`: the reader has all it wanted
+                return 0
+            raise
         except KeyboardInterrupt:
             print(f"{prefix}: interrupted", file=sys.stderr)
             return 130
