@@ -114,6 +114,18 @@ def test_published_counts_from_the_csv_alone_and_cache(name, tmp_path, caplog):
     pairs = nifty_similarity_edges(x, THRESH[name])
     und = np.unique(np.sort(pairs, axis=0), axis=1)
     assert und.shape[1] == edges
+    # independent check on the full graph: 300 random rows, each against all n rows, densely
+    from scipy.spatial import distance_matrix
+
+    rows = np.random.default_rng(1).choice(nodes, 300, replace=False)
+    sim = 1.0 / (1.0 + distance_matrix(x[rows], x))
+    second = np.sort(sim, axis=1)[:, -2]
+    hit = sim > THRESH[name] * second[:, None]
+    hit[np.arange(300), rows] = False
+    r, c = np.nonzero(hit)
+    expected = set(zip(rows[r].tolist(), c.tolist(), strict=True))
+    chosen = np.isin(pairs[0], rows)
+    assert set(zip(*pairs[:, chosen].tolist(), strict=True)) == expected
     cache = list((tmp_path / name / "processed").glob(f"{name}_edges_*.npy"))
     assert len(cache) == 1
     caplog.clear()
