@@ -77,10 +77,12 @@ class NiftyDataset(InMemoryDataset):
 
     @property
     def raw_dir(self) -> str:
+        """``<root>/<name>``: the layout of :func:`load_nifty`, not PyG's ``<root>/raw``."""
         return os.path.join(self.root, self.name)
 
     @property
     def processed_dir(self) -> str:
+        """``<root>/<name>/processed``: the processed graph and the cached NIFTY edges."""
         return os.path.join(self.root, self.name, "processed")
 
     @property
