@@ -1,8 +1,13 @@
 """Dataset selection shared by the graph subcommands (``train``, ``audit``, ``evidence`` ...).
 
-``add_dataset_arguments(parser)`` adds ``--dataset``, ``--root``, ``--split`` and the synthetic
-generator's ``--num-nodes``, ``--bias``, ``--homophily`` (and ``--seed`` unless told not to);
+``add_dataset_arguments(parser)`` adds ``--dataset``, ``--root``, ``--split``, the fair-GNN
+graphs' ``--label-number``, ``--split-seed`` and ``--download``, and the synthetic generator's
+``--num-nodes``, ``--bias``, ``--homophily`` (and ``--seed`` unless told not to);
 ``dataset_from_args(args)`` / ``load_graph_dataset(...)`` turn them into a PyG ``Data``.
+
+The fair-GNN graphs (``german``, ``bail``, ``credit``: NIFTY; ``nba``, ``pokec_z``,
+``pokec_n``: FairGNN) load through :func:`gnnaudit.datasets.load_nifty` from
+``<root>/<name>/``; ``--split nifty`` / ``--split fairgnn`` give the published splits.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ GRAPH_DATASETS: dict[str, tuple[str, str]] = {
     "german": ("nifty", "german"),
     "bail": ("nifty", "bail"),
     "credit": ("nifty", "credit"),
+    "nba": ("nifty", "nba"),
+    "pokec_z": ("nifty", "pokec_z"),
+    "pokec_n": ("nifty", "pokec_n"),
     "cora": ("planetoid", "cora"),
     "citeseer": ("planetoid", "citeseer"),
     "pubmed": ("planetoid", "pubmed"),
@@ -33,7 +41,10 @@ GRAPH_DATASETS: dict[str, tuple[str, str]] = {
 
 _ROOT_ENV = "GNNAUDIT_DATA"
 _ROOT_LAYOUT = {
-    "nifty": "<root>/<name>/<name>.csv and <root>/<name>/<name>_edges.txt",
+    "nifty": (
+        "<root>/<name>/<name>.csv (+ optional <name>_edges.txt) for german, bail, credit; "
+        "<root>/<name>/<stem>.csv and <stem>_relationship.txt for nba, pokec_z, pokec_n"
+    ),
     "planetoid": "<root>/<Name>/raw/ind.<name>.* (PyG Planetoid raw files)",
     "pyg": "<root>/<Name>/raw/ (PyG raw files)",
 }
@@ -56,8 +67,28 @@ def add_dataset_arguments(parser: argparse.ArgumentParser, *, include_seed: bool
     group.add_argument(
         "--split",
         default="stratified",
-        choices=("stratified", "public"),
-        help="stratified 50/25/25 split (default) or the split a PyG dataset ships",
+        choices=("stratified", "public", "nifty", "fairgnn"),
+        help="stratified 50/25/25 split (default), the split a PyG dataset ships (public), or "
+        "the published split of NIFTY / FairGNN (fair-GNN graphs)",
+    )
+    group.add_argument(
+        "--label-number",
+        type=int,
+        default=None,
+        help="nifty/fairgnn split: training cap (default: the published one)",
+    )
+    group.add_argument(
+        "--split-seed",
+        type=int,
+        default=None,
+        help="seed of the split (default: --seed for stratified, 20 as published for "
+        "nifty/fairgnn)",
+    )
+    group.add_argument(
+        "--download",
+        action="store_true",
+        help="fair-GNN graphs: fetch missing files from the reference repositories "
+        "(SHA-256 checked)",
     )
     group.add_argument("--num-nodes", type=int, default=1000, help="synthetic: number of nodes")
     group.add_argument("--bias", type=float, default=1.5, help="synthetic: planted gender bias")
@@ -77,10 +108,16 @@ def load_graph_dataset(
     num_nodes: int = 1000,
     bias: float = 1.5,
     homophily: float = 0.8,
+    label_number: int | None = None,
+    split_seed: int | None = None,
+    download: bool = False,
 ) -> Any:
     """Load the graph ``name`` (one of :data:`GRAPH_DATASETS`) as a PyG ``Data``.
 
     ``root`` (or ``$GNNAUDIT_DATA``) is required for every dataset but ``synthetic``.
+    ``label_number``, ``split_seed`` and ``download`` apply to the fair-GNN graphs
+    (:func:`gnnaudit.datasets.load_nifty`); ``split_seed`` defaults to ``seed`` for the
+    stratified split and to the published 20 for ``nifty`` / ``fairgnn``.
     """
     from gnnaudit._validation import check_choice
     from gnnaudit.errors import InvalidInputError
@@ -102,9 +139,25 @@ def load_graph_dataset(
     if kind == "nifty":
         from gnnaudit.datasets import load_nifty
 
-        if split != "stratified":
-            raise InvalidInputError(f"dataset {name!r} ships no split; use --split stratified")
-        return load_nifty(loader_name, root, seed=seed)
+        if split == "public":
+            raise InvalidInputError(
+                f"dataset {name!r} ships no split; use --split stratified, nifty or fairgnn"
+            )
+        if split_seed is None and split == "stratified":
+            split_seed = seed
+        return load_nifty(
+            loader_name,
+            root,
+            seed=split_seed,
+            split=split,
+            label_number=label_number,
+            download=download,
+        )
+    if split in ("nifty", "fairgnn"):
+        raise InvalidInputError(
+            f"--split {split} is the published split of the fair-GNN graphs; dataset {name!r} "
+            "takes --split stratified or public"
+        )
     if kind == "planetoid":
         from gnnaudit.datasets import load_planetoid
 
@@ -124,4 +177,7 @@ def dataset_from_args(args: argparse.Namespace) -> Any:
         num_nodes=args.num_nodes,
         bias=args.bias,
         homophily=args.homophily,
+        label_number=getattr(args, "label_number", None),
+        split_seed=getattr(args, "split_seed", None),
+        download=getattr(args, "download", False),
     )

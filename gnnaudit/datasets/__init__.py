@@ -1,19 +1,25 @@
 """Dataset loaders and generators.
 
 Graph loaders return :class:`torch_geometric.data.Data`; tabular loaders return
-:class:`~gnnaudit.datasets.tabular.TabularData`. Nothing here downloads. Every file is read
-through :mod:`gnnaudit.safe_io` (no code from data files, one-line errors).
+:class:`~gnnaudit.datasets.tabular.TabularData`. Nothing downloads unless asked
+(:class:`NiftyDataset`, ``load_nifty(..., download=True)``: SHA-256-checked files from the
+reference repositories). Every file is read through :mod:`gnnaudit.safe_io` (no code from data
+files, one-line errors).
 
 * :func:`load_graph` / :func:`save_graph`: a user's own graph as a ``.pt`` file, an ``.npz``
   file or a folder with ``nodes.csv`` and ``edges.csv`` (formats in
   :mod:`gnnaudit.datasets.graph_files`).
-* :func:`load_nifty`, :func:`load_planetoid`, :func:`load_pyg`: benchmark graphs from their
-  raw files; :func:`synthetic_credit_graph`: the demo graph.
+* :func:`load_nifty` / :class:`NiftyDataset`: the fair-GNN graphs (NIFTY's German, Bail,
+  Credit, whose missing edges are built by NIFTY's rule; FairGNN's NBA, Pokec-z/n), with the
+  published splits on request; :func:`nifty_similarity_edges`: that rule, exact and blockwise.
+* :func:`load_planetoid`, :func:`load_pyg`: benchmark graphs from their raw files; :func:`synthetic_credit_graph`: the demo graph.
 * :func:`load_tabular`, :func:`three_moons`: tables for the clustering methods.
 """
 
 from gnnaudit.datasets.graph_files import load_graph, save_graph
-from gnnaudit.datasets.nifty import NIFTY_DATASETS, load_nifty
+from gnnaudit.datasets.nifty import NIFTY_DATASETS, NIFTY_SPLITS, load_nifty
+from gnnaudit.datasets.nifty_dataset import NiftyDataset
+from gnnaudit.datasets.nifty_edges import NIFTY_THRESHOLDS, nifty_similarity_edges
 from gnnaudit.datasets.pyg import PLANETOID_DATASETS, PYG_DATASETS, load_planetoid, load_pyg
 from gnnaudit.datasets.splits import (
     NodeSplit,
@@ -30,6 +36,10 @@ __all__ = [
     "load_tabular",
     "three_moons",
     "NIFTY_DATASETS",
+    "NIFTY_SPLITS",
+    "NIFTY_THRESHOLDS",
+    "NiftyDataset",
+    "nifty_similarity_edges",
     "PLANETOID_DATASETS",
     "PYG_DATASETS",
     "SYNTHETIC_FEATURES",
