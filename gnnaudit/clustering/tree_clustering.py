@@ -260,22 +260,19 @@ class TreeClustering(TreeFitSteps, DenseInputTagsMixin, ClusterMixin, BaseEstima
         return k, depth, k_min
 
     def _reset(self) -> None:
-        self.status_: str | None = None
-        self.infeasibility_: Infeasibility | None = None
-        self.labels_: np.ndarray | None = None
-        self.tree_: ClusteringTree | None = None
-        self.max_diameter_: float | None = None
-        self.min_split_: float | None = None
-        self.lambda_minus_: int | None = None
-        self.lambda_plus_: int | None = None
-        self.cost_: int | None = None
-        self.bound_: int | None = None
-        self.solver_used_: str | None = None
+        self.status_ = None
+        self.infeasibility_ = None
+        self.labels_ = None
+        self.tree_ = None
+        self.max_diameter_ = self.min_split_ = None
+        self.lambda_minus_ = self.lambda_plus_ = None
+        self.cost_ = self.bound_ = None
+        self.solver_used_ = None
         self.n_lazy_pairs_ = 0
         self.n_vars_ = self.n_clauses_ = self.n_distance_classes_ = 0
-        self.clause_counts_: dict[str, int] = {}
+        self.clause_counts_ = {}
         self.build_time_ = self.solve_time_ = 0.0
-        self.timings_: dict[str, float] = {}
+        self.timings_ = {}
 
     # ------------------------------------------------------------------ fitting
     def fit(
@@ -289,8 +286,8 @@ class TreeClustering(TreeFitSteps, DenseInputTagsMixin, ClusterMixin, BaseEstima
     ) -> TreeClustering:
         """Solve the MaxSAT model for ``X`` (n, F) under the constraints; returns ``self``.
 
-        ``time_limit`` bounds the whole call: the greedy start gets at most a fifth of it (its
-        first candidate always runs), the encoding phases check the deadline between steps,
+        ``time_limit`` bounds the whole call: the greedy start gets at most a tenth of it, up
+        to 3 s (2 s without a limit; its first candidate always runs), the encoding phases check the deadline between steps,
         the SAT oracles are interrupted by a timer and RC2 runs in a child process killed at
         the deadline. What comes back: see the class doc (a tree, or a proof of infeasibility).
 
@@ -342,7 +339,7 @@ class TreeClustering(TreeFitSteps, DenseInputTagsMixin, ClusterMixin, BaseEstima
         t0 = time.perf_counter()
         warm = greedy_tree(
             Xs, graph, n_clusters=k, min_clusters=k_min, depth=depth, tree=bool(self.tree),
-            seed=int(seed), time_budget=2.0 if left is None else max(0.0, min(2.0, left / 5)),
+            seed=int(seed), time_budget=2.0 if left is None else max(0.0, min(3.0, left / 10)),
         )  # fmt: skip
         self.timings_["greedy start"] = time.perf_counter() - t0
         self._encode_and_solve(X, Xs, hard_graph, soft, warm, (k, depth, k_min), deadline,

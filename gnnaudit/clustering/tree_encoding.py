@@ -342,6 +342,28 @@ def _collect(fam: _Families) -> tuple[list[list[int]], dict[str, int]]:
     return hard, counts
 
 
+def _soft_clauses(
+    pairs: SmartPairs, bm: np.ndarray, bp: np.ndarray, sel_ml: np.ndarray, sel_cl: np.ndarray,
+    w_ml: np.ndarray, w_cl: np.ndarray, unit_weight: int,
+) -> tuple[list[list[int]], list[int], int]:  # fmt: skip
+    """Soft units Eq. (37)-(38) and the soft-constraint selectors, their weights, and the
+    constant lower bound. Soft clauses falsified by a forced literal are constant cost: they
+    are left out of the soft list (RC2 would spend one trivial core on each) and counted in
+    the bound."""
+    mu, pareto = len(bm), len(bp) > 0
+    fm = -1 if pairs.forced_minus is None else pairs.forced_minus
+    fnp = mu if (pairs.forced_not_plus is None or not pareto) else pairs.forced_not_plus
+    soft = (-bm[fm + 1 :])[:, None].tolist()
+    lower = fm + 1
+    if pareto:
+        soft += bp[:fnp][:, None].tolist()
+        lower = max(mu, lower + mu - fnp)
+    weights = [int(unit_weight)] * len(soft)
+    soft += sel_ml[:, None].tolist() + sel_cl[:, None].tolist()
+    weights += w_ml.tolist() + w_cl.tolist()
+    return soft, weights, lower * int(unit_weight)
+
+
 def build_encoding(
     Xs: np.ndarray,
     classes: DistanceClasses,
@@ -425,23 +447,12 @@ def build_encoding(
         units.append([-int(bp[pairs.forced_not_plus])])
     fam["smart-pairs units"] = units
     hard, counts = _collect(fam)
-    # Soft clauses falsified by a forced literal are constant cost: they are left out of the
-    # soft list (RC2 would spend one trivial core on each) and counted in ``lower_bound``.
-    fm = -1 if pairs.forced_minus is None else pairs.forced_minus
-    fnp = mu if (pairs.forced_not_plus is None or not pareto) else pairs.forced_not_plus
-    soft = (-bm[fm + 1 :])[:, None].tolist()
-    lower = fm + 1
-    if pareto:
-        soft += bp[:fnp][:, None].tolist()
-        lower = max(mu, lower + mu - fnp)
-    counts["soft 37-38"] = len(soft)
-    weights = [int(unit_weight)] * len(soft)
-    soft += sel_ml[:, None].tolist() + sel_cl[:, None].tolist()
-    weights += w_ml.tolist() + w_cl.tolist()
+    soft, weights, lower = _soft_clauses(pairs, bm, bp, sel_ml, sel_cl, w_ml, w_cl, unit_weight)
+    counts["soft 37-38"] = len(soft) - len(sel_ml) - len(sel_cl)
     counts["soft ML/CL"] = len(sel_ml) + len(sel_cl)
     return TreeEncoding(
         hard=hard, soft=soft, n_vars=v.top, a=a, s=s, z=z, g=g, x=x, b_minus=bm, b_plus=bp,
-        counts=counts, lower_bound=lower * int(unit_weight), soft_weights=weights,
+        counts=counts, lower_bound=lower, soft_weights=weights,
         unit_weight=int(unit_weight), sel_ml=sel_ml, sel_cl=sel_cl, w_ml=w_ml, w_cl=w_cl,
         lazy_pairs=pairs.apart[len(apart) :].astype(np.int64),
         lazy_class=pairs.apart_class[len(apart) :].astype(np.int64),

@@ -19,6 +19,7 @@ from gnnaudit.clustering.tree_diagnosis import Infeasibility, diagnose_depth
 from gnnaudit.clustering.tree_encoding import TreeEncoding, build_encoding
 from gnnaudit.clustering.tree_inputs import UNIT, lazy_split
 from gnnaudit.clustering.tree_model import (
+    ClusteringTree,
     diameter_and_split,
     single_leaf,
     tree_from_splits,
@@ -71,6 +72,21 @@ class TreeFitSteps:
     max_pairs: int | None
     constraint_weight: Any
     labels_: np.ndarray | None
+    status_: str | None
+    infeasibility_: Infeasibility | None
+    tree_: ClusteringTree | None
+    max_diameter_: float | None
+    min_split_: float | None
+    lambda_minus_: int | None
+    lambda_plus_: int | None
+    cost_: int | None
+    bound_: int | None
+    solver_used_: str | None
+    timings_: dict[str, float]
+    clause_counts_: dict[str, int]
+    build_time_: float
+    solve_time_: float
+    fit_time_: float
 
     def _encode_and_solve(
         self, X: np.ndarray, Xs: np.ndarray, hard_graph: ConstraintGraph,
@@ -147,7 +163,12 @@ class TreeFitSteps:
         self.n_lazy_pairs_ = enc.lazy_added
         greedy_ok = warm is not None and warm_vals is not None and (soft or warm.broken == 0)
         if res.values is not None:
-            if greedy_ok and res.status != "optimal" and enc.cost(warm_vals) < (res.cost or 0):
+            if (
+                greedy_ok
+                and warm_vals is not None
+                and res.status != "optimal"
+                and enc.cost(warm_vals) < (res.cost or 0)
+            ):
                 return self._finish_greedy(warm, X, Xs, enc, warm_vals, classes, t_start)
             self.status_ = res.status
             self.cost_ = res.cost
