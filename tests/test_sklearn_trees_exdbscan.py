@@ -250,3 +250,44 @@ def test_cli_time_limit_bounds_and_identical_rows(tmp_path, capsys):
     assert main(["tree-cluster", str(data), "--k", "2"]) == 2  # identical rows: a proof
     assert "infeasible" in capsys.readouterr().err
     assert main(["tree-cluster", str(data), "--k", "1"]) == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(6, 40),
+    k=st.integers(2, 4),
+    depth=st.integers(1, 3),
+    kappa=st.floats(0.0, 2.0),
+)
+def test_greedy_tree_invariants(seed, n, k, depth, kappa):
+    """The greedy tree routes every point to its label, numbers clusters by first appearance,
+    puts empty leaves in cluster 0, opens min_clusters clusters and counts its broken pairs
+    right (independent count)."""
+    from gnnaudit.clustering.tree_model import scale_features
+    from gnnaudit.clustering.tree_warm import greedy_tree
+    from gnnaudit.graph_ops.constraints import ConstraintGraph
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    y = rng.integers(0, k, n)
+    ml, cl = generate_constraints(y, kappa, random_state=seed)
+    Xs = scale_features(X, X.min(0), np.ptp(X, axis=0))
+    k_min = min(k, 2**depth)
+    g = greedy_tree(Xs, ConstraintGraph(n, ml, cl), n_clusters=k, min_clusters=k_min, depth=depth)
+    assert g is not None  # the median-split fallback opens k_min clusters
+    node = np.zeros(n, np.int64)
+    for _ in range(depth):
+        node = 2 * node + 1 + (Xs[np.arange(n), g.feature[node]] > g.threshold[node])
+    leaf = node - (2**depth - 1)
+    np.testing.assert_array_equal(leaf, g.leaf)
+    np.testing.assert_array_equal(g.leaf_cluster[leaf], g.labels)
+    _, first = np.unique(g.labels, return_index=True)
+    assert g.labels[np.sort(first)].tolist() == list(range(len(first)))
+    assert len(first) >= k_min and g.labels.max() < k
+    empty = np.bincount(leaf, minlength=2**depth) == 0
+    assert (g.leaf_cluster[empty] == 0).all()
+    bad = sum(g.labels[a] != g.labels[b] for a, b in ml) + sum(
+        g.labels[a] == g.labels[b] for a, b in cl
+    )
+    assert g.broken == bad

@@ -106,6 +106,10 @@ class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
     max_exact_combinations : int
         Largest number of subsets ``explain(exact=True)`` enumerates.
 
+    Parameters are checked declaratively at the start of ``fit`` (``_parameter_constraints``,
+    :mod:`gnnaudit._params`). ``predict(X)`` assigns new points to the cluster of their nearest
+    core point within ``eps`` (else ``-1``), the rule the counterfactuals' validity rests on.
+
     Attributes
     ----------
     labels_, core_sample_indices_ : sklearn DBSCAN semantics.

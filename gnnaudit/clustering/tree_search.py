@@ -14,6 +14,8 @@ function ``(encoding, deadline, sat_solver) ->`` :class:`SolveResult`:
 * :func:`solve_auto` -- the default: a plain SAT call (an early tree or the infeasibility
   proof), then RC2 in a killable child process (= :func:`solve_rc2`).
 
+Every oracle (the incremental SAT oracle and RC2's) is warm-started with ``enc.phases`` (the
+greedy tree's assignment, :mod:`~gnnaudit.clustering.tree_warm`) when the encoding has them.
 ``deadline`` is an absolute :func:`time.perf_counter` value (``None``: no limit); oracles are
 interrupted from a timer thread. With a model in hand the status is ``feasible``, without one
 ``unknown``. All searches support the lazy pool of conditional separating clauses

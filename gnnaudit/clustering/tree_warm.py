@@ -280,6 +280,32 @@ def _finish(
     return GreedyTree(depth, feature, threshold, lc, labels, leaf, n_broken(labels, ml, cl))
 
 
+def _median_tree(Xs: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """A split pattern that keeps leaves apart: each node splits the feature with the widest
+    spread among its points at the midpoint nearest their median distinct value (a node with
+    one distinct row gets the padding split). The fallback when no CART candidate can open
+    ``min_clusters`` clusters."""
+    B = 2**depth - 1
+    feature = np.zeros(B, np.int64)
+    threshold = np.zeros(B)
+    f0 = int(np.argmax(np.ptp(Xs, axis=0)))
+    v0 = np.unique(Xs[:, f0])
+    node = np.zeros(len(Xs), np.int64)
+    for t in range(B):  # one step per branch node
+        pts = Xs[node == t]
+        spread = np.ptp(pts, axis=0) if len(pts) else np.zeros(Xs.shape[1])
+        if spread.max(initial=0.0) > 0:
+            f = int(np.argmax(spread))
+            v = np.unique(pts[:, f])
+            i = max(0, (len(v) - 1) // 2)
+            feature[t], threshold[t] = f, (v[i] + v[i + 1]) / 2.0
+        else:
+            feature[t], threshold[t] = f0, (v0[0] + v0[1]) / 2.0
+        mine = node == t
+        node[mine] = 2 * t + 1 + (Xs[mine, feature[t]] > threshold[t])
+    return feature, threshold
+
+
 def _cart(Xs: np.ndarray, target: np.ndarray, weight: np.ndarray, depth: int,
           seed: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """A weighted CART tree of depth ``depth`` on the target labels, completed to heap order."""
@@ -336,6 +362,13 @@ def greedy_tree(
                 flat = GreedyTree(0, np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64),
                                   labels, np.zeros(n, np.int64), n_broken(labels, ml, cl))  # fmt: skip
                 best = flat if best is None or flat.broken < best.broken else best
+    if tree and best is None:  # no CART tree opened min_clusters clusters
+        target = greedy_labels(Xs, graph, k, seed)
+        feature, threshold = _median_tree(Xs, depth)
+        weight = np.ones(n)
+        best = _finish(Xs, feature, threshold, target, weight, graph, k, min_clusters, depth)
+        if best is not None:
+            fits.append((best, target, weight))
     for start, target, weight in sorted(fits, key=lambda f: f[0].broken):  # fewest broken first
         if best is None or best.broken == 0 or time.perf_counter() - t0 > time_budget:
             break
