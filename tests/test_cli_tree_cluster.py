@@ -77,7 +77,10 @@ def test_tree_cluster_contradictory_constraints_clean_error(tmp_path, capsys):
 @pytest.mark.parametrize(
     "extra, match",
     [
-        (["--k", "1"], "n_clusters"),
+        (["--k", "0"], "--k"),
+        (["--k", "2", "--depth", "13"], "--depth"),
+        (["--k", "2", "--time-limit", "1e-9"], "--time-limit"),
+        (["--k", "2", "--time-limit", "1e308"], "--time-limit"),
         (["--k", "2", "--must-link", "missing.csv"], "does not exist"),
         (["--k", "2", "--epsilon", "-1"], "epsilon"),
     ],

@@ -10,9 +10,12 @@ file holds one pair of 0-based row indices per line (two integer columns, option
 Prints the tree, the solver status and the objective values; with ``--label`` also the ARI.
 ``--out FILE`` writes the cluster label of every row (checked before the solver starts, written
 atomically, ``--force`` replaces an existing file; ``--output`` is a deprecated spelling).
-Exit code 0 with a clustering; 2 for bad input, contradictory constraints, or when the solver
-found no clustering (status ``infeasible``, or ``unknown`` when ``--time-limit`` stopped it),
-with one line on stderr saying which.
+Exit code 0 with a clustering -- including ``feasible_soft``: ``--time-limit`` stopped the
+search before a tree honouring every constraint was found, and the greedy tree came back with
+the number of constraints it breaks in the table and a warning; 2 for bad input (e.g.
+``--time-limit`` outside [0.001, 1e6] seconds), contradictory constraints, or when no
+clustering exists (status ``infeasible``, e.g. all rows identical with ``--k 2``), with one
+line on stderr saying which.
 """
 
 from __future__ import annotations
@@ -52,7 +55,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--time-limit stops it)",
     )
     p.add_argument(
-        "--time-limit", type=float, default=None, help="time limit of the whole fit (seconds)"
+        "--time-limit",
+        type=float,
+        default=None,
+        help="time limit of the whole fit in seconds, 0.001 to 1e6 (default none); at 5 s or "
+        "more a tree or a proof of infeasibility always comes back",
     )
     p.add_argument("--no-smart-pairs", action="store_true", help="disable smart pairs")
     p.add_argument("--no-tree", action="store_true", help="CC baseline: no tree")
@@ -99,12 +106,24 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from gnnaudit.clustering import TreeClustering
+    from gnnaudit.clustering.tree_clustering import TIME_LIMIT_RANGE
     from gnnaudit.datasets import load_tabular
     from gnnaudit.errors import InfeasibleError, InvalidInputError
     from gnnaudit.safe_io import atomic_file, check_output_file, read_csv
 
     if args.out is not None:
         check_output_file("--out", args.out, force=args.force)
+    low, high = TIME_LIMIT_RANGE
+    if args.time_limit is not None and not low <= args.time_limit <= high:  # NaN fails too
+        raise InvalidInputError(
+            f"--time-limit must be between {low:g} and {high:g} seconds (or left out for no "
+            f"limit); got {args.time_limit!r}"
+        )
+    for flag, value in (("--k", args.k), ("--depth", args.depth)):
+        if not 1 <= value <= (12 if flag == "--depth" else 10**6):
+            raise InvalidInputError(
+                f"{flag} must be between 1 and {12 if flag == '--depth' else 10**6}; got {value}"
+            )
     frame = read_csv("data", args.data)
     if args.ignore:
         missing = [c for c in args.ignore if c not in frame.columns]
@@ -136,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
         "max_diameter": model.max_diameter_,
         "min_split": model.min_split_,
         "clusters used": None if model.labels_ is None else int(len(np.unique(model.labels_))),
+        "constraints broken": None
+        if model.labels_ is None
+        else int(len(model.violated_constraints_)),
         "distance classes": model.n_distance_classes_,
         "variables": model.n_vars_,
         "clauses": model.n_clauses_,
@@ -148,6 +170,14 @@ def run(args: argparse.Namespace) -> int:
         rows["ARI vs label"] = round(float(adjusted_rand_score(data.labels, model.labels_)), 4)
     table = pd.DataFrame({"value": pd.Series(rows, dtype=object)})
     print(table.to_string())
+    if model.status_ == "feasible_soft":
+        import logging
+
+        logging.getLogger("gnnaudit.cli").warning(
+            "--time-limit %s s stopped the search before a tree honouring every constraint was "
+            "found: this is the greedy tree, breaking %d constraint pair(s)",
+            args.time_limit, rows["constraints broken"],
+        )  # fmt: skip
     if model.labels_ is None:
         if model.status_ == "infeasible":
             why = model.infeasibility_

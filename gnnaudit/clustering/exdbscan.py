@@ -54,11 +54,13 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
 from gnnaudit._distributed import check_client, map_blocks, n_workers, split_blocks
-from gnnaudit._validation import check_array, check_choice, check_float, check_int
+from gnnaudit._params import Integer, Options, Real, Satisfies, validate_parameters
+from gnnaudit._validation import check_array, check_choice, check_int
 from gnnaudit.clustering._estimator_input import (
     DenseInputTagsMixin,
     EstimatorNotFittedError,
     validate_fit_input,
+    validate_predict_input,
 )
 from gnnaudit.clustering._exdbscan_energy import CandidateCores, select_reference_cores
 from gnnaudit.clustering._exdbscan_placement import eligible_cores
@@ -73,6 +75,13 @@ __all__ = ["ExDBSCAN", "CounterfactualSet", "STRATEGIES"]
 logger = logging.getLogger(__name__)
 
 STRATEGIES: tuple[str, ...] = ("energy", "random", "nearest", "furthest")
+
+#: Rows per block of :meth:`ExDBSCAN.predict` (memory: this many rows times 4 neighbours).
+PREDICT_CHUNK = 65_536
+
+
+def _known_metric(value: Any) -> bool:
+    return isinstance(value, str) and bool(canonical_metric(value))
 
 
 class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
@@ -96,6 +105,10 @@ class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         Seed of the ``random`` and ``furthest`` strategies (each query reseeds it).
     max_exact_combinations : int
         Largest number of subsets ``explain(exact=True)`` enumerates.
+
+    Parameters are checked declaratively at the start of ``fit`` (``_parameter_constraints``,
+    :mod:`gnnaudit._params`). ``predict(X)`` assigns new points to the cluster of their nearest
+    core point within ``eps`` (else ``-1``), the rule the counterfactuals' validity rests on.
 
     Attributes
     ----------
@@ -125,18 +138,19 @@ class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         self.random_state = random_state
         self.max_exact_combinations = max_exact_combinations
 
-    # ------------------------------------------------------------------ fitting
-    def _check_params(self) -> None:
-        check_float("eps", self.eps, minimum=0.0, inclusive=(False, True))
-        check_int("min_samples", self.min_samples, minimum=1)
-        canonical_metric(self.metric)
-        check_int("n_counterfactuals", self.n_counterfactuals, minimum=1)
-        check_choice("strategy", self.strategy, STRATEGIES)
-        check_float("alpha", self.alpha, minimum=0.0, maximum=1.0)
-        check_int("max_exact_combinations", self.max_exact_combinations, minimum=1)
-        if self.random_state is not None:
-            check_int("random_state", self.random_state, minimum=0)
+    _parameter_constraints: dict[str, list[Any]] = {
+        "eps": [Real(0, None, closed="neither")],
+        "min_samples": [Integer(1, None)],
+        "metric": [Satisfies(_known_metric, "one of 'euclidean', 'manhattan', 'chebyshev', "
+                             "'cosine' (or a scipy / scikit-learn alias of one)")],
+        "n_counterfactuals": [Integer(1, None)],
+        "strategy": [Options(*STRATEGIES)],
+        "alpha": [Real(0, 1)],
+        "random_state": [Integer(0, 2**32 - 1), None],
+        "max_exact_combinations": [Integer(1, None)],
+    }  # fmt: skip
 
+    # ------------------------------------------------------------------ fitting
     def fit(
         self,
         X: Any,
@@ -161,7 +175,7 @@ class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         * ``dbscan``: a fitted ``sklearn.cluster.DBSCAN`` (its own parameters are used);
         * otherwise DBSCAN runs here with the estimator's parameters.
         """
-        self._check_params()
+        validate_parameters(self)
         X = validate_fit_input(self, X, feature_names=feature_names)
         if core_graph is not None:
             if dbscan is not None:
@@ -226,6 +240,30 @@ class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
     def fit_predict(self, X: Any, y: Any = None, **kwargs: Any) -> np.ndarray:
         """``fit(X, **kwargs)`` and return ``labels_`` (DBSCAN labels, ``-1`` noise)."""
         return self.fit(X, **kwargs).labels_
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Cluster of new points: the cluster of the nearest core point when it lies within
+        ``eps_`` (distance ``<= eps_``, in the clustering's metric), else ``-1`` (noise) -- the
+        assignment rule the validity of the counterfactuals rests on
+        (:meth:`~gnnaudit.graph_ops.CoreGraph.assign`). Exact distance ties go to the lower
+        cluster id.
+
+        A training core point gets its own label back. A training border point gets its
+        nearest core's cluster, which may differ from ``labels_`` (scikit-learn keeps the
+        first cluster that reached it). Vectorised: a nearest-neighbour index over the core
+        points, queried in blocks of :data:`PREDICT_CHUNK` rows, so memory is
+        ``O(PREDICT_CHUNK)`` beyond the input and the output.
+        """
+        if getattr(self, "core_graph_", None) is None:
+            raise EstimatorNotFittedError("ExDBSCAN is not fitted yet; call fit first")
+        X = validate_predict_input(self, X)
+        cg = self.core_graph_
+        out = np.full(len(X), -1, dtype=np.int64)
+        if cg.n_cores == 0:  # every point was noise: so is every new one
+            return out
+        for lo in range(0, len(X), PREDICT_CHUNK):  # one step per block of rows
+            out[lo : lo + PREDICT_CHUNK] = cg.assign(X[lo : lo + PREDICT_CHUNK])
+        return out
 
     def _feature_names(self) -> list[str]:
         if getattr(self, "feature_names_in_", None) is not None:
@@ -339,28 +377,7 @@ class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         cand = np.concatenate([cg.cluster_cores(c) for c in targets])
         mask, box, lo_table, hi_table = eligible_cores(cg, x, cand, cons, self._feature_names())
         q = CandidateCores(cg, x, cand[mask], box[mask], lo_table, hi_table, float(self.alpha))
-        banned = np.zeros(q.n, dtype=bool)
-        while True:  # each round bans at least one core, so at most n_candidates rounds
-            sel, greedy_energy = select_reference_cores(
-                q,
-                k,
-                self.strategy,
-                self.random_state,
-                refine=refine,
-                exact=bool(exact),
-                max_exact_combinations=self.max_exact_combinations,
-                banned=banned,
-            )
-            C, valid = q.place(sel)
-            if valid.all():
-                break
-            logger.debug("dropping %d reference cores whose counterfactual failed", (~valid).sum())
-            banned[np.asarray(sel)[~valid]] = True
-            if banned.all():
-                break
-        keep = valid
-        sel = list(np.asarray(sel)[keep])
-        C = C[keep]
+        sel, C, greedy_energy = self._select_valid(q, k, refine, bool(exact))
         if not sel:
             raise InfeasibleError(
                 f"no reference core yields a valid counterfactual for this point: each of the "
@@ -392,6 +409,34 @@ class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
             feature_names=self._feature_names(),
             metric=cg.metric,
         )
+
+    def _select_valid(
+        self, q: CandidateCores, k: int, refine: str | None, exact: bool
+    ) -> tuple[list[int], np.ndarray, float]:
+        """Reference cores whose counterfactuals are valid: select, place, ban the cores whose
+        counterfactual failed and select again (each round bans at least one core, so at most
+        ``q.n`` rounds). Returns the kept selection, its counterfactuals and the greedy energy
+        reported by the last selection round."""
+        banned = np.zeros(q.n, dtype=bool)
+        while True:
+            sel, greedy_energy = select_reference_cores(
+                q,
+                k,
+                self.strategy,
+                self.random_state,
+                refine=refine,
+                exact=exact,
+                max_exact_combinations=self.max_exact_combinations,
+                banned=banned,
+            )
+            C, valid = q.place(sel)
+            if valid.all():
+                break
+            logger.debug("dropping %d reference cores whose counterfactual failed", (~valid).sum())
+            banned[np.asarray(sel)[~valid]] = True
+            if banned.all():
+                break
+        return list(np.asarray(sel)[valid]), C[valid], greedy_energy
 
     def explain_many(
         self,

@@ -186,6 +186,19 @@ def diagnose_constraints(
         )
     if not len(cl):
         return None
+    return _cannot_link_structure(
+        cl, group, n_groups, n_clusters=n_clusters, depth=depth, tree=tree,
+        time_budget=time_budget,
+    )  # fmt: skip
+
+
+def _cannot_link_structure(
+    cl: np.ndarray, group: np.ndarray, n_groups: int, *, n_clusters: int, depth: int,
+    tree: bool, time_budget: float,
+) -> Infeasibility | None:  # fmt: skip
+    """The cannot-link graph over the groups of points: a clique larger than the clusters
+    available, an odd cycle for two clusters, else an uncolourable core within
+    ``time_budget`` seconds; ``None`` when none is found."""
     c = min(n_clusters, 2**depth) if tree else n_clusters
     ga, gb = group[cl[:, 0]], group[cl[:, 1]]
     lo, hi = np.minimum(ga, gb), np.maximum(ga, gb)

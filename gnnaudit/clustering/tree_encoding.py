@@ -68,6 +68,9 @@ class TreeEncoding:
             (:math:`\lambda^- \ge` forced :math:`b^-`, :math:`\lambda^+ \le` forced
             :math:`\lnot b^+`, :math:`\lambda^+ \le \lambda^-`); the soft clauses these
             literals falsify are not in ``soft`` (a constant part of the cost).
+        u: ``(n, k-2)`` prefix-or variables of Eq. (20) (row 0 unused).
+        soft_ml, soft_cl: the soft pairs behind ``sel_ml`` / ``sel_cl``.
+        phases: preferred literals for the SAT oracles (a warm start; empty: none).
     """
 
     hard: list[list[int]]
@@ -91,6 +94,10 @@ class TreeEncoding:
     lazy_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
     lazy_class: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     lazy_added: int = 0
+    u: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
+    soft_ml: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    soft_cl: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    phases: list[int] = field(default_factory=list)
 
     @property
     def weighted(self) -> bool:
@@ -240,6 +247,123 @@ def _tree_paths(depth: int) -> tuple[np.ndarray, np.ndarray]:
     return anc, 1 - 2 * right
 
 
+_Families = dict[str, "np.ndarray | list[np.ndarray] | list[list[int]]"]
+
+
+def _tree_families(
+    Xs: np.ndarray, a: np.ndarray, s: np.ndarray, z: np.ndarray, g: np.ndarray, x: np.ndarray,
+    depth: int,
+) -> _Families:  # fmt: skip
+    """Eq. (7)-(18): the tree, the leaf labels, the point labels, and the leaf-label symmetry
+    breaking (a leaf no point reaches has cluster 0: :math:`g_{t,0} \\to \\bigvee_i z_{i,t}`,
+    sound because such a leaf's cluster changes no point's label)."""
+    n_feat = Xs.shape[1]
+    k1 = x.shape[1]
+    fam: _Families = {}
+    # Eq. (7)-(8): exactly one feature per branch node
+    ja, jb = np.triu_indices(n_feat, 1)
+    fam["7"] = _cols(-a[:, ja], -a[:, jb])
+    fam["8"] = a
+    # Eq. (9)-(10), (14)-(15): the s pattern along each feature order is a threshold
+    order = np.argsort(Xs, axis=0, kind="stable").T  # (F, n)
+    prev, nxt = order[:, :-1], order[:, 1:]  # consecutive pairs O_j(X)
+    a_tj = a[:, :, None]  # (B, F, 1)
+    s_prev = np.transpose(s[prev], (2, 0, 1))  # (B, F, n-1)
+    s_next = np.transpose(s[nxt], (2, 0, 1))
+    fam["9"] = _cols(-a_tj, s_prev, -s_next)
+    feat = np.arange(n_feat)[:, None]
+    equal = Xs[prev, feat] == Xs[nxt, feat]  # (F, n-1)
+    fam["10"] = _cols(-a_tj, -s_prev, s_next)[np.broadcast_to(equal, s_prev.shape).reshape(-1)]
+    first, last = order[:, 0], order[:, -1]
+    fam["14"] = _cols(-a, s[first].T)
+    fam["15"] = _cols(-a, -s[last].T)
+    # Eq. (11)-(13): a point reaches a leaf iff it follows the leaf's path
+    anc, side = _tree_paths(depth)  # (L, d)
+    path_lit = side[None] * s[:, anc]  # (n, L, d): s for left turns, -s for right turns
+    fam["11-12"] = _cols(-z[:, :, None], path_lit)
+    fam["13"] = np.concatenate([z.reshape(-1, 1), -path_lit.reshape(-1, depth)], axis=1)
+    # Eq. (16)-(18): unary leaf labels, point label = label of its leaf
+    if k1 >= 2:
+        fam["16"] = _cols(g[:, :-1], -g[:, 1:])
+    z3, g3, x3 = z[:, :, None], g[None, :, :], x[:, None, :]
+    fam["17"] = _cols(-z3, -g3, x3)
+    fam["18"] = _cols(-z3, g3, -x3)
+    if k1 >= 1:
+        fam["leaf symmetry"] = np.concatenate([-g[:, :1], z.T], axis=1)
+    return fam
+
+
+def _label_families(x: np.ndarray, v: _Vars, min_clusters: int) -> tuple[_Families, np.ndarray]:
+    """Eq. (19)-(21): symmetry breaking on the point labels and the non-empty clusters; returns
+    the families and the prefix-or variables ``u``.
+
+    Point p opens at most cluster max(previous) + 1. Eq. (20) as written has clauses of width p
+    (O(k n^2) literals); here it goes through prefix-or variables u_{p,c} ("some point before p
+    is in cluster >= c+1"), O(n k) ternary clauses: x_{p,c} -> u_{p,c-1},
+    u_{p,c} -> u_{p-1,c} v x_{p-1,c}, u_{1,c} -> x_{0,c}. Any model of Eq. (20) extends by u =
+    the prefix or, and u only weakens towards it, so the solutions on x are those of Eq. (20).
+    """
+    n, k1 = x.shape
+    fam: _Families = {}
+    p19 = np.arange(min(k1, n))
+    fam["19"] = (-x[p19, p19])[:, None]
+    u = np.zeros((0, 0), np.int64)
+    if k1 >= 2 and n >= 3:
+        u = v.block(n, k1 - 1)  # u[p, c] for p >= 1 (row 0 unused), c < k1 - 1
+        fam["20"] = [
+            _cols(-x[1:, 1:], u[1:, :]),  # x_{p,c} -> u_{p,c-1}
+            _cols(-u[2:, :], u[1:-1, :], x[1:-1, :-1]),  # u_{p,c} -> u_{p-1,c} v x_{p-1,c}
+            _cols(-u[1, :], x[0, :-1]),  # u_{1,c} -> x_{0,c}
+        ]
+    else:
+        fam["20"] = []
+    # Eq. (21): at least min_clusters clusters are used
+    fam["21"] = [x[:, min_clusters - 2].tolist()] if min_clusters >= 2 else []
+    return fam, u
+
+
+def _collect(fam: _Families) -> tuple[list[list[int]], dict[str, int]]:
+    """All clause families as one list of DIMACS clauses, and the count per family."""
+    hard: list[list[int]] = []
+    counts: dict[str, int] = {}
+    for name, clauses in fam.items():
+        parts = clauses if isinstance(clauses, list) and clauses and isinstance(
+            clauses[0], np.ndarray) else [clauses]  # fmt: skip
+        c = 0
+        for part in parts:
+            if isinstance(part, np.ndarray):
+                part = part if part.ndim == 2 else part.reshape(-1, 1)
+                lst = part.tolist()
+            else:
+                lst = part
+            hard.extend(lst)
+            c += len(lst)
+        counts[name] = c
+    return hard, counts
+
+
+def _soft_clauses(
+    pairs: SmartPairs, bm: np.ndarray, bp: np.ndarray, sel_ml: np.ndarray, sel_cl: np.ndarray,
+    w_ml: np.ndarray, w_cl: np.ndarray, unit_weight: int,
+) -> tuple[list[list[int]], list[int], int]:  # fmt: skip
+    """Soft units Eq. (37)-(38) and the soft-constraint selectors, their weights, and the
+    constant lower bound. Soft clauses falsified by a forced literal are constant cost: they
+    are left out of the soft list (RC2 would spend one trivial core on each) and counted in
+    the bound."""
+    mu, pareto = len(bm), len(bp) > 0
+    fm = -1 if pairs.forced_minus is None else pairs.forced_minus
+    fnp = mu if (pairs.forced_not_plus is None or not pareto) else pairs.forced_not_plus
+    soft = (-bm[fm + 1 :])[:, None].tolist()
+    lower = fm + 1
+    if pareto:
+        soft += bp[:fnp][:, None].tolist()
+        lower = max(mu, lower + mu - fnp)
+    weights = [int(unit_weight)] * len(soft)
+    soft += sel_ml[:, None].tolist() + sel_cl[:, None].tolist()
+    weights += w_ml.tolist() + w_cl.tolist()
+    return soft, weights, lower * int(unit_weight)
+
+
 def build_encoding(
     Xs: np.ndarray,
     classes: DistanceClasses,
@@ -258,14 +382,14 @@ def build_encoding(
     max_apart: int | None = None,
 ) -> TreeEncoding:
     """Build the hard and soft clauses of Eq. (7)-(38) (``tree=True``) or of the CC baseline
-    Eq. (16)-(39) without the tree (``tree=False``).
+    Eq. (16)-(39) without the tree (``tree=False``); ``n_clusters >= 2``.
 
     Args:
         Xs: ``(n, F)`` features (already scaled to [0, 100]); only their order per feature is used.
         classes: the distance classes of ``Xs``.
         pairs: the pairs that need clauses and the forced literals (smart pairs or all pairs).
-        n_clusters: ``k``, the largest number of clusters.
-        min_clusters: ``k'``, the number of clusters that must be non-empty (Eq. 21).
+        n_clusters, min_clusters: ``k`` (the largest number of clusters) and ``k'`` (the number
+            that must be non-empty, Eq. 21).
         depth: tree depth ``d`` (ignored when ``tree=False``).
         objective: ``"md"`` (soft Eq. 37) or ``"md-ms"`` (soft Eq. 37 and 38).
         soft_ml, soft_cl: ``(m, 2)`` must-link / cannot-link pairs made soft: a selector
@@ -282,84 +406,32 @@ def build_encoding(
     w_cl = np.ones(len(soft_cl), np.int64) if w_cl is None else np.asarray(w_cl, np.int64)
     Xs = check_array("Xs", Xs, ndim=2, min_rows=2)
     n, n_feat = Xs.shape
-    k1 = n_clusters - 1
     mu = classes.n_classes
     pareto = objective == "md-ms"
     v = _Vars()
     B, L = (2**depth - 1, 2**depth) if tree else (0, 0)
-    a = v.block(B, n_feat)
-    s = v.block(n, B)
-    z = v.block(n, L)
-    g = v.block(L, k1)
-    x = v.block(n, k1)
+    a, s, z = v.block(B, n_feat), v.block(n, B), v.block(n, L)
+    g, x = v.block(L, n_clusters - 1), v.block(n, n_clusters - 1)
     bm = v.block(mu)
     bp = v.block(mu) if pareto else v.block(0)
-
-    # clause families: an array of clauses, several arrays, or plain lists of literals
-    fam: dict[str, np.ndarray | list[np.ndarray] | list[list[int]]] = {}
+    fam: _Families = {}
     if tree:
-        # Eq. (7)-(8): exactly one feature per branch node
-        ja, jb = np.triu_indices(n_feat, 1)
-        fam["7"] = _cols(-a[:, ja], -a[:, jb])
-        fam["8"] = a
-        # Eq. (9)-(10), (14)-(15): the s pattern along each feature order is a threshold
-        order = np.argsort(Xs, axis=0, kind="stable").T  # (F, n)
-        prev, nxt = order[:, :-1], order[:, 1:]  # consecutive pairs O_j(X)
-        a_tj = a[:, :, None]  # (B, F, 1)
-        s_prev = np.transpose(s[prev], (2, 0, 1))  # (B, F, n-1)
-        s_next = np.transpose(s[nxt], (2, 0, 1))
-        fam["9"] = _cols(-a_tj, s_prev, -s_next)
-        feat = np.arange(n_feat)[:, None]
-        equal = Xs[prev, feat] == Xs[nxt, feat]  # (F, n-1)
-        fam["10"] = _cols(-a_tj, -s_prev, s_next)[np.broadcast_to(equal, s_prev.shape).reshape(-1)]
-        first, last = order[:, 0], order[:, -1]
-        fam["14"] = _cols(-a, s[first].T)
-        fam["15"] = _cols(-a, -s[last].T)
-        # Eq. (11)-(13): a point reaches a leaf iff it follows the leaf's path
-        anc, side = _tree_paths(depth)  # (L, d)
-        path_lit = side[None] * s[:, anc]  # (n, L, d): s for left turns, -s for right turns
-        fam["11-12"] = _cols(-z[:, :, None], path_lit)
-        fam["13"] = np.concatenate([z.reshape(-1, 1), -path_lit.reshape(-1, depth)], axis=1)
-        # Eq. (16)-(18): unary leaf labels, point label = label of its leaf
-        if k1 >= 2:
-            fam["16"] = _cols(g[:, :-1], -g[:, 1:])
-        z3, g3, x3 = z[:, :, None], g[None, :, :], x[:, None, :]
-        fam["17"] = _cols(-z3, -g3, x3)
-        fam["18"] = _cols(-z3, g3, -x3)
-    elif k1 >= 2:
+        fam.update(_tree_families(Xs, a, s, z, g, x, depth))
+    elif n_clusters >= 3:
         fam["39"] = _cols(x[:, :-1], -x[:, 1:])  # Eq. (39): unary point labels (CC baseline)
-
-    # Eq. (19)-(20): point p opens at most cluster max(previous) + 1. Eq. (20) as written has
-    # clauses of width p (O(k n^2) literals); here it goes through prefix-or variables
-    # u_{p,c} ("some point before p is in cluster >= c+1"), O(n k) ternary clauses:
-    # x_{p,c} -> u_{p,c-1},  u_{p,c} -> u_{p-1,c} v x_{p-1,c},  u_{1,c} -> x_{0,c}.
-    # Any model of Eq. (20) extends by u = the prefix or, and u only weakens towards it, so the
-    # solutions on x are those of Eq. (20).
-    p19 = np.arange(min(k1, n))
-    fam["19"] = (-x[p19, p19])[:, None]
-    if k1 >= 2 and n >= 3:
-        u = v.block(n, k1 - 1)  # u[p, c] for p >= 1 (row 0 unused), c < k1 - 1
-        fam["20"] = [
-            _cols(-x[1:, 1:], u[1:, :]),  # x_{p,c} -> u_{p,c-1}
-            _cols(-u[2:, :], u[1:-1, :], x[1:-1, :-1]),  # u_{p,c} -> u_{p-1,c} v x_{p-1,c}
-            _cols(-u[1, :], x[0, :-1]),  # u_{1,c} -> x_{0,c}
-        ]
-    else:
-        fam["20"] = []
-    # Eq. (21): at least min_clusters clusters are used
-    fam["21"] = [x[:, min_clusters - 2].tolist()]
+    labels_fam, u = _label_families(x, v, min_clusters)
+    fam.update(labels_fam)
     fam["22-24"] = _separate(x, pairs.cannot_link, None)
     fam["25-26"] = _together(x, pairs.must_link, None)
     apart, apart_cls = pairs.apart, pairs.apart_class
     if max_apart is not None and len(apart) > max_apart:
-        # lazy mode: the longest pairs now, the rest on demand (TreeEncoding.lazy_apart)
+        # lazy mode: the longest pairs now, the rest on demand (TreeEncoding.lazy_check)
         apart, apart_cls = apart[:max_apart], apart_cls[:max_apart]
     fam["27-29"] = _separate(x, apart, bm[apart_cls])
     if pareto:
         fam["30-31"] = _together(x, pairs.together, -bp[pairs.together_class])
     # soft must-link / cannot-link: selector r_p, hard (r_p -> constraint), soft (r_p)
-    sel_ml = v.block(len(soft_ml))
-    sel_cl = v.block(len(soft_cl))
+    sel_ml, sel_cl = v.block(len(soft_ml)), v.block(len(soft_cl))
     fam["soft ML"] = _together(x, soft_ml, -sel_ml)
     fam["soft CL"] = _separate(x, soft_cl, -sel_cl)
     # Eq. (32)-(34): class chains
@@ -374,57 +446,15 @@ def build_encoding(
     if pareto and pairs.forced_not_plus is not None:
         units.append([-int(bp[pairs.forced_not_plus])])
     fam["smart-pairs units"] = units
-
-    hard: list[list[int]] = []
-    counts: dict[str, int] = {}
-    for name, clauses in fam.items():
-        parts = clauses if isinstance(clauses, list) and clauses and isinstance(
-            clauses[0], np.ndarray) else [clauses]  # fmt: skip
-        c = 0
-        for part in parts:
-            if isinstance(part, np.ndarray):
-                part = part if part.ndim == 2 else part.reshape(-1, 1)
-                lst = part.tolist()
-            else:
-                lst = part
-            hard.extend(lst)
-            c += len(lst)
-        counts[name] = c
-    # Soft clauses falsified by a forced literal are constant cost: they are left out of the
-    # soft list (RC2 would spend one trivial core on each) and counted in ``lower_bound``.
-    fm = -1 if pairs.forced_minus is None else pairs.forced_minus
-    fnp = mu if (pairs.forced_not_plus is None or not pareto) else pairs.forced_not_plus
-    soft = (-bm[fm + 1 :])[:, None].tolist()
-    lower = fm + 1
-    if pareto:
-        soft += bp[:fnp][:, None].tolist()
-        lower = max(mu, lower + mu - fnp)
-    counts["soft 37-38"] = len(soft)
-    weights = [int(unit_weight)] * len(soft)
-    soft += sel_ml[:, None].tolist() + sel_cl[:, None].tolist()
-    weights += w_ml.tolist() + w_cl.tolist()
+    hard, counts = _collect(fam)
+    soft, weights, lower = _soft_clauses(pairs, bm, bp, sel_ml, sel_cl, w_ml, w_cl, unit_weight)
+    counts["soft 37-38"] = len(soft) - len(sel_ml) - len(sel_cl)
     counts["soft ML/CL"] = len(sel_ml) + len(sel_cl)
-    lazy_pairs = pairs.apart[len(apart) :].astype(np.int64)
-    lazy_class = pairs.apart_class[len(apart) :].astype(np.int64)
     return TreeEncoding(
-        hard=hard,
-        soft=soft,
-        n_vars=v.top,
-        a=a,
-        s=s,
-        z=z,
-        g=g,
-        x=x,
-        b_minus=bm,
-        b_plus=bp,
-        counts=counts,
-        lower_bound=lower * int(unit_weight),
-        soft_weights=weights,
-        unit_weight=int(unit_weight),
-        sel_ml=sel_ml,
-        sel_cl=sel_cl,
-        w_ml=w_ml,
-        w_cl=w_cl,
-        lazy_pairs=lazy_pairs,
-        lazy_class=lazy_class,
-    )
+        hard=hard, soft=soft, n_vars=v.top, a=a, s=s, z=z, g=g, x=x, b_minus=bm, b_plus=bp,
+        counts=counts, lower_bound=lower, soft_weights=weights,
+        unit_weight=int(unit_weight), sel_ml=sel_ml, sel_cl=sel_cl, w_ml=w_ml, w_cl=w_cl,
+        lazy_pairs=pairs.apart[len(apart) :].astype(np.int64),
+        lazy_class=pairs.apart_class[len(apart) :].astype(np.int64),
+        u=u, soft_ml=soft_ml, soft_cl=soft_cl,
+    )  # fmt: skip

@@ -14,6 +14,8 @@ function ``(encoding, deadline, sat_solver) ->`` :class:`SolveResult`:
 * :func:`solve_auto` -- the default: a plain SAT call (an early tree or the infeasibility
   proof), then RC2 in a killable child process (= :func:`solve_rc2`).
 
+Every oracle (the incremental SAT oracle and RC2's) is warm-started with ``enc.phases`` (the
+greedy tree's assignment, :mod:`~gnnaudit.clustering.tree_warm`) when the encoding has them.
 ``deadline`` is an absolute :func:`time.perf_counter` value (``None``: no limit); oracles are
 interrupted from a timer thread. With a model in hand the status is ``feasible``, without one
 ``unknown``. All searches support the lazy pool of conditional separating clauses
@@ -100,7 +102,9 @@ class _Anytime:
         self.enc = enc
         self.deadline = deadline
         self.oracle = Solver(name=sat_solver, bootstrap_with=enc.hard)
-        if enc.weighted:  # prefer models that keep the soft constraints
+        if enc.phases:  # the warm start: the greedy tree's assignment
+            self.oracle.set_phases(enc.phases)
+        elif enc.weighted:  # prefer models that keep the soft constraints
             self.oracle.set_phases([int(v) for v in np.r_[enc.sel_ml, enc.sel_cl]])
         self.best: np.ndarray | None = None
         self.best_cost: int | None = None
@@ -249,16 +253,17 @@ def solve_binary(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> 
     return SolveResult(status, run.best, run.best_cost, time.perf_counter() - t0, bound, "binary")
 
 
-def _rc2_child(enc: TreeEncoding, sat_solver: str, conn: Any) -> None:  # pragma: no cover
-    """Runs in the forked child: RC2 with the lazy loop; sends ("lb", cost), ("model",
-    packed values, cost, lazy pairs added) and finally ("done", status)."""
+def _rc2(enc: TreeEncoding, sat_solver: str, on_core: Callable[[int], None]) -> Any:
+    """pysat's RC2 on the encoding (stratified weights, core exhaustion and minimisation),
+    calling ``on_core(lower bound)`` after every core, its oracle warm-started with
+    ``enc.phases``."""
     from pysat.examples.rc2 import RC2
     from pysat.formula import WCNF
 
     class _RC2(RC2):  # type: ignore[misc]
         def process_core(self) -> None:
             super().process_core()
-            conn.send(("lb", int(self.cost)))
+            on_core(int(self.cost))
 
     wcnf = WCNF()
     wcnf.nv = enc.n_vars
@@ -267,6 +272,15 @@ def _rc2_child(enc: TreeEncoding, sat_solver: str, conn: Any) -> None:  # pragma
     wcnf.wght = list(enc.soft_weights) or [1] * len(enc.soft)
     wcnf.topw = int(sum(wcnf.wght)) + 1
     rc2 = _RC2(wcnf, solver=sat_solver, exhaust=True, minz=True)
+    if enc.phases:
+        rc2.oracle.set_phases(enc.phases)
+    return rc2
+
+
+def _rc2_child(enc: TreeEncoding, sat_solver: str, conn: Any) -> None:  # pragma: no cover
+    """Runs in the forked child: RC2 with the lazy loop; sends ("lb", cost), ("model",
+    packed values, cost, lazy pairs added) and finally ("done", status)."""
+    rc2 = _rc2(enc, sat_solver, lambda cost: conn.send(("lb", cost)))
     while True:
         model = rc2.compute()
         if model is None:
@@ -297,21 +311,7 @@ def _rc2_in_process(
 ) -> SolveResult:
     """RC2 in this process, interrupted by a timer (where no child process can be started):
     RC2 finishes the core it is processing after the interrupt, so it may overrun a little."""
-    from pysat.examples.rc2 import RC2
-    from pysat.formula import WCNF
-
-    wcnf = WCNF()
-    wcnf.nv = enc.n_vars
-    wcnf.hard = enc.hard
-    wcnf.soft = [list(c) for c in enc.soft]
-    wcnf.wght = list(enc.soft_weights) or [1] * len(enc.soft)
-
-    class _RC2(RC2):  # type: ignore[misc]
-        def process_core(self) -> None:
-            super().process_core()
-            _report("bound", int(self.cost))
-
-    rc2 = _RC2(wcnf, solver=sat_solver, exhaust=True, minz=True)
+    rc2 = _rc2(enc, sat_solver, lambda cost: _report("bound", cost))
     timer = _with_timer(deadline, rc2.interrupt)
     status, lower = "feasible", enc.lower_bound
     try:
