@@ -33,14 +33,15 @@ N_CLUSTERS_ONE_CHECKS = (
 
 def expected_failed_checks(estimator) -> dict[str, str]:
     """Checks that cannot hold for the method's nature, with the reason (xfail, strict)."""
-    if isinstance(estimator, (FairDen, TreeClustering)):
+    if isinstance(estimator, FairDen):
         reason = ONE_CLUSTER.format(name=type(estimator).__name__)
         return dict.fromkeys(N_CLUSTERS_ONE_CHECKS, reason)
     return {}
 
 
-# small, fast instances: k-means restarts and tree depth kept low for the generic checks
-ESTIMATORS = [ExDBSCAN(), FairDen(n_init=2), TreeClustering(depth=2)]
+# small, fast instances: k-means restarts kept low for the generic checks (ExDBSCAN and
+# TreeClustering: tests/test_sklearn_trees_exdbscan.py, without expected failures)
+ESTIMATORS = [FairDen(n_init=2)]
 
 
 @parametrize_with_checks(
