@@ -10,7 +10,7 @@ from sklearn.neighbors import NearestNeighbors
 
 import gnnaudit.datasets.synthetic as synthetic
 import gnnaudit.training.audit_pipeline as pipeline
-from gnnaudit.audit.model_quality import ModelQuality
+from gnnaudit.audit.quality_unit import ModelQuality
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.datasets.splits import clean_edge_index
 from gnnaudit.errors import InvalidInputError
@@ -117,8 +117,8 @@ def test_audit_notes_the_automatic_finetune_skip(monkeypatch):
 def test_node_scope_subgraph_passes_equal_whole_graph_passes(monkeypatch, feature):
     """Node-scope passes on the (L+1)-hop ball subgraphs give the same flips and probability
     changes as whole-graph passes, and really run on subgraphs."""
-    import gnnaudit.audit.sensitivity_engine as engine
-    from gnnaudit.audit.sensitivity import counterfactual_flip
+    import gnnaudit.audit.sensitivity.engine as engine
+    from gnnaudit.audit.sensitivity.flip import counterfactual_flip
 
     data = synthetic_credit_graph(3000, seed=2)
     torch.manual_seed(0)
@@ -149,7 +149,7 @@ def test_node_scope_subgraph_passes_equal_whole_graph_passes(monkeypatch, featur
 def test_sensitivity_unit_large_graph_mode(monkeypatch):
     """Above LARGE_GRAPH_NODES (monkeypatched small) the default unit skips the ranking and
     samples LARGE_GRAPH_MAX_NODES nodes at node scope, and says both in its notes."""
-    import gnnaudit.audit.sensitivity_unit as su
+    import gnnaudit.audit.sensitivity.unit as su
     from gnnaudit.audit.context import AuditContext, AuditOptions
 
     data = synthetic_credit_graph(400, seed=0)

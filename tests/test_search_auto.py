@@ -8,8 +8,8 @@ import torch
 from search_oracles import brute_local, clustered, positions, recall, space_of
 from torch_geometric.data import Data
 
-from gnnaudit.audit import evidence as evidence_mod
-from gnnaudit.audit.evidence import (
+from gnnaudit.audit.search import evidence as evidence_mod
+from gnnaudit.audit.search.evidence import (
     AUTO_FAISS_MIN_DIMS,
     AUTO_FAISS_MIN_NODES,
     AUTO_FAISS_MIN_NODES_LOW_DIM,
@@ -17,7 +17,7 @@ from gnnaudit.audit.evidence import (
     make_searcher,
     resolve_backend,
 )
-from gnnaudit.audit.search_faiss import FaissSearcher, default_nprobe
+from gnnaudit.audit.search.faiss_search import FaissSearcher, default_nprobe
 from gnnaudit.cli.main import build_parser
 from gnnaudit.errors import InvalidInputError
 

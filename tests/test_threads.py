@@ -79,7 +79,7 @@ def test_invalid_num_nodes_is_named():
 
 
 def test_audit_sizes_threads_to_the_graph_and_records_the_choice():
-    from gnnaudit.audit.model_quality import ModelQuality
+    from gnnaudit.audit.quality_unit import ModelQuality
     from gnnaudit.datasets import synthetic_credit_graph
     from gnnaudit.training.audit_pipeline import run_audit
 

@@ -25,7 +25,7 @@ from typing import Any
 #: gnnaudit's backbones, = :data:`gnnaudit.training.BACKBONES` (kept here so ``--help`` stays
 #: light; a test checks they agree)
 BACKBONES: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
-#: evidence search backends, = :data:`gnnaudit.audit.evidence.BACKENDS` (a test checks it)
+#: evidence search backends, = :data:`gnnaudit.audit.search.evidence.BACKENDS` (a test checks it)
 BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss", "auto")
 
 __all__ = [

@@ -43,17 +43,17 @@ import torch
 from gnnaudit._threads import configure_threads
 from gnnaudit._validation import check_int
 from gnnaudit.audit.context import AuditContext, AuditOptions
-from gnnaudit.audit.contrast_unit import EvidenceContrastUnit
-from gnnaudit.audit.discrimination import DiscriminationUnit
-from gnnaudit.audit.embedding_unit import EmbeddingStructureUnit
-from gnnaudit.audit.error_verification import DEFAULT_KS, ErrorVerificationUnit
-from gnnaudit.audit.evidence_pairs import EvidencePairsUnit
-from gnnaudit.audit.group_fairness import GroupFairnessUnit
-from gnnaudit.audit.model_quality import ModelQuality
-from gnnaudit.audit.report import AuditReport
-from gnnaudit.audit.sensitivity_unit import SensitivityUnit
+from gnnaudit.audit.embedding.unit import EmbeddingStructureUnit
+from gnnaudit.audit.fairness.contrast_unit import EvidenceContrastUnit
+from gnnaudit.audit.fairness.discrimination import DiscriminationUnit
+from gnnaudit.audit.fairness.error_verification import DEFAULT_KS, ErrorVerificationUnit
+from gnnaudit.audit.fairness.evidence_pairs import EvidencePairsUnit
+from gnnaudit.audit.fairness.group_fairness import GroupFairnessUnit
+from gnnaudit.audit.quality_unit import ModelQuality
+from gnnaudit.audit.report.audit_report import AuditReport
+from gnnaudit.audit.report.verdict import compose_verdict
+from gnnaudit.audit.sensitivity.unit import SensitivityUnit
 from gnnaudit.audit.unit import AuditUnit, describe_units, run_units
-from gnnaudit.audit.verdict import compose_verdict
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["run_audit", "audit_model", "default_units", "resolve_finetune", "FINETUNE_MAX_NODES"]
@@ -145,7 +145,7 @@ def _model_description(ctx: AuditContext, model_info: Mapping[str, Any] | None) 
 def _versions() -> dict[str, str]:
     import torch_geometric
 
-    from gnnaudit import __version__
+    from gnnaudit._version import __version__
 
     return {
         "gnnaudit": __version__,

@@ -58,10 +58,10 @@ import torch
 from torch_geometric.data import Data
 
 from gnnaudit._validation import check_choice, check_float, check_int
-from gnnaudit.audit.evidence_inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
-from gnnaudit.audit.evidence_result import GlobalEvidence
 from gnnaudit.audit.model_adapter import resolve_device
-from gnnaudit.audit.report_section import ReportSection
+from gnnaudit.audit.report.section import ReportSection
+from gnnaudit.audit.search.inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
+from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.training.data_module import GraphDataModule, check_node_data
@@ -273,7 +273,7 @@ def finetune_on_evidences(
             f"{type(module).__name__}"
         )
     if evidence is None:
-        from gnnaudit.audit.evidence import CounterfactualEvidence
+        from gnnaudit.audit.search.evidence import CounterfactualEvidence
 
         evidence = CounterfactualEvidence().fit(data, model=module, mask=data.test_mask)
     ev_nodes = evidence_node_budget(evidence, m)

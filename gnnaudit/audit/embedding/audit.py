@@ -11,7 +11,7 @@ transformation of the same embedding:
    defaults to the knee of the sorted k-distance curve (:func:`~gnnaudit.audit.
    embedding_parts.knee_eps`); when the knee radius yields fewer than two clusters of at least
    ``max(min_samples, 5% of the nodes)`` nodes, to the largest dc-tree radius below the knee
-   that yields two (:func:`~gnnaudit.audit.embedding_parts.split_eps`; ``eps_rule_`` says
+   that yields two (:func:`~gnnaudit.audit.embedding.parts.split_eps`; ``eps_rule_`` says
    which rule chose it). Per cluster: size, prediction mix, accuracy and FairDen's
    balance (Eq. 6-7) of the sensitive attribute (:attr:`EmbeddingAudit.cluster_table_`). A
    permutation test (sensitive labels shuffled, clusters fixed) says whether the clusters are
@@ -54,7 +54,8 @@ from sklearn.metrics import adjusted_rand_score
 
 from gnnaudit._validation import check_float, check_int
 from gnnaudit.audit.context import resolve_nodes, resolve_sensitive
-from gnnaudit.audit.embedding_parts import (
+from gnnaudit.audit.embedding.node_embeddings import forward_with_embeddings
+from gnnaudit.audit.embedding.parts import (
     balance_permutation_test,
     cluster_table,
     feature_differences,
@@ -64,8 +65,7 @@ from gnnaudit.audit.embedding_parts import (
     nearest_other_cluster,
     split_eps,
 )
-from gnnaudit.audit.embeddings import forward_with_embeddings
-from gnnaudit.audit.evidence_result import GlobalEvidence
+from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.clustering import ExDBSCAN, FairDen, TreeClustering
 from gnnaudit.clustering.metrics import balance, dcsi, group_mix, noise_fraction
 from gnnaudit.errors import GnnAuditError, InvalidInputError, NotFittedError

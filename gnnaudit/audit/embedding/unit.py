@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_int
-from gnnaudit.audit.embedding_audit import EmbeddingAudit
-from gnnaudit.audit.report_section import Figure, Finding, ReportSection
+from gnnaudit.audit.embedding.audit import EmbeddingAudit
+from gnnaudit.audit.report.section import Figure, Finding, ReportSection
 from gnnaudit.audit.unit import AuditResult, AuditUnit, UnitSkipped
 from gnnaudit.errors import InfeasibleError, InvalidInputError
 

@@ -1,6 +1,6 @@
 """Audit unit: the evidence contrast of the sensitive attribute.
 
-Runs :func:`~gnnaudit.audit.evidence_contrast.evidence_contrast` on the sensitive attribute
+Runs :func:`~gnnaudit.audit.fairness.evidence_contrast.evidence_contrast` on the sensitive attribute
 with the audit's local evidences: do a node's counterfactual evidences (look-alike nodes the
 model decides differently) differ in the attribute more often than its equally look-alike nodes
 with the same decision? The result is ``significant`` when the one-sided test rejects at
@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_int
-from gnnaudit.audit.evidence_contrast import ContrastResult, evidence_contrast
-from gnnaudit.audit.report_section import Finding, ReportSection
+from gnnaudit.audit.fairness.evidence_contrast import ContrastResult, evidence_contrast
+from gnnaudit.audit.report.section import Finding, ReportSection
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 
 if TYPE_CHECKING:  # pragma: no cover

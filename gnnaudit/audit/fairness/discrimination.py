@@ -45,7 +45,9 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_array, check_choice, check_int
-from gnnaudit.audit.evidence_inputs import (
+from gnnaudit.audit.fairness.feature_coding import FeatureCoding, code_features
+from gnnaudit.audit.report.section import Figure, ReportSection
+from gnnaudit.audit.search.inputs import (
     check_frame,
     fitted_predictions,
     fitted_test_nodes,
@@ -53,9 +55,7 @@ from gnnaudit.audit.evidence_inputs import (
     mask_nodes,
     node_features,
 )
-from gnnaudit.audit.evidence_result import LocalEvidence
-from gnnaudit.audit.feature_coding import FeatureCoding, code_features
-from gnnaudit.audit.report_section import Figure, ReportSection
+from gnnaudit.audit.search.results import LocalEvidence
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
 

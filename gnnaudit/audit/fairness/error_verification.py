@@ -31,9 +31,9 @@ import pandas as pd
 
 from gnnaudit._validation import check_class_array, check_int
 from gnnaudit.audit.bootstrap import rate_interval
-from gnnaudit.audit.evidence_inputs import fitted_test_nodes, is_estimator, mask_nodes
-from gnnaudit.audit.evidence_result import GlobalEvidence
-from gnnaudit.audit.report_section import Figure, Finding, ReportSection
+from gnnaudit.audit.report.section import Figure, Finding, ReportSection
+from gnnaudit.audit.search.inputs import fitted_test_nodes, is_estimator, mask_nodes
+from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
 

@@ -70,12 +70,12 @@ from gnnaudit.audit.bootstrap import (
     upper_tail_pvalue,
 )
 from gnnaudit.audit.context import resolve_nodes
-from gnnaudit.audit.evidence_result import LocalEvidence
 from gnnaudit.audit.interventions import (
     MAX_CATEGORIES,
     category_codes,
     resolve_feature,
 )
+from gnnaudit.audit.search.results import LocalEvidence
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["ContrastResult", "evidence_contrast", "same_prediction_neighbours", "CONTRAST_COLUMNS"]
@@ -308,7 +308,7 @@ def evidence_contrast(
     inference : ``"shared"`` (default, dependence-aware) or ``"node"`` (independent nodes); see
         the module docstring.
     local : the nodes' local evidences if already searched (a
-        :class:`~gnnaudit.audit.evidence_result.LocalEvidence` covering the audited nodes with at
+        :class:`~gnnaudit.audit.search.results.LocalEvidence` covering the audited nodes with at
         least ``k`` columns; its first ``k`` are used); default: searched here.
 
     Returns a :class:`ContrastResult` (module docstring for the statistic and its test).

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_class_array, check_int
-from gnnaudit.audit.evidence_inputs import node_features
-from gnnaudit.audit.evidence_result import GlobalEvidence
-from gnnaudit.audit.report_section import Figure, ReportSection
+from gnnaudit.audit.report.section import Figure, ReportSection
+from gnnaudit.audit.search.inputs import node_features
+from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
 

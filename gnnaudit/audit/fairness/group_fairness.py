@@ -44,7 +44,7 @@ import pandas as pd
 
 from gnnaudit._validation import check_array, check_class_array, check_float, check_int
 from gnnaudit.audit.bootstrap import binomial_rates, finite_interval, gap_interval
-from gnnaudit.audit.report_section import Figure, Finding, ReportSection
+from gnnaudit.audit.report.section import Figure, Finding, ReportSection
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
 

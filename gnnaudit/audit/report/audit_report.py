@@ -3,10 +3,10 @@
 An :class:`AuditReport` holds
 
 * ``findings``: a DataFrame with one row per decision-relevant statement (columns
-  :data:`~gnnaudit.audit.report_section.FINDING_COLUMNS`: value, CI, p-value, ``flagged`` by a
+  :data:`~gnnaudit.audit.report.section.FINDING_COLUMNS`: value, CI, p-value, ``flagged`` by a
   documented threshold, and a plain-words explanation) and ``verdict``, the answer to "do the
   model's decisions depend on the sensitive attribute?" in a few sentences;
-* ``sections``: one :class:`~gnnaudit.audit.report_section.ReportSection` per audit statistic,
+* ``sections``: one :class:`~gnnaudit.audit.report.section.ReportSection` per audit statistic,
   in the order the statistics ran;
 * ``dataset``, ``model``, ``config``: what was audited and how;
 * ``run_info``: stage timings, versions and run notes (never mixed into the findings).
@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from gnnaudit.audit.report_section import (
+from gnnaudit.audit.report.section import (
     FINDING_COLUMNS,
     Finding,
     ReportSection,
@@ -197,13 +197,13 @@ class AuditReport:
     # ---------------------------------------------------------------------------- render
     def to_markdown(self) -> str:
         """The report as a Markdown document (what ``report.md`` holds)."""
-        from gnnaudit.audit.report_render import render_markdown
+        from gnnaudit.audit.report.render import render_markdown
 
         return render_markdown(self)
 
     def to_html(self) -> str:
         """The report as a self-contained HTML page (what ``report.html`` holds)."""
-        from gnnaudit.audit.report_render import render_html
+        from gnnaudit.audit.report.render import render_html
 
         return render_html(self)
 

@@ -1,6 +1,6 @@
 """PNG charts of report figures (matplotlib Agg, no global pyplot state), base64 encoded.
 
-A statistic describes a chart as a :class:`~gnnaudit.audit.report_section.Figure` (kind, data,
+A statistic describes a chart as a :class:`~gnnaudit.audit.report.section.Figure` (kind, data,
 options); :func:`draw_figure` draws it. Kinds:
 
 * ``"bar"``: horizontal bars, columns ``label``, ``value`` and optional ``ci_low`` /

@@ -11,15 +11,27 @@ from __future__ import annotations
 
 import html
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pandas as pd
 
-from gnnaudit.audit.report_plots import PNG_KINDS, draw_figure
-from gnnaudit.audit.report_section import Figure, ReportSection
+from gnnaudit.audit.report.plots import PNG_KINDS, draw_figure
+from gnnaudit.audit.report.section import Figure, ReportSection
 
-if TYPE_CHECKING:  # pragma: no cover
-    from gnnaudit.audit.report import AuditReport
+
+class AuditReport(Protocol):
+    """What the renderers read of an :class:`~gnnaudit.audit.AuditReport` (a protocol, so
+    that this module does not import the report class, which imports the renderers)."""
+
+    title: str
+    dataset: dict[str, Any]
+    model: dict[str, Any]
+    config: dict[str, Any]
+    findings: pd.DataFrame
+    verdict: str
+    sections: list[ReportSection]
+    run_info: dict[str, Any]
+
 
 __all__ = ["render_markdown", "render_html"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from gnnaudit.audit.report_section import Finding
+from gnnaudit.audit.report.section import Finding
 
 __all__ = ["compose_verdict"]
 

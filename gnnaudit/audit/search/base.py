@@ -4,14 +4,14 @@ A backend sees only the *search space*: the test nodes' kernel-similarity embedd
 ``x^agg`` (rows unit-normalised, so an inner product is the cosine ``KS(v, u)``; a zero row
 stays zero and has similarity 0 with everything), their predicted classes and their node ids.
 Queries are given by *position* into that space; answers come back as the typed results of
-:mod:`gnnaudit.audit.evidence_result`, in node-id space:
+:mod:`gnnaudit.audit.search.results`, in node-id space:
 
-* :meth:`EvidenceSearcher.local` -> :class:`~gnnaudit.audit.evidence_result.LocalEvidence`:
+* :meth:`EvidenceSearcher.local` -> :class:`~gnnaudit.audit.search.results.LocalEvidence`:
   for each query v, the k positions u != v with ``pred(u) != pred(v)`` and the largest
   ``KS(v, u)``; ties broken by the smaller node id (positions are sorted by node id, so the
   smaller position). The arrays are ``(q, k)``, padded with node ``-1`` and similarity
   ``-inf`` when a query has fewer than k candidates.
-* :meth:`EvidenceSearcher.global_pairs` -> :class:`~gnnaudit.audit.evidence_result.GlobalEvidence`:
+* :meth:`EvidenceSearcher.global_pairs` -> :class:`~gnnaudit.audit.search.results.GlobalEvidence`:
   the (at most) k unordered pairs {v, u} with different predictions and the largest ``KS``;
   ties broken by the smaller ``(u, v)`` pair, ``u < v``. No padding: fewer pairs come back
   when fewer exist.
@@ -20,7 +20,7 @@ A backend implements :meth:`~EvidenceSearcher.build` and the two position-level 
 :meth:`~EvidenceSearcher._local_positions` / :meth:`~EvidenceSearcher._global_positions`
 (arrays of positions, padded with ``-1`` / ``-inf``); the base class validates the arguments
 and maps the positions to node ids once, in
-:meth:`LocalEvidence.from_positions <gnnaudit.audit.evidence_result.LocalEvidence.from_positions>`.
+:meth:`LocalEvidence.from_positions <gnnaudit.audit.search.results.LocalEvidence.from_positions>`.
 
 The module also holds the argument checks the backends share (:func:`check_space`,
 :func:`check_queries`, :func:`check_k`, :func:`make_rng`, :func:`unknown_params`).
@@ -29,13 +29,13 @@ The module also holds the argument checks the backends share (:func:`check_space
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gnnaudit._validation import check_array, check_int
-from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
+from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
+from gnnaudit.audit.search.space import SearchSpace
 from gnnaudit.errors import InvalidInputError, NotFittedError
 
 __all__ = [
@@ -49,33 +49,12 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class SearchSpace:
-    """The test nodes a backend searches over.
-
-    Attributes
-    ----------
-    embedding : (m, d) float32 array, rows of ``x^agg`` divided by their norm (zero rows stay 0).
-    predictions : (m,) int64 array, the model's predicted class of each test node.
-    node_ids : (m,) int64 array, global node ids, strictly ascending.
-    """
-
-    embedding: np.ndarray
-    predictions: np.ndarray
-    node_ids: np.ndarray
-
-    @property
-    def size(self) -> int:
-        """Number of test nodes searched over (``m``)."""
-        return int(self.node_ids.shape[0])
-
-
 class EvidenceSearcher(ABC):
     """Base class of the search backends (``exact``, ``sorted``, ``index``, ``faiss``).
 
     Subclasses implement :meth:`build` (which must set ``space_``, the validated
     :class:`SearchSpace`) and :meth:`_local_positions`; :meth:`_global_positions` defaults to
-    merging local lists (:func:`gnnaudit.audit.global_pairs.global_pairs_from_local`).
+    merging local lists (:func:`gnnaudit.audit.search.global_pairs.global_pairs_from_local`).
     """
 
     #: backend name as accepted by ``CounterfactualEvidence(backend=...)``
@@ -95,7 +74,7 @@ class EvidenceSearcher(ABC):
     def _global_positions(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(similarity, u, v)`` of the best pairs, ``u < v`` positions, sorted by
         (similarity desc, u, v); entries with ``u = -1`` are padding. ``k`` is validated."""
-        from gnnaudit.audit.global_pairs import global_pairs_from_local
+        from gnnaudit.audit.search.global_pairs import global_pairs_from_local
 
         return global_pairs_from_local(self._local_positions, self.space_.size, k)
 
@@ -109,7 +88,7 @@ class EvidenceSearcher(ABC):
     def local(self, queries: np.ndarray, k: int) -> LocalEvidence:
         """Top-``k`` evidences of each query (positions into the space, an int array).
 
-        Returns a :class:`~gnnaudit.audit.evidence_result.LocalEvidence` with one row per query
+        Returns a :class:`~gnnaudit.audit.search.results.LocalEvidence` with one row per query
         in the given order and exactly ``k`` columns (padded with ``-1`` / ``-inf``).
         """
         space = self._built_space()

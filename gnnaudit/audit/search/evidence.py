@@ -39,8 +39,8 @@ from gnnaudit._validation import (
     check_float,
     check_int,
 )
-from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
-from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace
+from gnnaudit.audit.search.base import EvidenceSearcher, SearchSpace
+from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
 from gnnaudit.errors import GnnAuditError, InvalidInputError
 from gnnaudit.graph_ops.neighbourhood import (
     KSEmbedding,
@@ -56,7 +56,7 @@ logger = logging.getLogger(__name__)
 #: Backend names accepted by ``CounterfactualEvidence(backend=...)``.
 BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss", "auto")
 
-#: ``backend="auto"`` picks ``"faiss"`` (IVF, :mod:`~gnnaudit.audit.search_faiss` defaults)
+#: ``backend="auto"`` picks ``"faiss"`` (IVF, :mod:`~gnnaudit.audit.search.faiss_search` defaults)
 #: from this many test nodes on when the embedding has at least
 #: :data:`AUTO_FAISS_MIN_DIMS` dimensions, ``"exact"`` below. Measured crossover
 #: (``benchmarks/bench_search_crossover.py`` -> ``benchmarks/results/search_crossover.md``,
@@ -111,20 +111,20 @@ def make_searcher(
     params = dict(index_params or {})
     try:
         if backend == "exact":
-            from gnnaudit.audit.search_exact import ExactSearcher
+            from gnnaudit.audit.search.exact import ExactSearcher
 
             params.setdefault("progress", progress)
             return ExactSearcher(random_state=random_state, **params)
         if backend == "sorted":
-            from gnnaudit.audit.search_sorted import SortedSimilaritySearcher
+            from gnnaudit.audit.search.sorted_scan import SortedSimilaritySearcher
 
             params.setdefault("progress", progress)
             return SortedSimilaritySearcher(random_state=random_state, **params)
         if backend == "index":
-            from gnnaudit.audit.search_index import IndexSearcher
+            from gnnaudit.audit.search.index import IndexSearcher
 
             return IndexSearcher(random_state=random_state, **params)
-        from gnnaudit.audit.search_faiss import FaissSearcher
+        from gnnaudit.audit.search.faiss_search import FaissSearcher
 
         return FaissSearcher(random_state=random_state, **params)
     except ImportError as exc:
@@ -185,13 +185,13 @@ class CounterfactualEvidence:
     node_ids_ : (m,) int64, the test nodes (ascending global ids).
     predictions_ : (m,) int64, the model's predicted class of each test node.
     classes_ : predicted classes present among the test nodes.
-    space_ : the :class:`~gnnaudit.audit.search_base.SearchSpace` given to the backend.
+    space_ : the :class:`~gnnaudit.audit.search.base.SearchSpace` given to the backend.
     searcher_ : the built backend.
     backend_ : the backend actually built (``backend``, or what ``"auto"`` resolved to).
 
     Queries: :meth:`search_local` / :meth:`search_global` return the typed results
-    (:class:`~gnnaudit.audit.evidence_result.LocalEvidence` /
-    :class:`~gnnaudit.audit.evidence_result.GlobalEvidence`) straight from the backend;
+    (:class:`~gnnaudit.audit.search.results.LocalEvidence` /
+    :class:`~gnnaudit.audit.search.results.GlobalEvidence`) straight from the backend;
     :meth:`local_evidence` / :meth:`global_evidence` are their DataFrames (``to_frame()``).
 
     A test set whose nodes all carry the same prediction has no counterfactual evidence: the
@@ -522,7 +522,7 @@ class CounterfactualEvidence:
     def search_local(self, nodes: Any, k: int = 10) -> LocalEvidence:
         """Top-``k`` counterfactual evidences of each query node (one id or many, batched).
 
-        Returns a :class:`~gnnaudit.audit.evidence_result.LocalEvidence`: one row per query in
+        Returns a :class:`~gnnaudit.audit.search.results.LocalEvidence`: one row per query in
         the given order, padded arrays of width ``min(k, most candidates of any query)``
         (padding: node ``-1``, similarity ``-inf``). A query with fewer than ``k`` candidates
         gets what exists.
@@ -554,7 +554,7 @@ class CounterfactualEvidence:
     def search_global(self, k: int = 100) -> GlobalEvidence:
         """The top-``k`` unordered test-node pairs with different predictions and largest KS.
 
-        Returns a :class:`~gnnaudit.audit.evidence_result.GlobalEvidence` (``node_u <
+        Returns a :class:`~gnnaudit.audit.search.results.GlobalEvidence` (``node_u <
         node_v``, sorted by similarity descending; ties: smaller ``(node_u, node_v)``); fewer
         than ``k`` pairs when fewer exist.
         """

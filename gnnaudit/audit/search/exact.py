@@ -32,9 +32,9 @@ import numpy as np
 
 from gnnaudit._distributed import check_client, map_blocks, n_workers, split_blocks
 from gnnaudit._validation import check_device, check_int
-from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace, check_space
-from gnnaudit.audit.similarity_blocks import DeviceBlocks, HostBlocks
-from gnnaudit.audit.topk import topk_by_row, topk_entries
+from gnnaudit.audit.search.base import EvidenceSearcher, SearchSpace, check_space
+from gnnaudit.audit.search.similarity_blocks import DeviceBlocks, HostBlocks
+from gnnaudit.audit.search.topk import topk_by_row, topk_entries
 
 __all__ = ["ExactSearcher"]
 
@@ -117,7 +117,7 @@ class ExactSearcher(EvidenceSearcher):
     device : where the similarity products run (None / ``"cpu"``: numpy's BLAS; ``"cuda"``
         ...: torch on that device, the embedding copied there once at ``build``). On a device
         the products *and* each block's candidate selection run there
-        (:class:`~gnnaudit.audit.similarity_blocks.DeviceBlocks`); only the candidates come
+        (:class:`~gnnaudit.audit.search.similarity_blocks.DeviceBlocks`); only the candidates come
         back, and the final top-k applies the same tie rule on the host, so results equal the
         CPU path up to the float32 rounding of the products.
     device_block_bytes : similarity-block budget on a device (default 1 GiB; a GPU holds far

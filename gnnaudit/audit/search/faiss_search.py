@@ -13,7 +13,7 @@ answer as the batched path), which halves the per-call overhead around the faiss
 
 Global top-k: the local lists of every node (16 first, grown only for the nodes that can
 still contribute) merged into unique unordered pairs (see
-:func:`gnnaudit.audit.global_pairs.global_pairs_from_local`). Exact if the local lists are
+:func:`gnnaudit.audit.search.global_pairs.global_pairs_from_local`). Exact if the local lists are
 exact; the approximation is only that of the local searches (a missed neighbour can still be
 found from the other end of the pair).
 
@@ -57,14 +57,14 @@ from typing import Any
 import numpy as np
 
 from gnnaudit._validation import check_choice, check_int
-from gnnaudit.audit.search_base import (
+from gnnaudit.audit.search.base import (
     EvidenceSearcher,
     SearchSpace,
     check_space,
     make_rng,
     unknown_params,
 )
-from gnnaudit.audit.topk import (
+from gnnaudit.audit.search.topk import (
     BLOCK_ENTRIES,
     block_topk,
     fill_rows,

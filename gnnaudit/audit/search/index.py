@@ -16,7 +16,7 @@ embedding :math:`x^{agg}` (cosine geometry throughout):
    :math:`SF` the area of a cap of angular radius :math:`\theta` on :math:`S^{d-1}`, :math:`IA`
    the area of the intersection of the caps of radius :math:`\theta` centred at :math:`x_v` and
    at its centroid (a function of the angle between them only, see
-   :mod:`gnnaudit.audit.spherical_caps`; caps that do not meet give :math:`w_v = 1`).
+   :mod:`gnnaudit.audit.search.spherical_caps`; caps that do not meet give :math:`w_v = 1`).
    The next round weights node v by the smallest weight it has had so far (its weight in its
    current index entry): nodes that every earlier partition leaves at a cluster boundary pull
    the next centroids toward them. Each round starts from a fresh k-means++ seeding drawn with
@@ -78,7 +78,7 @@ bucket of size k): the local lists of every test node through the index, merged 
 unordered pairs and cut to the k best. Local top-k lists suffice (a pair {v, u} of the global
 top-k has u among v's local top-k); they are grown adaptively (16 first, longer only for the
 nodes that can still contribute, see
-:func:`~gnnaudit.audit.global_pairs.global_pairs_from_local`). With exact local lists this
+:func:`~gnnaudit.audit.search.global_pairs.global_pairs_from_local`). With exact local lists this
 is exact; with the index it is as approximate as the local lists.
 
 Cost: build ``O(n_partitions * (n_iter + n_clusters) * m * n_clusters * d)`` flops
@@ -100,8 +100,7 @@ import numpy as np
 from tqdm.auto import trange
 
 from gnnaudit._validation import check_array, check_choice, check_float, check_int
-from gnnaudit.audit.evidence_result import LocalEvidence
-from gnnaudit.audit.search_base import (
+from gnnaudit.audit.search.base import (
     EvidenceSearcher,
     SearchSpace,
     check_k,
@@ -110,9 +109,10 @@ from gnnaudit.audit.search_base import (
     make_rng,
     unknown_params,
 )
-from gnnaudit.audit.spherical_caps import cap_intersection_ratio
-from gnnaudit.audit.spherical_kmeans import kmeanspp_seeds, weighted_lloyd
-from gnnaudit.audit.topk import (
+from gnnaudit.audit.search.results import LocalEvidence
+from gnnaudit.audit.search.spherical_caps import cap_intersection_ratio
+from gnnaudit.audit.search.spherical_kmeans import kmeanspp_seeds, weighted_lloyd
+from gnnaudit.audit.search.topk import (
     BLOCK_ENTRIES,
     block_topk,
     fill_rows,
@@ -147,7 +147,7 @@ def _probe_order(csim: np.ndarray, entry: Any) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ProbedLocalEvidence(LocalEvidence):
-    """Local answer of the index: a :class:`~gnnaudit.audit.evidence_result.LocalEvidence`
+    """Local answer of the index: a :class:`~gnnaudit.audit.search.results.LocalEvidence`
     plus, per query, the number of clusters scanned and whether the cap bound certifies the
     answer as exact (it stopped because no unscanned cluster can hold a better candidate, not
     at ``max_probe``). ``head`` / ``select`` return plain ``LocalEvidence``."""
@@ -360,7 +360,7 @@ class IndexSearcher(EvidenceSearcher):
         """Top-k evidences of each query through the index (see module doc).
 
         Returns a :class:`ProbedLocalEvidence`: the usual
-        :class:`~gnnaudit.audit.evidence_result.LocalEvidence` plus the number of clusters
+        :class:`~gnnaudit.audit.search.results.LocalEvidence` plus the number of clusters
         each query scanned and whether its answer is certified exact by the cap bound.
         """
         space = self._built_space()

@@ -22,16 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_int
+from gnnaudit.audit.search.space import SearchSpace
 from gnnaudit.errors import InvalidInputError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from gnnaudit.audit.search_base import SearchSpace
 
 __all__ = ["LocalEvidence", "GlobalEvidence", "LOCAL_COLUMNS", "GLOBAL_COLUMNS"]
 

@@ -1,6 +1,6 @@
 """Similarity blocks of a class-sorted embedding, and the candidates each block hands back.
 
-The exact search (:mod:`gnnaudit.audit.search_exact`) scans blocks of ``E[rows] @ E[cols].T``
+The exact search (:mod:`gnnaudit.audit.search.exact`) scans blocks of ``E[rows] @ E[cols].T``
 and keeps, of each block, only the entries that can still enter a top-k:
 
 * local search: the entries of each row at or above that row's ``k``-th largest value
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from gnnaudit.audit.topk import row_candidates
+from gnnaudit.audit.search.topk import row_candidates
 
 __all__ = ["HostBlocks", "DeviceBlocks"]
 
@@ -62,7 +62,7 @@ class HostBlocks:
         return sim
 
     def local_candidates(self, slots: np.ndarray, lo: int, hi: int, k: int) -> Triplets:
-        """Row candidates (see :func:`~gnnaudit.audit.topk.row_candidates`) of :meth:`outside`."""
+        """Row candidates (see :func:`~gnnaudit.audit.search.topk.row_candidates`) of :meth:`outside`."""
         return row_candidates(self.outside(slots, lo, hi), k)
 
     def global_candidates(self, r0: int, r1: int, c0: int, c1: int, thr: float, k: int) -> Triplets:

@@ -16,7 +16,7 @@ the current predictions, at a cost independent of the embedding dimension.
   candidates there are rescanned with a 4x wider window until k are found or the row is
   exhausted. Time :math:`O(q \cdot \text{window})` per call.
 * **Global top-k**: a pair {v, u} (v < u) of the global top-k has u among v's local top-k
-  (see :mod:`gnnaudit.audit.global_pairs`), so the global answer is the k best entries
+  (see :mod:`gnnaudit.audit.search.global_pairs`), so the global answer is the k best entries
   ``(v, u)``, ``u > v``, of the local top-k lists of every node -- each pair met once, from
   its smaller end. The lists are scanned in row chunks, grown adaptively (16 entries first,
   longer only for nodes that can still contribute) and merged into a running top-k by
@@ -34,7 +34,7 @@ the current predictions, at a cost independent of the embedding dimension.
 positions in the smallest unsigned type (``b`` = 1, 2 or 4 bytes for ``m`` <= 256, 65,536 or
 more). Above ``max_nodes`` test nodes (default :data:`DEFAULT_MAX_NODES` = 4,000, i.e. 96 MB
 at the cap) **no m x m array is built**: the searcher falls back to the blocked
-:class:`~gnnaudit.audit.search_exact.ExactSearcher` (memory ``O(block_bytes)``) and says so
+:class:`~gnnaudit.audit.search.exact.ExactSearcher` (memory ``O(block_bytes)``) and says so
 (``uses_sorted_order`` is False, logged at INFO). Build temporaries are bounded by
 ``block_bytes`` (24 bytes per similarity of a row block); a search by ``block_bytes`` plus its
 ``O(q k)`` answer.
@@ -57,11 +57,11 @@ from typing import Any
 import numpy as np
 
 from gnnaudit._validation import check_array, check_int
-from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
-from gnnaudit.audit.global_pairs import FIRST_LIST_LENGTH
-from gnnaudit.audit.search_base import EvidenceSearcher, SearchSpace, check_space
-from gnnaudit.audit.search_exact import ExactSearcher
-from gnnaudit.audit.topk import topk_entries
+from gnnaudit.audit.search.base import EvidenceSearcher, SearchSpace, check_space
+from gnnaudit.audit.search.exact import ExactSearcher
+from gnnaudit.audit.search.global_pairs import FIRST_LIST_LENGTH
+from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
+from gnnaudit.audit.search.topk import topk_entries
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["SortedSimilaritySearcher", "SimilarityOrder", "embedding_digest", "DEFAULT_MAX_NODES"]
@@ -137,7 +137,7 @@ class SortedSimilaritySearcher(EvidenceSearcher):
     Parameters
     ----------
     max_nodes : largest search space that gets an ``m x m`` order (default 4,000: 96 MB);
-        larger spaces are searched by :class:`~gnnaudit.audit.search_exact.ExactSearcher`.
+        larger spaces are searched by :class:`~gnnaudit.audit.search.exact.ExactSearcher`.
     block_bytes : memory budget of the build's and the scans' temporaries (default 64 MiB),
         also passed to the exact fallback.
     progress : tqdm bars for the build (and the fallback's long searches).
@@ -145,7 +145,7 @@ class SortedSimilaritySearcher(EvidenceSearcher):
 
     Attributes (after ``build``)
     ----------------------------
-    space_ : the validated :class:`~gnnaudit.audit.search_base.SearchSpace`.
+    space_ : the validated :class:`~gnnaudit.audit.search.base.SearchSpace`.
     order_ : the :class:`SimilarityOrder` (None when the space exceeds ``max_nodes``).
     fallback_ : the exact searcher used above ``max_nodes`` (None otherwise).
     """
@@ -239,7 +239,7 @@ class SortedSimilaritySearcher(EvidenceSearcher):
     def _global_positions(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The k best ``(v, u)``, ``u > v``, of every node's local top-k (module doc), with
         the lists grown adaptively as in
-        :func:`~gnnaudit.audit.global_pairs.global_pairs_from_local`: ``min(k, 16)`` entries
+        :func:`~gnnaudit.audit.search.global_pairs.global_pairs_from_local`: ``min(k, 16)`` entries
         per node first, then doubled only for the nodes whose last entry can still reach the
         current k-th best pair (a longer list repeats the shorter one as its prefix, so only
         the new entries are merged)."""

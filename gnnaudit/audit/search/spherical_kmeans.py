@@ -10,7 +10,7 @@ Seeding is spherical k-means++ with sampling probability
 favoured. Both steps are matrix products (float32) plus one sparse weighted sum per Lloyd
 iteration: ``O(n_iter * m * k * d)`` time, ``O(m * k)`` extra memory.
 
-Building blocks of :class:`~gnnaudit.audit.search_index.IndexSearcher`, whose ``build``
+Building blocks of :class:`~gnnaudit.audit.search.index.IndexSearcher`, whose ``build``
 validates the embedding (finite unit rows): they trust their input.
 """
 

@@ -8,7 +8,7 @@ of ``max_nodes`` at node scope) and the sensitive groups, and computes the factu
 (:func:`~gnnaudit.audit.interventions.alternatives`):
 
 * node scope: one pass per batch of the receptive-field plan
-  (:func:`~gnnaudit.audit.receptive_field.plan_batches`, computed once for all features) with
+  (:func:`~gnnaudit.audit.sensitivity.receptive_field.plan_batches`, computed once for all features) with
   the batch's own values changed, then the exactness safeguard (:data:`SAFEGUARD_NODES` nodes
   re-predicted with every audited feature changed, in one pass when their L-hop balls are
   disjoint, else one pass each: no output outside their L-hop
@@ -62,7 +62,7 @@ from gnnaudit.audit.interventions import (
     quantile_bins,
 )
 from gnnaudit.audit.model_adapter import ModelAdapter
-from gnnaudit.audit.receptive_field import (
+from gnnaudit.audit.sensitivity.receptive_field import (
     BatchPlan,
     hop_adjacency,
     l_hop_ball,

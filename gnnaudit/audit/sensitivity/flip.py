@@ -27,7 +27,7 @@ Two scopes:
     Only the audited node's own value changes, each node alone: :math:`\tilde X` differs from
     :math:`X` in row ``v`` only. The result equals one forward pass per node (the oracle) at far
     lower cost: audited nodes more than L hops apart (L = receptive-field radius) share a forward
-    pass on the full graph (:mod:`gnnaudit.audit.receptive_field`), so the number of passes per
+    pass on the full graph (:mod:`gnnaudit.audit.sensitivity.receptive_field`), so the number of passes per
     counterfactual value is the number of batches, at most :math:`\Delta + 1` (:math:`\Delta` =
     the most audited nodes within L hops of one audited node), instead of m. Full-graph passes
     keep every degree normalisation exact. L is ``num_hops`` or inferred from the model's
@@ -68,8 +68,7 @@ from gnnaudit.audit.interventions import (
     resolve_feature,
     resolve_features,
 )
-from gnnaudit.audit.receptive_field import BatchPlan
-from gnnaudit.audit.sensitivity_engine import (
+from gnnaudit.audit.sensitivity.engine import (
     MAX_NODES,
     SAFEGUARD_NODES,
     AuditedGraph,
@@ -78,6 +77,7 @@ from gnnaudit.audit.sensitivity_engine import (
     run_interventions,
     seeded,
 )
+from gnnaudit.audit.sensitivity.receptive_field import BatchPlan
 from gnnaudit.errors import InvalidInputError
 
 __all__ = [
@@ -361,7 +361,7 @@ def counterfactual_flip(
     kind : ``"auto"`` (detected), or ``"binary"`` / ``"categorical"`` / ``"one-hot"`` /
         ``"continuous"`` to insist (a mismatch raises :class:`InvalidInputError`).
     num_hops : receptive-field radius L for node scope (default: inferred, see
-        :func:`~gnnaudit.audit.receptive_field.infer_num_hops`; required for a plain callable or
+        :func:`~gnnaudit.audit.sensitivity.receptive_field.infer_num_hops`; required for a plain callable or
         ``predict_fn``).
     max_nodes : node scope audits a seeded sample of this many nodes when there are more
         (default 2000).

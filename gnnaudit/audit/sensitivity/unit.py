@@ -1,8 +1,8 @@
 """Audit unit: does the model's decision change when the sensitive attribute changes?
 
-The unit runs :func:`~gnnaudit.audit.sensitivity.counterfactual_flip` on the sensitive
+The unit runs :func:`~gnnaudit.audit.sensitivity.flip.counterfactual_flip` on the sensitive
 attribute at both scopes (the audited node's own value alone, and every node at once), and
-ranks every feature by the same intervention (:func:`~gnnaudit.audit.sensitivity.
+ranks every feature by the same intervention (:func:`~gnnaudit.audit.sensitivity.flip.
 sensitivity_table`), so a reader sees both *how much* the decisions depend on the attribute
 and *whether it matters more than the other inputs*.
 
@@ -19,9 +19,9 @@ Cost control: the ranking needs one intervention per counterfactual value of eve
 (``B`` batched passes each at node scope, one full-graph pass at graph scope). It runs when the
 features have at most ``max_rank_values`` counterfactual values in all (default
 :data:`MAX_RANK_VALUES`); above that (e.g. thousands of bag-of-words columns) the ranking is
-skipped with a note and :func:`~gnnaudit.audit.sensitivity.feature_sensitivity` can be called on
+skipped with a note and :func:`~gnnaudit.audit.sensitivity.flip.feature_sensitivity` can be called on
 a chosen subset. Node scope audits a seeded sample of at most ``max_nodes`` nodes
-(:data:`~gnnaudit.audit.sensitivity.MAX_NODES`) with passes on their neighbourhood subgraphs.
+(:data:`~gnnaudit.audit.sensitivity.flip.MAX_NODES`) with passes on their neighbourhood subgraphs.
 Large graphs (more than :data:`LARGE_GRAPH_NODES` nodes, unless ``max_nodes`` / ``rank`` are
 given explicitly): the ranking is skipped and node scope samples
 :data:`LARGE_GRAPH_MAX_NODES` nodes, both stated in the section's notes.
@@ -39,9 +39,8 @@ import torch
 
 from gnnaudit._validation import check_int
 from gnnaudit.audit.interventions import resolve_feature, resolve_features
-from gnnaudit.audit.receptive_field import resolve_num_hops
-from gnnaudit.audit.report_section import Figure, Finding, ReportSection
-from gnnaudit.audit.sensitivity import (
+from gnnaudit.audit.report.section import Figure, Finding, ReportSection
+from gnnaudit.audit.sensitivity.flip import (
     MAX_NODES,
     SCOPES,
     FlipOptions,
@@ -49,6 +48,7 @@ from gnnaudit.audit.sensitivity import (
     sensitivity_results,
     sensitivity_table,
 )
+from gnnaudit.audit.sensitivity.receptive_field import resolve_num_hops
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
 
@@ -101,7 +101,7 @@ class SensitivityAudit(AuditResult):
     feature : the sensitive attribute's name.
     flips : scope -> :class:`FlipResult` of the sensitive attribute (scopes that could run).
     rankings : scope -> ranking table of every feature (columns of
-        :data:`~gnnaudit.audit.sensitivity.SENSITIVITY_COLUMNS`); empty when skipped.
+        :data:`~gnnaudit.audit.sensitivity.flip.SENSITIVITY_COLUMNS`); empty when skipped.
     notes : why a scope or a ranking was skipped, sampling notes.
     """
 
@@ -262,7 +262,7 @@ class SensitivityUnit(AuditUnit):
     num_hops : the model's receptive-field radius for node scope (default: inferred from its
         ``MessagePassing`` layers; node scope is skipped with a note when it cannot be).
     max_nodes : node-scope sample size (see :func:`counterfactual_flip`); None (default):
-        :data:`~gnnaudit.audit.sensitivity.MAX_NODES`, or :data:`LARGE_GRAPH_MAX_NODES` above
+        :data:`~gnnaudit.audit.sensitivity.flip.MAX_NODES`, or :data:`LARGE_GRAPH_MAX_NODES` above
         :data:`LARGE_GRAPH_NODES` graph nodes.
     max_rank_values : most counterfactual values the ranking intervenes on (module docstring).
     """
