@@ -115,7 +115,7 @@ def check_threads(n: Any) -> int:
     try:
         return check_int("threads", n, minimum=1, maximum=4096)
     except InvalidInputError as exc:
-        raise InvalidInputError(f"{exc} (the number of CPU threads, an integer >= 1)") from None
+        raise InvalidInputError(f"{exc} (the number of CPU threads, an integer >= 1)") from exc
 
 
 def configure_threads(n: Any = None, *, num_nodes: Any = None) -> ThreadChoice:

@@ -268,7 +268,9 @@ class AuditContext:
     @cached_property
     def logits(self) -> torch.Tensor:
         """``(n, C)`` logits of the model on the graph (one forward pass, CPU)."""
-        return self.adapter.logits(self.data.x, self.data.edge_index)
+        return self.adapter.logits(
+            self.data.x, self.data.edge_index, stage="the audit's predictions"
+        )
 
     @cached_property
     def predictions(self) -> np.ndarray:

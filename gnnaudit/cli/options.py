@@ -75,10 +75,10 @@ def threads_argument(text: str) -> int:
 
     try:
         return check_threads(int(text))
-    except (ValueError, InvalidInputError):
+    except (ValueError, InvalidInputError) as exc:
         raise argparse.ArgumentTypeError(
             f"must be an integer >= 1 (the number of CPU threads), got {text!r}"
-        ) from None
+        ) from exc
 
 
 def add_global_options(parser: argparse.ArgumentParser, *, in_subcommand: bool) -> None:

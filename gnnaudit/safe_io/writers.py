@@ -33,24 +33,24 @@ def _commit_file(tmp: Path, target: Path, name: str, force: bool) -> None:
             return
         try:
             os.link(tmp, target)  # atomic no-clobber: fails if the target appeared meanwhile
-        except FileExistsError:
+        except FileExistsError as exc:
             raise InvalidInputError(
                 f"{name}: {str(target)!r} was created by someone else while this run was "
                 "writing; pass force=True (--force) to overwrite it"
-            ) from None
-        except OSError:  # file system without hard links
+            ) from exc
+        except OSError as exc:  # file system without hard links
             if os.path.lexists(target):
                 raise InvalidInputError(
                     f"{name}: {str(target)!r} already exists; pass force=True (--force) to "
                     "overwrite it"
-                ) from None
+                ) from exc
             os.replace(tmp, target)
             return
         tmp.unlink()
-    except IsADirectoryError:
-        raise InvalidInputError(f"{name}: {str(target)!r} is a folder, expected a file") from None
+    except IsADirectoryError as exc:
+        raise InvalidInputError(f"{name}: {str(target)!r} is a folder, expected a file") from exc
     except OSError as exc:
-        raise InvalidInputError(f"{name}: cannot write {str(target)!r}: {os_reason(exc)}") from None
+        raise InvalidInputError(f"{name}: cannot write {str(target)!r}: {os_reason(exc)}") from exc
 
 
 @contextlib.contextmanager
@@ -73,7 +73,7 @@ def atomic_file(path: PathLike, *, name: str = "out", force: bool = False) -> It
     try:
         tmp = create_sibling_file(target)
     except OSError as exc:
-        raise InvalidInputError(f"{name}: cannot write {str(target)!r}: {os_reason(exc)}") from None
+        raise InvalidInputError(f"{name}: cannot write {str(target)!r}: {os_reason(exc)}") from exc
     try:
         yield tmp
         _commit_file(tmp, target, name, force)
@@ -92,7 +92,7 @@ def atomic_write_bytes(
         except OSError as exc:
             raise InvalidInputError(
                 f"{name}: cannot write {str(path)!r}: {os_reason(exc)}"
-            ) from None
+            ) from exc
     return Path(path)
 
 
@@ -114,11 +114,11 @@ def _commit_dir(tmp: Path, target: Path, name: str, force: bool) -> None:
                     raise InvalidInputError(
                         f"{name}: {str(target)!r} became a file while this run was writing; "
                         f"its results are in {str(tmp)!r}"
-                    ) from None
+                    ) from exc
                 raise InvalidInputError(
                     f"{name}: cannot move the results into {str(target)!r}: {os_reason(exc)}; "
                     f"they are in {str(tmp)!r}"
-                ) from None
+                ) from exc
         if not force:
             raise InvalidInputError(
                 f"{name}: folder {str(target)!r} was filled by another run while this one was "
@@ -133,7 +133,7 @@ def _commit_dir(tmp: Path, target: Path, name: str, force: bool) -> None:
             raise InvalidInputError(
                 f"{name}: cannot replace {str(target)!r}: {os_reason(exc)}; results are in "
                 f"{str(tmp)!r}"
-            ) from None
+            ) from exc
         try:
             os.rename(tmp, target)
         except OSError:
@@ -186,9 +186,7 @@ def atomic_output_dir(path: PathLike, force: bool = False, *, name: str = "out")
         if tmp is None:
             raise OSError(errno.EEXIST, "could not create a unique temporary folder")
     except OSError as exc:
-        raise InvalidInputError(
-            f"{name}: cannot create {str(target)!r}: {os_reason(exc)}"
-        ) from None
+        raise InvalidInputError(f"{name}: cannot create {str(target)!r}: {os_reason(exc)}") from exc
     try:
         yield tmp
     except BaseException:

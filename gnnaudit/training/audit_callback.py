@@ -48,8 +48,8 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from gnnaudit._validation import check_choice, check_float, check_int
-from gnnaudit.audit.search import sorted_scan as search_sorted
 from gnnaudit.audit.fairness.discrimination import arrays_to_table, code_features, score_arrays
+from gnnaudit.audit.search import sorted_scan as search_sorted
 from gnnaudit.audit.search.base import SearchSpace
 from gnnaudit.audit.search.inputs import node_features
 from gnnaudit.audit.search.sorted_scan import SortedSimilaritySearcher

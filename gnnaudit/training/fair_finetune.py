@@ -410,7 +410,7 @@ class FairFinetune(L.LightningModule):
                 **options,
             )
         except TypeError as exc:
-            raise InvalidInputError(f"FairFinetune.finetune: {exc}") from None
+            raise InvalidInputError(f"FairFinetune.finetune: {exc}") from exc
         with quiet_lightning(False):
             L.seed_everything(random_state, workers=True, verbose=False)
             trainer = make_trainer(epochs, trainer_kwargs, limit_val_batches=0)

@@ -406,7 +406,7 @@ class EvidenceFinetuneUnit(AuditUnit):
                 ctx.adapter.model, ctx.data, ctx.evidence, **self.finetune_kwargs
             )
         except TypeError as exc:
-            raise InvalidInputError(f"finetune_kwargs not accepted: {exc}") from None
+            raise InvalidInputError(f"finetune_kwargs not accepted: {exc}") from exc
         result = finetune_on_evidences(
             ctx.adapter.model,
             ctx.data,

@@ -310,7 +310,7 @@ class MitigationUnit(AuditUnit):
                     **kwargs,
                 )
             except TypeError as exc:
-                raise InvalidInputError(f"MitigationUnit options not accepted: {exc}") from None
+                raise InvalidInputError(f"MitigationUnit options not accepted: {exc}") from exc
 
         def measure(m: torch.nn.Module, n_boot: int) -> pd.DataFrame:
             return mitigation_metrics(

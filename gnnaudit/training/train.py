@@ -156,7 +156,7 @@ def make_trainer(
     try:
         return L.Trainer(**settings)
     except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"invalid Trainer settings {trainer_kwargs!r}: {exc}") from None
+        raise InvalidInputError(f"invalid Trainer settings {trainer_kwargs!r}: {exc}") from exc
 
 
 def majority_rate(data: Data, mask: str = "test_mask") -> float:
@@ -327,5 +327,5 @@ def load_node_classifier(
         module = NodeClassifier(**hparams)
         module.load_state_dict(ckpt["state_dict"])
     except (TypeError, RuntimeError) as exc:
-        raise InvalidInputError(f"{path} does not match NodeClassifier: {exc}") from None
+        raise InvalidInputError(f"{path} does not match NodeClassifier: {exc}") from exc
     return module.eval()

@@ -134,7 +134,7 @@ def forward_with_embeddings(
         else target.register_forward_hook(post_hook)
     )
     try:
-        logits = adapter.logits(data.x, data.edge_index)
+        logits = adapter.logits(data.x, data.edge_index, stage="the embedding audit")
     finally:
         handle.remove()
     n = int(data.x.size(0))

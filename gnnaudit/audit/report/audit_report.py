@@ -239,7 +239,7 @@ class AuditReport:
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise InvalidInputError(f"cannot write the report into {str(out)!r}: {exc}") from None
+            raise InvalidInputError(f"cannot write the report into {str(out)!r}: {exc}") from exc
         for kind, text in texts.items():
             atomic_write_text(paths[kind], text, name="out_dir", force=True)
         if self.checkpoints:

@@ -28,132 +28,47 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from sklearn.base import BaseEstimator
 
 from gnnaudit._distributed import check_client
-from gnnaudit._validation import (
-    check_choice,
-    check_device,
-    check_edge_index,
-    check_finite_tensor,
-    check_fitted,
-    check_float,
-    check_int,
+from gnnaudit._params import RANDOM_STATE, InstanceOf, Integer, Options, Real, validate_parameters
+from gnnaudit._validation import check_device, check_edge_index, check_fitted, check_int
+from gnnaudit.audit.search.backends import (
+    AUTO_FAISS_MIN_DIMS,
+    AUTO_FAISS_MIN_NODES,
+    AUTO_FAISS_MIN_NODES_LOW_DIM,
+    BACKENDS,
+    make_searcher,
+    resolve_backend,
 )
 from gnnaudit.audit.search.base import EvidenceSearcher, SearchSpace
+from gnnaudit.audit.search.fit_inputs import (
+    check_predictions,
+    model_predictions,
+    node_array,
+    precision_for_ks,
+    resolve_mask,
+    stored_ks,
+    unit_rows,
+)
 from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
 from gnnaudit.errors import GnnAuditError, InvalidInputError
-from gnnaudit.graph_ops.neighbourhood import (
-    KSEmbedding,
-    ks_embedding,
-    ks_input_bound,
-    rescale_rows,
-)
+from gnnaudit.graph_ops.neighbourhood import ks_embedding, rescale_rows
 
-__all__ = ["CounterfactualEvidence", "make_searcher", "resolve_backend", "BACKENDS"]
+__all__ = [
+    "CounterfactualEvidence",
+    "make_searcher",
+    "resolve_backend",
+    "BACKENDS",
+    "AUTO_FAISS_MIN_NODES",
+    "AUTO_FAISS_MIN_DIMS",
+    "AUTO_FAISS_MIN_NODES_LOW_DIM",
+]
 
 logger = logging.getLogger(__name__)
 
-#: Backend names accepted by ``CounterfactualEvidence(backend=...)``.
-BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss", "auto")
 
-#: ``backend="auto"`` picks ``"faiss"`` (IVF, :mod:`~gnnaudit.audit.search.faiss_search` defaults)
-#: from this many test nodes on when the embedding has at least
-#: :data:`AUTO_FAISS_MIN_DIMS` dimensions, ``"exact"`` below. Measured crossover
-#: (``benchmarks/bench_search_crossover.py`` -> ``benchmarks/results/search_crossover.md``,
-#: clustered unit embeddings, 3 classes, one thread, a loaded 2-core machine): the tuned IVF
-#: answers batched and single local queries faster than the exact search from 5,000 nodes on,
-#: but only 1.3-2.7x (single) / 1.3-2.3x (batch) at 5,000-20,000 nodes and with recall@10
-#: 0.92-0.97; at 50,000 x 128 it is 3.1x (batch) / 4.5x (single) faster at recall 1.000 and
-#: its build (k-means per class, 2.4 s) is repaid by an audit's all-node queries (17 s vs
-#: 46 s); at 100,000 x 128 6.6x / 8.6x at recall 1.000. The paper's index (LocalCE-I) was
-#: slower than exact at every measured size (5,000-100,000; 0.07-0.27x batch) and is kept
-#: for fidelity only, never chosen by ``"auto"``.
-AUTO_FAISS_MIN_NODES: int = 50_000
-#: ... in fewer dimensions the IVF lists of clustered data overlap more: recall@10 0.92-0.94
-#: up to 50,000 nodes at d = 16, 0.954 at 100,000, so ``"auto"`` waits for
-#: :data:`AUTO_FAISS_MIN_NODES_LOW_DIM` nodes there.
-AUTO_FAISS_MIN_DIMS: int = 32
-AUTO_FAISS_MIN_NODES_LOW_DIM: int = 100_000
-
-
-def resolve_backend(backend: str, n_nodes: int, n_dims: int) -> str:
-    """The backend ``backend`` stands for on ``n_nodes`` test nodes of ``n_dims`` dimensions:
-    itself, or for ``"auto"`` ``"faiss"`` from :data:`AUTO_FAISS_MIN_NODES` nodes (with at
-    least :data:`AUTO_FAISS_MIN_DIMS` dimensions, else from
-    :data:`AUTO_FAISS_MIN_NODES_LOW_DIM` nodes) and ``"exact"`` below."""
-    backend = check_choice("backend", backend, BACKENDS)
-    if backend != "auto":
-        return backend
-    wide = n_dims >= AUTO_FAISS_MIN_DIMS
-    threshold = AUTO_FAISS_MIN_NODES if wide else AUTO_FAISS_MIN_NODES_LOW_DIM
-    return "faiss" if n_nodes >= threshold else "exact"
-
-
-def make_searcher(
-    backend: str,
-    random_state: Any = 0,
-    index_params: Mapping[str, Any] | None = None,
-    progress: bool = False,
-) -> EvidenceSearcher:
-    """Instantiate the search backend ``backend`` (imports ``index`` / ``faiss`` lazily).
-
-    ``index_params`` are passed as keyword arguments to the backend's constructor
-    (``ExactSearcher(block_bytes=...)``, ``SortedSimilaritySearcher(max_nodes=...)``,
-    ``IndexSearcher(...)``, ``FaissSearcher(...)``). ``"auto"`` must be resolved first
-    (:func:`resolve_backend`): it depends on the search space.
-    """
-    backend = check_choice("backend", backend, BACKENDS)
-    if backend == "auto":
-        raise InvalidInputError(
-            "backend='auto' depends on the data: resolve it with resolve_backend(backend, "
-            "n_nodes, n_dims) before make_searcher"
-        )
-    params = dict(index_params or {})
-    try:
-        if backend == "exact":
-            from gnnaudit.audit.search.exact import ExactSearcher
-
-            params.setdefault("progress", progress)
-            return ExactSearcher(random_state=random_state, **params)
-        if backend == "sorted":
-            from gnnaudit.audit.search.sorted_scan import SortedSimilaritySearcher
-
-            params.setdefault("progress", progress)
-            return SortedSimilaritySearcher(random_state=random_state, **params)
-        if backend == "index":
-            from gnnaudit.audit.search.index import IndexSearcher
-
-            return IndexSearcher(random_state=random_state, **params)
-        from gnnaudit.audit.search.faiss_search import FaissSearcher
-
-        return FaissSearcher(random_state=random_state, **params)
-    except ImportError as exc:
-        raise InvalidInputError(f"backend={backend!r} is not available: {exc}") from None
-    except TypeError as exc:
-        raise InvalidInputError(
-            f"index_params={index_params!r} are not accepted by backend {backend!r}: {exc}"
-        ) from None
-
-
-def _node_array(name: str, value: Any) -> np.ndarray:
-    """``value`` (an int, a sequence or a tensor of ints) as a 1-D int64 array."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().numpy()
-    arr = np.asarray(value)
-    if arr.dtype == bool or arr.dtype.kind not in "iu":
-        if (
-            arr.dtype.kind == "f"
-            and arr.size
-            and np.all(np.isfinite(arr))
-            and np.all(arr == np.round(arr))
-        ):
-            arr = arr.astype(np.int64)
-        else:
-            raise InvalidInputError(f"{name} must be integer node ids, got {value!r:.80}")
-    return arr.astype(np.int64).reshape(-1)
-
-
-class CounterfactualEvidence:
+class CounterfactualEvidence(BaseEstimator):
     """Search counterfactual evidences among the test nodes of a graph (scikit-learn style).
 
     Parameters
@@ -194,9 +109,25 @@ class CounterfactualEvidence:
     :class:`~gnnaudit.audit.search.results.GlobalEvidence`) straight from the backend;
     :meth:`local_evidence` / :meth:`global_evidence` are their DataFrames (``to_frame()``).
 
+    A scikit-learn estimator: ``get_params`` / ``set_params`` / ``clone`` work, the parameters
+    are checked at the start of :meth:`fit` (:attr:`_parameter_constraints`, an
+    :class:`~gnnaudit.errors.InvalidInputError` naming the parameter), and ``fit`` sets only
+    the trailing-underscore attributes above.
+
     A test set whose nodes all carry the same prediction has no counterfactual evidence: the
     queries then return an empty result and emit a ``UserWarning``.
     """
+
+    _parameter_constraints: dict[str, list[Any]] = {
+        "num_hops": [Integer(0, None)],
+        "alpha": [Real(0.0, 1.0)],
+        "backend": [Options(*BACKENDS)],
+        "index_params": [InstanceOf(Mapping, "a dict of backend keyword arguments"), None],
+        "random_state": [RANDOM_STATE],
+        "progress": [InstanceOf((bool, np.bool_), "True or False")],
+        "device": [InstanceOf((str, torch.device), "'auto', a device string or a torch.device")],
+    }
+    # ``client`` is checked by :func:`gnnaudit._distributed.check_client` (it imports dask)
 
     def __init__(
         self,
@@ -218,23 +149,6 @@ class CounterfactualEvidence:
         self.device = device
         self.client = client
 
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """The constructor parameters by name (scikit-learn's ``get_params``; ``deep`` is unused)."""
-        return {
-            "num_hops": self.num_hops,
-            "alpha": self.alpha,
-            "backend": self.backend,
-            "index_params": self.index_params,
-            "random_state": self.random_state,
-            "progress": self.progress,
-            "device": self.device,
-            "client": self.client,
-        }
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
-
     # -------------------------------------------------------------------- fit
     def fit(
         self,
@@ -255,23 +169,59 @@ class CounterfactualEvidence:
             nodes in ascending id order; or (n, C) scores (argmax is taken).
         model : alternatively, a callable ``model(x, edge_index) -> logits`` (n, C); it is put
             in eval mode (``.eval()`` if it has it, mode restored afterwards) and run under
-            ``torch.no_grad()``.
+            ``torch.no_grad()``. An exception it raises propagates as itself, with a note
+            naming the stage.
         mask : the test nodes: a boolean mask of length n or integer node ids. Default:
             ``data.test_mask`` if present, else every node.
         """
-        num_hops = check_int("num_hops", self.num_hops, minimum=0)
-        alpha = check_float("alpha", self.alpha, minimum=0.0, maximum=1.0)
-        check_choice("backend", self.backend, BACKENDS)
+        validate_parameters(self)
         client = check_client(self.client)
         if client is not None and self.backend not in ("exact", "auto"):
             raise InvalidInputError(
                 f"client= is supported by backend='exact' only ('auto' then means exact), "
                 f"got backend={self.backend!r}"
             )
-        if self.index_params is not None and not isinstance(self.index_params, Mapping):
-            raise InvalidInputError(
-                f"index_params must be a dict or None, got {type(self.index_params).__name__}"
+        x, edge_index = self._graph(data)
+        n = int(x.size(0))
+        node_ids = resolve_mask(mask, data, n)
+        if predictions is not None and model is not None:
+            raise InvalidInputError("give either predictions or model, not both")
+        if predictions is None and model is None:
+            raise InvalidInputError("fit needs predictions or a model to compute them")
+        if model is not None:
+            pred_test = model_predictions(model, x, edge_index, n)[node_ids]
+        else:
+            pred_test = check_predictions(predictions, n, node_ids)
+        ks = stored_ks(data, n, self.num_hops, self.alpha)
+        if ks is None:
+            ks = ks_embedding(
+                precision_for_ks(x, self.num_hops),
+                edge_index,
+                self.num_hops,
+                self.alpha,
+                progress=self.progress,
+                device=self.device,
+            ).cpu()
+        space = SearchSpace(
+            embedding=unit_rows(ks, node_ids), predictions=pred_test, node_ids=node_ids
+        )
+        self.backend_, self.searcher_ = self._build_searcher(space, x.device, client)
+        self.ks_ = ks
+        self.node_ids_ = node_ids
+        self.predictions_ = pred_test
+        self.classes_ = np.unique(pred_test)
+        self.space_ = space
+        if self.classes_.size < 2:
+            logger.warning(
+                "all %d test nodes share the predicted class %s: there is no counterfactual evidence",
+                node_ids.size,
+                self.classes_.tolist(),
             )
+        return self
+
+    @staticmethod
+    def _graph(data: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """``data.x`` as a 2-D tensor and ``data.edge_index``, validated."""
         x = getattr(data, "x", None)
         edge_index = getattr(data, "edge_index", None)
         if x is None or edge_index is None:
@@ -282,31 +232,13 @@ class CounterfactualEvidence:
             raise InvalidInputError(
                 f"data.x must have shape [num_nodes, num_features], got {tuple(x.shape)}"
             )
-        n = int(x.size(0))
-        edge_index = check_edge_index("data.edge_index", edge_index, n)
-        node_ids = self._resolve_mask(mask, data, n)
+        return x, check_edge_index("data.edge_index", edge_index, int(x.size(0)))
 
-        if predictions is not None and model is not None:
-            raise InvalidInputError("give either predictions or model, not both")
-        if predictions is None and model is None:
-            raise InvalidInputError("fit needs predictions or a model to compute them")
-        if model is not None:
-            pred_test = self._predict(model, x, edge_index, n)[node_ids]
-        else:
-            pred_test = self._check_predictions(predictions, n, node_ids)
-
-        ks = self._stored_ks(data, n, num_hops, alpha)
-        if ks is None:
-            x_ks = self._precision_for_ks(x, num_hops)
-            ks = ks_embedding(
-                x_ks, edge_index, num_hops, alpha, progress=self.progress, device=self.device
-            ).cpu()
-        emb = _unit_rows(ks, node_ids)
-        space = SearchSpace(
-            embedding=emb,
-            predictions=pred_test,
-            node_ids=node_ids,
-        )
+    def _build_searcher(
+        self, space: SearchSpace, data_device: torch.device, client: Any
+    ) -> tuple[str, EvidenceSearcher]:
+        """``(backend, searcher)``: the backend ``backend`` resolves to on ``space``, built."""
+        emb = space.embedding
         params = dict(self.index_params or {})
         backend = resolve_backend(self.backend, int(emb.shape[0]), int(emb.shape[1]))
         if client is not None:
@@ -320,173 +252,18 @@ class CounterfactualEvidence:
             )
             if backend == "faiss":
                 params.setdefault("index_type", "ivf")
-        device = check_device("device", self.device, auto=x.device)
+        device = check_device("device", self.device, auto=data_device)
         if backend == "exact" and device.type != "cpu" and client is None:
             params.setdefault("device", device)  # similarity products where the data lives
         if client is not None:
             params.setdefault("client", client)
         searcher = make_searcher(backend, self.random_state, params, self.progress)
         searcher.build(space)
-        self.backend_ = backend
-
-        self.ks_ = ks
-        self.node_ids_ = node_ids
-        self.predictions_ = pred_test
-        self.classes_ = np.unique(pred_test)
-        self.space_ = space
-        self.searcher_ = searcher
-        if self.classes_.size < 2:
-            logger.warning(
-                "all %d test nodes share the predicted class %s: there is no counterfactual evidence",
-                node_ids.size,
-                self.classes_.tolist(),
-            )
-        return self
-
-    @staticmethod
-    def _precision_for_ks(x: torch.Tensor, num_hops: int) -> torch.Tensor:
-        """``x``, or ``x`` in float64 when its magnitude would overflow ``x^agg`` in its own
-        float dtype (:func:`~gnnaudit.graph_ops.neighbourhood.ks_input_bound`): the search
-        needs only cosines, and float64 holds every float32 / float16 value exactly."""
-        if not x.is_floating_point() or x.dtype == torch.float64:
-            return x
-        largest = float(torch.linalg.vector_norm(x.detach(), ord=float("inf")))
-        if largest <= ks_input_bound(x.dtype, num_hops) or largest != largest:  # NaN: checked later
-            return x
-        logger.info(
-            "data.x (%s) has entries up to %.3g: the KS embedding would overflow %s, computing "
-            "it in float64",
-            x.dtype,
-            largest,
-            x.dtype,
-        )
-        return x.to(torch.float64)
-
-    @staticmethod
-    def _stored_ks(data: Any, n: int, num_hops: int, alpha: float) -> torch.Tensor | None:
-        """``data.ks`` when the :class:`~gnnaudit.graph_ops.KSEmbedding` transform wrote it
-        with these parameters (validated), else None (logged at INFO when ``data.ks`` exists
-        but cannot be used)."""
-        if getattr(data, "ks", None) is None:
-            return None
-        recorded = KSEmbedding.recorded_params(data)
-        if recorded != (num_hops, alpha):
-            logger.info(
-                "data.ks was written with %s, not num_hops=%d, alpha=%s: recomputing the KS "
-                "embedding",
-                "unrecorded parameters"
-                if recorded is None
-                else f"num_hops={recorded[0]}, alpha={recorded[1]}",
-                num_hops,
-                alpha,
-            )
-            return None
-        ks = data.ks
-        if not isinstance(ks, torch.Tensor):
-            ks = torch.as_tensor(np.asarray(ks))
-        if ks.dim() != 2 or ks.size(0) != n or not ks.is_floating_point():
-            raise InvalidInputError(
-                f"data.ks (written by KSEmbedding) must be a float tensor of shape [{n}, d], got "
-                f"{ks.dtype} {tuple(ks.shape)}"
-            )
-        check_finite_tensor("data.ks", ks)
-        logger.info(
-            "reusing data.ks written by KSEmbedding(num_hops=%d, alpha=%s)", num_hops, alpha
-        )
-        return ks.detach().cpu()
-
-    @staticmethod
-    def _resolve_mask(mask: Any, data: Any, n: int) -> np.ndarray:
-        name = "mask"
-        if mask is None:
-            mask = getattr(data, "test_mask", None)
-            name = "data.test_mask"
-            if mask is None:
-                return np.arange(n, dtype=np.int64)
-        if isinstance(mask, torch.Tensor):
-            mask = mask.detach().cpu().numpy()
-        arr = np.asarray(mask)
-        if arr.dtype == bool:
-            if arr.shape != (n,):
-                raise InvalidInputError(
-                    f"{name} as a boolean mask must have shape ({n},), got {arr.shape}"
-                )
-            ids = np.flatnonzero(arr).astype(np.int64)
-        else:
-            ids = np.unique(_node_array(name, arr))
-            if ids.size and (ids[0] < 0 or ids[-1] >= n):
-                raise InvalidInputError(
-                    f"{name} holds node ids in [{ids[0]}, {ids[-1]}] but must lie in [0, {n - 1}]"
-                )
-        if ids.size == 0:
-            raise InvalidInputError(f"{name} selects no test node; at least one is required")
-        return ids
-
-    @staticmethod
-    def _predict(model: Any, x: torch.Tensor, edge_index: torch.Tensor, n: int) -> np.ndarray:
-        if not callable(model):
-            raise InvalidInputError(
-                f"model must be a callable (x, edge_index) -> logits, got {type(model).__name__}"
-            )
-        was_training = getattr(model, "training", None)
-        if hasattr(model, "eval"):
-            model.eval()
-        try:
-            with torch.no_grad():
-                out = model(x, edge_index)
-        except (RuntimeError, ValueError, TypeError, IndexError) as exc:
-            raise InvalidInputError(
-                f"model failed on data (x {tuple(x.shape)}, edge_index {tuple(edge_index.shape)}): "
-                f"{exc}"
-            ) from None
-        finally:
-            if was_training and hasattr(model, "train"):
-                model.train(True)
-        if not isinstance(out, torch.Tensor):
-            raise InvalidInputError(
-                f"model must return a tensor of logits, got {type(out).__name__}"
-            )
-        out = out.detach().cpu()
-        if out.dim() != 2 or out.size(0) != n:
-            raise InvalidInputError(
-                f"model must return logits of shape [{n}, num_classes], got {tuple(out.shape)}"
-            )
-        if out.is_floating_point() and not bool(torch.isfinite(out).all()):
-            raise InvalidInputError("model returned NaN or inf logits")
-        return out.argmax(dim=1).numpy().astype(np.int64)
-
-    @staticmethod
-    def _check_predictions(predictions: Any, n: int, node_ids: np.ndarray) -> np.ndarray:
-        if isinstance(predictions, torch.Tensor):
-            predictions = predictions.detach().cpu().numpy()
-        arr = np.asarray(predictions)
-        if arr.ndim == 2:
-            if arr.dtype.kind not in "fiu" or (
-                arr.dtype.kind == "f" and not np.isfinite(arr).all()
-            ):
-                raise InvalidInputError("predictions given as scores must be finite numbers")
-            if arr.shape[0] != n:
-                raise InvalidInputError(
-                    f"predictions as scores must have shape ({n}, num_classes), got {arr.shape}"
-                )
-            arr = arr.argmax(axis=1)
-        elif arr.ndim != 1:
-            raise InvalidInputError(
-                f"predictions must have shape ({n},), ({node_ids.size},) or ({n}, C), got {arr.shape}"
-            )
-        arr = _node_array("predictions", arr) if arr.size else arr.astype(np.int64)
-        if arr.shape[0] == n:
-            return arr[node_ids]
-        if arr.shape[0] == node_ids.size:
-            return arr
-        raise InvalidInputError(
-            f"predictions must have length {n} (all nodes) or {node_ids.size} (test nodes), "
-            f"got {arr.shape[0]}"
-        )
+        return backend, searcher
 
     # ---------------------------------------------------------------- queries
     def _positions(self, nodes: Any) -> np.ndarray:
-        ids = _node_array("nodes", nodes)
+        ids = node_array("nodes", nodes)
         pos = np.searchsorted(self.node_ids_, ids)
         pos_c = np.minimum(pos, self.node_ids_.size - 1)
         bad = self.node_ids_[pos_c] != ids
@@ -602,16 +379,16 @@ class CounterfactualEvidence:
         check_fitted(self, "ks_")
         n = self.ks_.size(0)
         scalar = np.ndim(u) == 0 and np.ndim(v) == 0
-        uu, vv = _node_array("u", u), _node_array("v", v)
+        uu, vv = node_array("u", u), node_array("v", v)
         for name, arr in (("u", uu), ("v", vv)):
             if arr.size and (arr.min() < 0 or arr.max() >= n):
                 raise InvalidInputError(f"{name} must be node ids in [0, {n - 1}], got {arr}")
         try:
             uu, vv = np.broadcast_arrays(uu, vv)
-        except ValueError:
+        except ValueError as exc:
             raise InvalidInputError(
                 f"u and v must have broadcastable shapes, got {uu.shape} and {vv.shape}"
-            ) from None
+            ) from exc
         # rows rescaled by powers of two: exact, and safe for embeddings of any magnitude
         a = rescale_rows(self.ks_[torch.from_numpy(uu.copy())].to(torch.float64))
         b = rescale_rows(self.ks_[torch.from_numpy(vv.copy())].to(torch.float64))
@@ -647,19 +424,3 @@ class CounterfactualEvidence:
         if "node_u" in result:
             return float(result["similarity"].mean())
         raise InvalidInputError("result must have a 'query' (local) or 'node_u' (global) column")
-
-
-def _unit_rows(ks: torch.Tensor, node_ids: np.ndarray, chunk: int = 65536) -> np.ndarray:
-    """Rows ``node_ids`` of ``ks`` divided by their norm (zero rows stay 0), as float32.
-
-    Computed in float64 by blocks of ``chunk`` rows: memory is the float32 output plus one
-    float64 block.
-    """
-    out = np.empty((node_ids.size, ks.size(1)), dtype=np.float32)
-    for start in range(0, node_ids.size, chunk):
-        block = ks[torch.from_numpy(node_ids[start : start + chunk])].to(torch.float64)
-        block = rescale_rows(block)  # exact; norms of rows of any magnitude stay finite
-        norm = torch.linalg.vector_norm(block, dim=1, keepdim=True)
-        block = torch.where(norm > 0, block / norm.clamp_min(1e-300), 0.0)
-        out[start : start + chunk] = block.numpy()
-    return out

@@ -93,6 +93,8 @@ MAX_NODES = 2000
 SAFEGUARD_NODES = 3
 #: relative tolerance of the safeguard's comparisons of logits
 SAFEGUARD_RTOL = 1e-5
+#: the audit stage named on an exception raised by the user's model during the flips
+STAGE = "the counterfactual sensitivity test"
 #: node scope runs a chunk's passes on its (L+1)-hop ball when the ball holds at most this
 #: fraction of the graph's nodes (module docstring)
 LOCAL_MAX_FRACTION = 0.25
@@ -184,7 +186,7 @@ def prepare(
     ei_dev = edge_index.to(adapter.device)
     n_forward = 0
     if base_logits is None:
-        base = adapter.logits(x_dev, ei_dev, to_cpu=False)
+        base = adapter.logits(x_dev, ei_dev, to_cpu=False, stage=STAGE)
         n_forward = 1
     else:
         base = base_logits if torch.is_tensor(base_logits) else torch.as_tensor(base_logits)
@@ -234,7 +236,9 @@ class _Intervener:
             )
             self.work[rows, cidx] = v.to(dev)
         try:
-            out = self.setup.adapter.logits(self.work, self.setup.edge_index, to_cpu=False)
+            out = self.setup.adapter.logits(
+                self.work, self.setup.edge_index, to_cpu=False, stage=STAGE
+            )
         finally:
             for rows, cidx, old in reversed(saved):
                 self.work[rows, cidx] = old
@@ -334,7 +338,7 @@ class _LocalGraph:
         x_sub = eng.work[ball_t].clone()
         if not self.checked:  # the factual pass must give the factual logits
             self.checked = True
-            got = eng.setup.adapter.logits(x_sub, sub, to_cpu=False)
+            got = eng.setup.adapter.logits(x_sub, sub, to_cpu=False, stage=STAGE)
             eng.passes += 1
             base = eng.setup.base_logits
             tol = SAFEGUARD_RTOL * (1.0 + float(base.abs().max()))
@@ -348,7 +352,7 @@ class _LocalGraph:
             v = np.array(np.broadcast_to(vals, (ids.size, len(cols))))
             x_sub[local, cidx] = torch.as_tensor(v, dtype=x_sub.dtype).to(dev)
         out = eng.setup.base_logits.clone()
-        out[ball_t] = eng.setup.adapter.logits(x_sub, sub, to_cpu=False).to(out.dtype)
+        out[ball_t] = eng.setup.adapter.logits(x_sub, sub, to_cpu=False, stage=STAGE).to(out.dtype)
         eng.passes += 1
         eng.bar.update(1)
         return out
