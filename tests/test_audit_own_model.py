@@ -329,7 +329,6 @@ def test_cli_prints_one_line_for_an_error_of_the_users_model(workspace, tmp_path
     err = capsys.readouterr().err.strip()
     assert code == 2, err
     assert err == (
-        "gnnaudit audit: error: your model raised RuntimeError: boom during the audit's "
-        "predictions"
+        "gnnaudit audit: error: your model raised RuntimeError: boom during the audit's predictions"
     )
     assert not (tmp_path / "o").exists()

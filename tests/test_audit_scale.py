@@ -96,7 +96,7 @@ def test_audit_notes_the_automatic_finetune_skip(monkeypatch):
     monkeypatch.setattr(pipeline, "FINETUNE_MAX_NODES", 100)
     seen = {}
 
-    def fake_default_units(**kwargs):
+    def fake_default_units(config, **kwargs):
         seen.update(kwargs)
         return [ModelQuality()]
 
@@ -117,7 +117,7 @@ def test_audit_notes_the_automatic_finetune_skip(monkeypatch):
 def test_node_scope_subgraph_passes_equal_whole_graph_passes(monkeypatch, feature):
     """Node-scope passes on the (L+1)-hop ball subgraphs give the same flips and probability
     changes as whole-graph passes, and really run on subgraphs."""
-    import gnnaudit.audit.sensitivity.engine as engine
+    import gnnaudit.audit.sensitivity.node_scope as node_scope
     from gnnaudit.audit.sensitivity.flip import counterfactual_flip
 
     data = synthetic_credit_graph(3000, seed=2)
@@ -132,12 +132,12 @@ def test_node_scope_subgraph_passes_equal_whole_graph_passes(monkeypatch, featur
 
     monkeypatch.setattr(module, "forward", counting)
     kwargs = dict(scope="node", max_nodes=60, n_boot=50, num_hops=2)
-    monkeypatch.setattr(engine, "LOCAL_MAX_FRACTION", 0.0)  # never local
+    monkeypatch.setattr(node_scope, "LOCAL_MAX_FRACTION", 0.0)  # never local
     whole = counterfactual_flip(module, data, feature, **kwargs)
     assert set(sizes) == {3000}
     sizes.clear()
-    monkeypatch.setattr(engine, "LOCAL_MAX_FRACTION", 0.9)
-    monkeypatch.setattr(engine, "LOCAL_MAX_TOTAL", 100.0)
+    monkeypatch.setattr(node_scope, "LOCAL_MAX_FRACTION", 0.9)
+    monkeypatch.setattr(node_scope, "LOCAL_MAX_TOTAL", 100.0)
     local = counterfactual_flip(module, data, feature, **kwargs)
     assert min(sizes) < 3000  # subgraph passes ran
     np.testing.assert_array_equal(whole.nodes, local.nodes)

@@ -450,7 +450,7 @@ def _ring(n: int) -> Data:
 def test_safeguard_shares_one_pass_when_balls_are_disjoint(monkeypatch):
     """On a long ring the safeguard's nodes are far apart: one shared pass, and it still
     catches a receptive field larger than num_hops."""
-    from gnnaudit.audit.sensitivity import engine as sensitivity_engine
+    from gnnaudit.audit.sensitivity import node_scope as sensitivity_engine
 
     monkeypatch.setattr(sensitivity_engine, "LOCAL_MAX_FRACTION", 0.0)  # whole-graph passes
     ring = _ring(400)

@@ -50,22 +50,25 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn.base import BaseEstimator
 from sklearn.metrics import adjusted_rand_score
 
-from gnnaudit._validation import check_float, check_int
+from gnnaudit._params import InstanceOf, Integer, Real, validate_parameters
+from gnnaudit._validation import check_int
 from gnnaudit.audit.context import resolve_nodes, resolve_sensitive
 from gnnaudit.audit.embedding.node_embeddings import forward_with_embeddings
 from gnnaudit.audit.embedding.parts import (
     balance_permutation_test,
     cluster_table,
+    evidence_positions,
     feature_differences,
     knee_eps,
     lowest_merge_pairs,
     min_cluster_size,
     nearest_other_cluster,
     split_eps,
+    tree_sample,
 )
-from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.clustering import ExDBSCAN, FairDen, TreeClustering
 from gnnaudit.clustering.metrics import balance, dcsi, group_mix, noise_fraction
 from gnnaudit.errors import GnnAuditError, InvalidInputError, NotFittedError
@@ -87,9 +90,12 @@ COUNTERPART_COLUMNS = [
 ]
 
 
-class EmbeddingAudit:
+class EmbeddingAudit(BaseEstimator):
     """Density structure, fair alternative, readable tree and counterparts of a GNN's
-    embeddings (module docstring). scikit-learn style: ``__init__`` stores, ``fit`` learns.
+    embeddings (module docstring). A scikit-learn estimator: ``__init__`` stores,
+    ``get_params`` / ``set_params`` / ``clone`` work, :meth:`fit` checks the parameters
+    (:attr:`_parameter_constraints`, an :class:`~gnnaudit.errors.InvalidInputError` naming the
+    parameter) and sets only trailing-underscore attributes.
 
     Parameters
     ----------
@@ -118,6 +124,22 @@ class EmbeddingAudit:
     constraints_held_, constraints_total_, tree_note_. counterparts_, counterpart_features_,
     counterpart_notes_ : ExDBSCAN counterparts. timings_ : seconds per method.
     """
+
+    _parameter_constraints: dict[str, list[Any]] = {
+        "min_samples": [Integer(2, None), None],
+        "eps": [Real(0.0, None, closed="neither"), None],
+        "n_clusters": [Integer(2, None), None],
+        "depth": [Integer(1, 6)],
+        "k_counterfactuals": [Integer(1, None)],
+        "random_state": [Integer(0, 2**32 - 1)],
+        "layer": [InstanceOf(str, "a layer name"), None],
+        "max_nodes": [Integer(10, None)],
+        "tree_nodes": [Integer(4, 1000)],
+        "max_constraints": [Integer(0, None)],
+        "tree_time_limit": [Real(0.0, None, closed="neither")],
+        "max_explained": [Integer(0, None)],
+        "n_permutations": [Integer(1, None)],
+    }
 
     def __init__(
         self,
@@ -149,24 +171,6 @@ class EmbeddingAudit:
         self.tree_time_limit = tree_time_limit
         self.max_explained = max_explained
         self.n_permutations = n_permutations
-
-    # ------------------------------------------------------------------ validation
-    def _check_params(self) -> None:
-        if self.min_samples is not None:
-            check_int("min_samples", self.min_samples, minimum=2)
-        if self.eps is not None:
-            check_float("eps", self.eps, minimum=0.0, inclusive=(False, True))
-        if self.n_clusters is not None:
-            check_int("n_clusters", self.n_clusters, minimum=2)
-        check_int("depth", self.depth, minimum=1, maximum=6)
-        check_int("k_counterfactuals", self.k_counterfactuals, minimum=1)
-        check_int("random_state", self.random_state, minimum=0)
-        check_int("max_nodes", self.max_nodes, minimum=10)
-        check_int("tree_nodes", self.tree_nodes, minimum=4, maximum=1000)
-        check_int("max_constraints", self.max_constraints, minimum=0)
-        check_float("tree_time_limit", self.tree_time_limit, minimum=0.0, inclusive=(False, True))
-        check_int("max_explained", self.max_explained, minimum=0)
-        check_int("n_permutations", self.n_permutations, minimum=1)
 
     def _rng(self, offset: int) -> np.random.Generator:
         return np.random.default_rng([int(self.random_state), 13, offset])
@@ -230,7 +234,7 @@ class EmbeddingAudit:
         explain : a node id (one of the audited nodes) to find counterparts of; None: the
             noise nodes, up to ``max_explained``.
         """
-        self._check_params()
+        validate_parameters(self)
         self._inputs(model, data, sensitive, mask)
         Z, n = self.embeddings_, self.embeddings_.shape[0]
         d = Z.shape[1]
@@ -314,50 +318,6 @@ class EmbeddingAudit:
         self.timings_["fairden"] = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ tree
-    def _evidence_pairs(self, evidence: Any) -> np.ndarray:
-        """Evidence pairs as positions into ``nodes_`` (both nodes audited), best first."""
-        if evidence is None:
-            return np.empty((0, 2), dtype=np.int64)
-        if isinstance(evidence, pd.DataFrame):
-            evidence = GlobalEvidence.from_frame(evidence)
-        if not isinstance(evidence, GlobalEvidence):
-            raise InvalidInputError(
-                "evidence must be a GlobalEvidence or a DataFrame with node_u, node_v columns, "
-                f"got {type(evidence).__name__}"
-            )
-        u, v = np.asarray(evidence.node_u), np.asarray(evidence.node_v)
-        pu, pv = np.searchsorted(self.nodes_, u), np.searchsorted(self.nodes_, v)
-        pu, pv = np.minimum(pu, self.nodes_.size - 1), np.minimum(pv, self.nodes_.size - 1)
-        ok = (self.nodes_[pu] == u) & (self.nodes_[pv] == v) & (u != v)
-        return np.stack([pu[ok], pv[ok]], axis=1).astype(np.int64)
-
-    def _tree_sample(self, cl_pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Positions of the tree's nodes and the cannot-link pairs among them (local ids)."""
-        cap = int(self.tree_nodes)
-        budget = min(int(self.max_constraints) // 4, cap // 4)
-        chosen = np.unique(cl_pairs[:budget].ravel())
-        while chosen.size > cap // 2 and budget > 0:
-            budget //= 2
-            chosen = np.unique(cl_pairs[:budget].ravel())
-        cl_pairs = cl_pairs[:budget]
-        clustered = np.flatnonzero(self.labels_ >= 0)
-        rest = np.setdiff1d(clustered, chosen)
-        room = max(0, cap - chosen.size)
-        if rest.size > room:  # stratified by cluster: proportional, at least 2 each
-            rng = self._rng(2)
-            labs = self.labels_[rest]
-            ids, counts = np.unique(labs, return_counts=True)
-            quota = np.maximum(2, np.floor(room * counts / counts.sum())).astype(np.int64)
-            keys = rng.random(rest.size)
-            order = np.lexsort((keys, labs))
-            start = np.searchsorted(labs[order], labs[order], side="left")
-            rank = np.arange(order.size) - start
-            take = order[rank < quota[np.searchsorted(ids, labs[order])]]
-            rest = np.sort(rest[take])
-        sample = np.union1d(chosen, rest)
-        local = np.searchsorted(sample, cl_pairs) if cl_pairs.size else cl_pairs
-        return sample, local.reshape(-1, 2)
-
     def _tree(self, evidence: Any) -> None:
         t0 = time.perf_counter()
         self.tree_, self.tree_rules_, self.tree_note_ = None, "", ""
@@ -366,7 +326,7 @@ class EmbeddingAudit:
         self.must_link_ = self.cannot_link_ = np.empty((0, 2), dtype=np.int64)
         self.evidence_cannot_links_ = 0
         self.tree_nodes_ = np.empty(0, dtype=np.int64)
-        cl_all = self._evidence_pairs(evidence)
+        cl_all = evidence_positions(evidence, self.nodes_)
         if self.n_clusters_ < 2:
             self.tree_note_ = (
                 f"no tree: DBSCAN found {self.n_clusters_} density cluster(s) in the embeddings, "
@@ -374,7 +334,9 @@ class EmbeddingAudit:
             )
             self.timings_["tree"] = time.perf_counter() - t0
             return
-        sample, cl_local = self._tree_sample(cl_all)
+        sample, cl_local = tree_sample(
+            cl_all, self.labels_, int(self.tree_nodes), int(self.max_constraints), self._rng(2)
+        )
         labels = self.labels_[sample]
         self.evidence_cannot_links_ = len(cl_local)
         room = max(0, int(self.max_constraints) - len(cl_local))

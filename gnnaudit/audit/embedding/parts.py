@@ -14,9 +14,12 @@ Each function does one job on arrays of the audited nodes' embeddings ``Z`` (n, 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
+from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.clustering.metrics import balance, group_mix
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops import CoreGraph, DCTree
@@ -30,6 +33,8 @@ __all__ = [
     "lowest_merge_pairs",
     "nearest_other_cluster",
     "feature_differences",
+    "evidence_positions",
+    "tree_sample",
     "CLUSTER_COLUMNS",
     "DIFF_SCALE",
 ]
@@ -257,3 +262,56 @@ def feature_differences(
             "differs": (np.abs(diff) > tol[None, :]).ravel(),
         }
     )
+
+
+def evidence_positions(evidence: Any, nodes: np.ndarray) -> np.ndarray:
+    """Evidence pairs (a GlobalEvidence or its DataFrame) as positions into the ascending
+    ``nodes`` (pairs with both nodes among them), best first."""
+    if evidence is None:
+        return np.empty((0, 2), dtype=np.int64)
+    if isinstance(evidence, pd.DataFrame):
+        evidence = GlobalEvidence.from_frame(evidence)
+    if not isinstance(evidence, GlobalEvidence):
+        raise InvalidInputError(
+            "evidence must be a GlobalEvidence or a DataFrame with node_u, node_v columns, "
+            f"got {type(evidence).__name__}"
+        )
+    u, v = np.asarray(evidence.node_u), np.asarray(evidence.node_v)
+    pu, pv = np.searchsorted(nodes, u), np.searchsorted(nodes, v)
+    pu, pv = np.minimum(pu, nodes.size - 1), np.minimum(pv, nodes.size - 1)
+    ok = (nodes[pu] == u) & (nodes[pv] == v) & (u != v)
+    return np.stack([pu[ok], pv[ok]], axis=1).astype(np.int64)
+
+
+def tree_sample(
+    cl_pairs: np.ndarray,
+    labels: np.ndarray,
+    cap: int,
+    max_constraints: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the tree's nodes (at most ``cap``: the endpoints of the first evidence
+    cannot-links ``cl_pairs``, the rest stratified by DBSCAN cluster ``labels``) and the
+    cannot-link pairs among them (local ids)."""
+    budget = min(max_constraints // 4, cap // 4)
+    chosen = np.unique(cl_pairs[:budget].ravel())
+    while chosen.size > cap // 2 and budget > 0:
+        budget //= 2
+        chosen = np.unique(cl_pairs[:budget].ravel())
+    cl_pairs = cl_pairs[:budget]
+    clustered = np.flatnonzero(labels >= 0)
+    rest = np.setdiff1d(clustered, chosen)
+    room = max(0, cap - chosen.size)
+    if rest.size > room:  # stratified by cluster: proportional, at least 2 each
+        labs = labels[rest]
+        ids, counts = np.unique(labs, return_counts=True)
+        quota = np.maximum(2, np.floor(room * counts / counts.sum())).astype(np.int64)
+        keys = rng.random(rest.size)
+        order = np.lexsort((keys, labs))
+        start = np.searchsorted(labs[order], labs[order], side="left")
+        rank = np.arange(order.size) - start
+        take = order[rank < quota[np.searchsorted(ids, labs[order])]]
+        rest = np.sort(rest[take])
+    sample = np.union1d(chosen, rest)
+    local = np.searchsorted(sample, cl_pairs) if cl_pairs.size else cl_pairs
+    return sample, local.reshape(-1, 2)

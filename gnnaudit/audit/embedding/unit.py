@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from gnnaudit._params import validate_parameters
 from gnnaudit._validation import check_int
 from gnnaudit.audit.embedding.audit import EmbeddingAudit
 from gnnaudit.audit.report.section import Figure, Finding, ReportSection
@@ -216,7 +217,7 @@ class EmbeddingStructureUnit(AuditUnit):
         self.evidence_pairs = check_int("evidence_pairs", evidence_pairs, minimum=0)
         self.examples = check_int("examples", examples, minimum=0)
         self.params = dict(params)
-        EmbeddingAudit(**self.params)._check_params()  # bad options fail here, not mid-audit
+        validate_parameters(EmbeddingAudit(**self.params))  # bad options fail here, not mid-audit
 
     def unavailable(self, ctx: AuditContext) -> str | None:
         import torch

@@ -274,6 +274,40 @@ def _audited(evidence: Any, data: Any, mask: Any) -> np.ndarray:
     return nodes
 
 
+def _local_evidence(evidence: Any, nodes: np.ndarray, k: int, local: Any) -> LocalEvidence:
+    """The audited nodes' local evidences: ``local`` (checked, narrowed to ``nodes``) or
+    searched now."""
+    if local is None:
+        return evidence.search_local(nodes, k)
+    if not isinstance(local, LocalEvidence):
+        raise InvalidInputError(f"local must be a LocalEvidence, got {type(local).__name__}")
+    return local.select(nodes)
+
+
+def _inference(
+    d: np.ndarray,
+    shared: Any,
+    n_perm: int,
+    n_boot: int,
+    confidence: float,
+    random_state: int,
+) -> tuple[float, float, float]:
+    """``(ci_low, ci_high, p_value)`` of the mean of ``d``: independent nodes (bootstrap and
+    sign flips) when ``shared`` is None, else the shared-unit multiplier draws over the
+    incidence ``shared`` (module docstring)."""
+    boot_rng = np.random.default_rng([random_state, 0])
+    perm_rng = np.random.default_rng([random_state, 1])
+    if shared is None:
+        iv = bootstrap_mean(d, n_boot, boot_rng, confidence)
+        return iv.ci_low, iv.ci_high, sign_flip_pvalue(d, n_perm, perm_rng)
+    estimate = float(d.mean())
+    p = upper_tail_pvalue(shared_multiplier_draws(d, shared, n_perm, perm_rng), d)
+    q_lo, q_hi = percentile_interval(
+        shared_multiplier_draws(d, shared, n_boot, boot_rng), confidence
+    )
+    return estimate - q_hi, estimate - q_lo, p
+
+
 def evidence_contrast(
     evidence: Any,
     data: Any,
@@ -329,13 +363,7 @@ def evidence_contrast(
     spec = resolve_feature(data, feature, kind=kind, max_categories=max_categories)
     codes = category_codes(data, spec, n_bins)
     nodes = _audited(evidence, data, mask)
-    if local is None:
-        local = evidence.search_local(nodes, k)
-    elif not isinstance(local, LocalEvidence):
-        raise InvalidInputError(f"local must be a LocalEvidence, got {type(local).__name__}")
-    else:
-        local = local.select(nodes)
-    ev = local.evidence[:, :k]
+    ev = _local_evidence(evidence, nodes, k, local).evidence[:, :k]
     space = evidence.space_
     pos = np.searchsorted(space.node_ids, nodes)
     same_pos, _ = same_prediction_neighbours(space.embedding, space.predictions, pos, k)
@@ -349,21 +377,11 @@ def evidence_contrast(
             "neighbour (does the model predict a single class?)"
         )
     d = a[keep] - b[keep]
-    boot_rng = np.random.default_rng([random_state, 0])
-    perm_rng = np.random.default_rng([random_state, 1])
     estimate = float(d.mean())
-    if inference == "node":
-        iv = bootstrap_mean(d, n_boot, boot_rng, confidence)
-        lo, hi = iv.ci_low, iv.ci_high
-        p = sign_flip_pvalue(d, n_perm, perm_rng)
-    else:
-        inc = _shared_units(nodes[keep], ev[keep], same[keep], int(x.shape[0]))
-        null = shared_multiplier_draws(d, inc, n_perm, perm_rng)
-        p = upper_tail_pvalue(null, d)
-        q_lo, q_hi = percentile_interval(
-            shared_multiplier_draws(d, inc, n_boot, boot_rng), confidence
-        )
-        lo, hi = estimate - q_hi, estimate - q_lo
+    shared = None
+    if inference == "shared":
+        shared = _shared_units(nodes[keep], ev[keep], same[keep], int(x.shape[0]))
+    lo, hi, p = _inference(d, shared, n_perm, n_boot, confidence, random_state)
     if (~keep).any():
         logger.info("evidence contrast: %d nodes without evidence dropped", int((~keep).sum()))
     return ContrastResult(

@@ -228,6 +228,27 @@ def _node_ids(mask: Any, n: int) -> np.ndarray:
     return idx
 
 
+def _group_counts(
+    pred: np.ndarray, y: np.ndarray | None, code: np.ndarray, g: int, positive_class: int
+) -> tuple[np.ndarray, ...]:
+    """Per group (``code`` in ``[0, g)``): size, predicted positives, positives, true
+    positives, true-positive rate and accuracy (the last three NaN and positives -1 without
+    labels ``y``)."""
+    size = np.bincount(code, minlength=g)
+    pos_pred = np.bincount(code, weights=(pred == positive_class), minlength=g).astype(np.int64)
+    if y is None:
+        nan = np.full(g, np.nan)
+        return size, pos_pred, np.full(g, -1, dtype=np.int64), np.zeros(g, np.int64), nan, nan
+    correct = np.bincount(code, weights=(pred == y), minlength=g)
+    is_pos = y == positive_class
+    positives = np.bincount(code[is_pos], minlength=g)
+    tp = np.bincount(code[is_pos], weights=(pred[is_pos] == positive_class), minlength=g)
+    tp = tp.astype(np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpr = np.where(positives > 0, tp / np.maximum(positives, 1), np.nan)
+    return size, pos_pred, positives, tp, tpr, correct / size
+
+
 def group_fairness(
     y_true: Any,
     y_pred: Any,
@@ -282,22 +303,7 @@ def group_fairness(
             f"sensitive_features takes the single value {groups[0]:g} on the evaluated nodes; "
             "group fairness needs at least two groups"
         )
-    size = np.bincount(code, minlength=g)
-    pos_pred = np.bincount(code, weights=(pred == positive_class), minlength=g).astype(np.int64)
-    if y is not None:
-        correct = np.bincount(code, weights=(pred == y), minlength=g)
-        is_pos = y == positive_class
-        positives = np.bincount(code[is_pos], minlength=g)
-        tp = np.bincount(code[is_pos], weights=(pred[is_pos] == positive_class), minlength=g)
-        tp = tp.astype(np.int64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            tpr = np.where(positives > 0, tp / np.maximum(positives, 1), np.nan)
-        accuracy = correct / size
-    else:
-        positives = np.full(g, -1, dtype=np.int64)
-        tp = np.zeros(g, dtype=np.int64)
-        tpr = np.full(g, np.nan)
-        accuracy = np.full(g, np.nan)
+    size, pos_pred, positives, tp, tpr, accuracy = _group_counts(pred, y, code, g, positive_class)
     group_values: list[Any] = [int(v) if float(v).is_integer() else float(v) for v in groups]
     pr = pos_pred / size
     table = pd.DataFrame(

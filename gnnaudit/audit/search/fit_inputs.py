@@ -95,6 +95,8 @@ def stored_ks(data: Any, n: int, num_hops: int, alpha: float) -> torch.Tensor | 
 
 
 def resolve_mask(mask: Any, data: Any, n: int) -> np.ndarray:
+    """Ascending ids of the test nodes: ``mask`` (a boolean mask of length ``n`` or node ids),
+    else ``data.test_mask``, else every node; an empty selection raises."""
     name = "mask"
     if mask is None:
         mask = getattr(data, "test_mask", None)
@@ -154,6 +156,8 @@ def model_predictions(model: Any, x: torch.Tensor, edge_index: torch.Tensor, n: 
 
 
 def check_predictions(predictions: Any, n: int, node_ids: np.ndarray) -> np.ndarray:
+    """The predicted class of each test node ``node_ids`` from ``predictions``: (n,) or
+    (len(node_ids),) class ids, or (n, C) scores (argmax)."""
     if isinstance(predictions, torch.Tensor):
         predictions = predictions.detach().cpu().numpy()
     arr = np.asarray(predictions)

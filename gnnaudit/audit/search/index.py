@@ -1,51 +1,14 @@
 r"""The paper's index for counterfactual-evidence search (LocalCE-I, CE paper Sec. 5.1).
 
-Build (Alg. "supplementary partitioning" + "weighted clustering"), on the unit-normalised
-embedding :math:`x^{agg}` (cosine geometry throughout):
-
-1. ``n_partitions`` partitions :math:`C^1..C^p`, each made by a spherical k-means round with
-   ``n_clusters`` clusters: assignment by the largest inner product with a unit centroid,
-   centroids the renormalised weighted means (Eq. 8-9)
-
-   .. math:: \mu_i = \frac{\sum_{v\in c_i} w_v x_v}{\lVert\sum_{v\in c_i} w_v x_v\rVert}.
-
-2. After a round each node gets the weight of Eq. 10,
-
-   .. math:: w_v = 1 - \frac{IA(\mu_{c_v}, x_v)}{SF(x_v)},
-
-   :math:`SF` the area of a cap of angular radius :math:`\theta` on :math:`S^{d-1}`, :math:`IA`
-   the area of the intersection of the caps of radius :math:`\theta` centred at :math:`x_v` and
-   at its centroid (a function of the angle between them only, see
-   :mod:`gnnaudit.audit.search.spherical_caps`; caps that do not meet give :math:`w_v = 1`).
-   The next round weights node v by the smallest weight it has had so far (its weight in its
-   current index entry): nodes that every earlier partition leaves at a cluster boundary pull
-   the next centroids toward them. Each round starts from a fresh k-means++ seeding drawn with
-   probability :math:`\propto w_v (1 - \cos(x_v, \text{nearest seed}))` (a new random
-   partition that favours the badly served nodes), followed by ``n_iter`` weighted Lloyd
-   iterations.
-3. Index entry of v: :math:`C^*[v] = \arg\min_i w^i_v` and v's cluster there. Equal weights
-   (in high dimension :math:`w_v` saturates: in d = 500 it exceeds 0.99 for every node
-   farther than about 0.4 rad from its centroid) are broken by the largest cosine to the centroid, which
-   is the same order since :math:`w` is a non-decreasing function of the angle.
-
-Extension ``entry="margin"``: the paper's rule picks the partition whose centroid is closest
-to v, which favours partitions that split a natural cluster into tight halves (on well
-separated blobs it scans a half-blob and misses the other half). The margin rule picks the
-partition where v is farthest from its cluster boundary, :math:`\cos(x_v,\mu_{c_v}) -
-\max_{j\ne c_v}\cos(x_v,\mu_j)`, which is what the supplementary partitions are meant to
-fix; ``benchmarks/results/faiss_tuning.md`` reports both.
+Build: supplementary partitions from weighted spherical k-means rounds, each node's index
+entry the partition that serves it best (Eq. 8-10 and the ``entry`` rules, ablations
+``weighted`` / ``supplementary``: :mod:`gnnaudit.audit.search.index_build`).
 
 Measured crossover (``benchmarks/results/search_crossover.md``, clustered unit embeddings,
 3 classes, 5,000-100,000 nodes x d = 16 / 128, one thread): the index (defaults) was slower
 than the exact blocked search at every size, 0.07-0.27x per batched query and 0.2-0.8x per
 single query, with 1-56 s of build, at recall@10 0.999-1.000. It has no crossover in this
 range; it is kept for fidelity to the paper and ``backend="auto"`` never picks it.
-
-Ablations: ``weighted=False`` runs plain (unweighted) k-means rounds, ``supplementary=False``
-keeps one partition only (``n_partitions`` is then ignored).
-In high dimension the Eq. 10 weights saturate at 1 for every node (Cora's KS embedding,
-d = 1433: every node is more than 0.4 rad from its centroid), so ``weighted=False`` builds the
-same partitions there; the weights matter in low dimension (see the tests).
 
 Local query (Alg. 2, top-k, with a bound-based multi-probe): a query scans its entry cluster
 first (exact inner products, candidates of another predicted class only), as in the paper.
@@ -93,11 +56,9 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tqdm.auto import trange
 
 from gnnaudit._validation import check_array, check_choice, check_float, check_int
 from gnnaudit.audit.search.base import (
@@ -109,9 +70,9 @@ from gnnaudit.audit.search.base import (
     make_rng,
     unknown_params,
 )
-from gnnaudit.audit.search.results import LocalEvidence
+from gnnaudit.audit.search.index_build import ANGLE_SLACK, build_partitions, cell_layout
+from gnnaudit.audit.search.results import ProbedLocalEvidence
 from gnnaudit.audit.search.spherical_caps import cap_intersection_ratio
-from gnnaudit.audit.search.spherical_kmeans import kmeanspp_seeds, weighted_lloyd
 from gnnaudit.audit.search.topk import (
     BLOCK_ENTRIES,
     block_topk,
@@ -128,12 +89,10 @@ __all__ = ["IndexSearcher", "ProbedLocalEvidence"]
 logger = logging.getLogger(__name__)
 
 _N_GRID = 2049  # angle grid of the weight lookup table
-_ANGLE_SLACK = 5e-3  # radians: arccos of a float32 cosine off by <= 1e-5 is off by < this
 _GEMV_ROWS = 4  # groups of at most this many queries use one matrix-vector product each
 _BOUND_TOL = 1e-5  # a cluster is skipped only if its bound is below the k-th best - this
 
 
-# ----------------------------------------------------------------------------- helpers
 def _probe_order(csim: np.ndarray, entry: Any) -> np.ndarray:
     """Clusters in probe order: the entry cluster first, then by decreasing similarity of the
     query to the centroid (stable). ``csim``: ``(n_clusters,)`` or ``(q, n_clusters)``."""
@@ -143,26 +102,6 @@ def _probe_order(csim: np.ndarray, entry: Any) -> np.ndarray:
         return np.argsort(key, kind="stable")
     key[np.arange(key.shape[0]), entry] = -np.inf
     return np.argsort(key, axis=1, kind="stable")
-
-
-@dataclass(frozen=True)
-class ProbedLocalEvidence(LocalEvidence):
-    """Local answer of the index: a :class:`~gnnaudit.audit.search.results.LocalEvidence`
-    plus, per query, the number of clusters scanned and whether the cap bound certifies the
-    answer as exact (it stopped because no unscanned cluster can hold a better candidate, not
-    at ``max_probe``). ``head`` / ``select`` return plain ``LocalEvidence``."""
-
-    n_probed: np.ndarray  # (q,) int64
-    certified: np.ndarray  # (q,) bool
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        q = self.query.shape[0]
-        if np.shape(self.n_probed) != (q,) or np.shape(self.certified) != (q,):
-            raise InvalidInputError(
-                f"n_probed and certified must have shape ({q},), got "
-                f"{np.shape(self.n_probed)} and {np.shape(self.certified)}"
-            )
 
 
 # ----------------------------------------------------------------------------- searcher
@@ -267,41 +206,35 @@ class IndexSearcher(EvidenceSearcher):
         ratio = cap_intersection_ratio(grid, float(self.theta), max(d, 1))
         self.sf_table_ = (grid, ratio)
 
-        labels = np.empty((n_part, m), dtype=np.int32)
-        cents = np.empty((n_part, k_cl, d), dtype=np.float32)
-        weights = np.empty((n_part, m), dtype=np.float32)
-        own_cos = np.empty((n_part, m), dtype=np.float32)
-        entry_w = np.full(m, np.inf)
-        entry_cos = np.full(m, -np.inf)
-        entry_part = np.zeros(m, dtype=np.int32)
-        entry_margin = np.full(m, -np.inf)
-        w_round = np.ones(m)
-        for t in trange(n_part, desc="index partitions", disable=not self.progress, leave=False):
-            seed_w = w_round if self.weighted else np.ones(m)
-            c0 = kmeanspp_seeds(x, k_cl, seed_w, rng)
-            cent, lab, cos, cos2 = weighted_lloyd(x, c0, seed_w, int(self.n_iter))
-            w = self.weight_of_cos(cos)
-            labels[t], cents[t], weights[t], own_cos[t] = lab, cent, w, cos
-            if self.entry == "weight":
-                better = (w < entry_w) | ((w == entry_w) & (cos > entry_cos))
-            else:  # margin to the cluster boundary
-                better = (cos - cos2) > entry_margin
-                entry_margin = np.where(better, cos - cos2, entry_margin)
-            entry_w = np.where(better, w, entry_w)
-            entry_cos = np.where(better, cos, entry_cos)
-            entry_part[better] = t
-            # the next round favours nodes still badly served
-            w_round = np.minimum(w_round, w) if t else w
+        parts = build_partitions(
+            x,
+            k_cl,
+            n_part,
+            weight_of_cos=self.weight_of_cos,
+            weighted=bool(self.weighted),
+            entry=self.entry,
+            n_iter=int(self.n_iter),
+            rng=rng,
+            progress=bool(self.progress),
+        )
+        labels, entry_part = parts.labels, parts.entry_partition
         self.space_ = space
         self.labels_ = labels
-        self.centroids_ = cents
-        self.node_weights_ = weights
+        self.centroids_ = parts.centroids
+        self.node_weights_ = parts.weights
         self.entry_partition_ = entry_part
         self.entry_cluster_ = labels[entry_part, np.arange(m)]
-        self.entry_weight_ = entry_w
+        self.entry_weight_ = parts.entry_weight
         self.classes_, cls = np.unique(space.predictions, return_inverse=True)
         self.class_index_ = cls.astype(np.int64)
-        self._layout(labels, own_cos, k_cl)
+        cells = cell_layout(labels, parts.own_cos, k_cl, self.class_index_, self.classes_.size)
+        self.members_ = cells.members
+        self.member_angle_ = cells.member_angle
+        self.cell_offsets_ = cells.cell_offsets
+        self.cluster_radius_ = cells.cluster_radius
+        self.probe_radius_ = cells.probe_radius
+        self.n_candidates_ = cells.n_candidates
+        self.n_total_ = cells.n_total
         self.norms_ = np.linalg.norm(x, axis=1)
         logger.info(
             "IndexSearcher built: %d partitions x %d clusters over %d nodes (d=%d)",
@@ -311,42 +244,6 @@ class IndexSearcher(EvidenceSearcher):
             d,
         )
         return self
-
-    def _layout(self, labels: np.ndarray, own_cos: np.ndarray, k_cl: int) -> None:
-        """Member tables and cap radii of every (partition, cluster, class) cell.
-
-        ``members_[p]``: positions sorted by (cluster, class, angle to the centroid), so the
-        candidates of a query of class c in cluster j are contiguous slices
-        (``cell_offsets_[p]`` their bounds) and the members within an angle range of a cell
-        are a sub-slice (``member_angle_[p]`` the sorted angles). ``probe_radius_[p, j, c]``: the largest angle between the centroid of cluster
-        j and a member of a class other than c (plus a rounding slack), ``n_candidates_`` the
-        number of such members. Memory: ``O(n_partitions * (m + n_clusters * n_classes))``.
-        """
-        n_part, m = labels.shape
-        n_cls = self.classes_.size
-        cell = labels.astype(np.int64) * n_cls + self.class_index_[None, :]
-        ang = np.arccos(np.clip(own_cos.astype(np.float64), -1.0, 1.0))
-        self.members_ = np.stack([np.lexsort((ang[p], cell[p])) for p in range(n_part)])
-        self.member_angle_ = np.take_along_axis(ang, self.members_, axis=1)
-        counts = np.stack([np.bincount(c, minlength=k_cl * n_cls) for c in cell])
-        self.cell_offsets_ = np.concatenate(
-            [np.zeros((n_part, 1), np.int64), counts.cumsum(axis=1)], axis=1
-        )
-        radius = np.full((n_part, k_cl * n_cls), -np.inf)
-        for p in range(n_part):  # max angle per cell: the last member of each sorted cell
-            nz = np.flatnonzero(counts[p])
-            radius[p, nz] = self.member_angle_[p, self.cell_offsets_[p, nz + 1] - 1]
-        radius3 = radius.reshape(n_part, k_cl, n_cls)
-        self.cluster_radius_ = radius3.max(axis=2) + _ANGLE_SLACK  # (-inf: empty cluster)
-        counts3 = counts.reshape(n_part, k_cl, n_cls)
-        self.probe_radius_ = np.full_like(radius3, -np.inf)
-        for c in range(n_cls):
-            others = np.delete(radius3, c, axis=2)
-            if others.shape[2]:
-                self.probe_radius_[:, :, c] = others.max(axis=2) + _ANGLE_SLACK
-        self.n_candidates_ = counts3.sum(axis=2, keepdims=True) - counts3
-        sizes = np.bincount(self.class_index_, minlength=n_cls)
-        self.n_total_ = (m - sizes).astype(np.int64)
 
     def weight_of_cos(self, cos: np.ndarray) -> np.ndarray:
         """Eq. 10 weight from the cosine to the centroid (lookup table on the angle)."""
@@ -464,7 +361,7 @@ class IndexSearcher(EvidenceSearcher):
             if best_s.size >= need:  # annulus: angle(q, u) >= |angle(q, mu) - angle(u, mu)|
                 delta = math.acos(max(-1.0, float(best_s[need - 1]) - _BOUND_TOL))
                 a_q = math.acos(min(1.0, max(-1.0, float(csim[j]))))
-                lo, hi = a_q - delta - 2 * _ANGLE_SLACK, a_q + delta + 2 * _ANGLE_SLACK
+                lo, hi = a_q - delta - 2 * ANGLE_SLACK, a_q + delta + 2 * ANGLE_SLACK
             mem = self._candidates(p, j, c, lo, hi)
             if mem.size == 0:
                 continue
@@ -527,8 +424,8 @@ class IndexSearcher(EvidenceSearcher):
             delta = np.arccos(np.clip(kth[rows].astype(np.float64) - _BOUND_TOL, -1.0, 1.0))
             a_q = np.arccos(np.clip(csim[rows, cluster].astype(np.float64), -1.0, 1.0))
             full = count[rows] >= need[rows]
-            lo = np.where(full, a_q - delta - 2 * _ANGLE_SLACK, 0.0)
-            hi = np.where(full, a_q + delta + 2 * _ANGLE_SLACK, math.pi)
+            lo = np.where(full, a_q - delta - 2 * ANGLE_SLACK, 0.0)
+            hi = np.where(full, a_q + delta + 2 * ANGLE_SLACK, math.pi)
             new_s, new_p = self._scan_round(ql, rows, part, cluster, qcls, lo, hi, k)
             # merge into the running top-k, rows sorted by (similarity desc, position asc)
             all_s = np.concatenate((best_s[rows], new_s), axis=1)

@@ -331,3 +331,23 @@ class GlobalEvidence:
             },
             columns=GLOBAL_COLUMNS,
         )
+
+
+@dataclass(frozen=True)
+class ProbedLocalEvidence(LocalEvidence):
+    """Local answer of the index: a :class:`~gnnaudit.audit.search.results.LocalEvidence`
+    plus, per query, the number of clusters scanned and whether the cap bound certifies the
+    answer as exact (it stopped because no unscanned cluster can hold a better candidate, not
+    at ``max_probe``). ``head`` / ``select`` return plain ``LocalEvidence``."""
+
+    n_probed: np.ndarray  # (q,) int64
+    certified: np.ndarray  # (q,) bool
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        q = self.query.shape[0]
+        if np.shape(self.n_probed) != (q,) or np.shape(self.certified) != (q,):
+            raise InvalidInputError(
+                f"n_probed and certified must have shape ({q},), got "
+                f"{np.shape(self.n_probed)} and {np.shape(self.certified)}"
+            )

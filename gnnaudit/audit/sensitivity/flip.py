@@ -52,8 +52,8 @@ Two scopes:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -69,7 +69,6 @@ from gnnaudit.audit.interventions import (
     resolve_features,
 )
 from gnnaudit.audit.sensitivity.engine import (
-    MAX_NODES,
     SAFEGUARD_NODES,
     AuditedGraph,
     FlipArrays,
@@ -77,6 +76,7 @@ from gnnaudit.audit.sensitivity.engine import (
     run_interventions,
     seeded,
 )
+from gnnaudit.audit.sensitivity.options import MAX_NODES, FlipOptions
 from gnnaudit.audit.sensitivity.receptive_field import BatchPlan
 from gnnaudit.errors import InvalidInputError
 
@@ -113,32 +113,6 @@ SENSITIVITY_COLUMNS = [
 ]
 #: first seed stream of the bootstrap (streams 0-2: sample, batching plan, safeguard)
 _BOOT = 3
-
-
-@dataclass(frozen=True)
-class FlipOptions:
-    """Keyword options shared by :func:`counterfactual_flip`, :func:`feature_sensitivity` and
-    :func:`sensitivity_results` (see :func:`counterfactual_flip` for their meaning)."""
-
-    num_hops: int | None = None
-    max_nodes: int = MAX_NODES
-    sensitive: Any = None
-    forward_kwargs: Mapping[str, Any] | None = None
-    predict_fn: Callable[..., Any] | None = None
-    device: Any = "auto"
-    confidence: float = 0.95
-    base_logits: Any = None
-    progress: bool = False
-    client: Any = None
-
-    @classmethod
-    def from_kwargs(cls, caller: str, options: Mapping[str, Any]) -> FlipOptions:
-        """Options from keyword arguments; an unknown name raises :class:`InvalidInputError`."""
-        allowed = sorted(f.name for f in fields(cls))
-        unknown = sorted(set(options) - set(allowed))
-        if unknown:
-            raise InvalidInputError(f"{caller} got unknown option(s) {unknown}; allowed: {allowed}")
-        return cls(**options)
 
 
 @dataclass
@@ -290,31 +264,17 @@ def sensitivity_results(
     Returns ``(results, total_forward_passes)``; each result's ``n_forward`` counts its own
     counterfactual passes only.
     """
-    opts = FlipOptions() if options is None else options
+    opts = FlipOptions.resolve("sensitivity_results", options)
     scope = check_choice("scope", scope, SCOPES)
     n_boot = check_int("n_boot", n_boot, minimum=1)
     random_state = check_int("random_state", random_state, minimum=0)
-    max_nodes = check_int("max_nodes", opts.max_nodes, minimum=1)
+    check_int("max_nodes", opts.max_nodes, minimum=1)
     confidence = check_confidence(opts.confidence)
-    client = check_client(opts.client)
+    check_client(opts.client)
     if not specs:
         raise InvalidInputError("features must name at least one feature")
-    setup = prepare(
-        model,
-        data,
-        mask,
-        scope,
-        random_state,
-        max_nodes,
-        opts.sensitive,
-        opts.forward_kwargs,
-        opts.predict_fn,
-        opts.device,
-        opts.base_logits,
-    )
-    arrays, plan, total = run_interventions(
-        setup, data, specs, scope, random_state, opts.num_hops, opts.progress, client
-    )
+    setup = prepare(model, data, mask, scope, random_state, opts)
+    arrays, plan, total = run_interventions(setup, data, specs, scope, random_state, opts)
     results = [
         _result(spec, f, arrays, setup, plan, scope, n_boot, random_state, confidence)
         for f, spec in enumerate(specs)
@@ -332,16 +292,9 @@ def counterfactual_flip(
     random_state: int = 0,
     *,
     kind: str = "auto",
-    num_hops: int | None = None,
-    max_nodes: int = MAX_NODES,
-    sensitive: Any = None,
-    forward_kwargs: Mapping[str, Any] | None = None,
-    predict_fn: Callable[..., Any] | None = None,
-    device: Any = "auto",
-    confidence: float = 0.95,
     max_categories: int = MAX_CATEGORIES,
-    base_logits: Any = None,
-    progress: bool = False,
+    options: FlipOptions | None = None,
+    **option_kwargs: Any,
 ) -> FlipResult:
     """Share of audited nodes whose predicted class changes when ``feature`` is changed.
 
@@ -355,21 +308,17 @@ def counterfactual_flip(
     mask : audited nodes (bool mask or ids); default ``data.test_mask``, else every node.
     scope : ``"node"`` (each audited node's own value alone) or ``"graph"`` (every node at
         once); see the module docstring.
-    n_boot, confidence : bootstrap resamples and level of the intervals.
+    n_boot : bootstrap resamples of the intervals.
     random_state : seed of the node sample, the batching priorities, the safeguard's nodes and
         the bootstrap.
     kind : ``"auto"`` (detected), or ``"binary"`` / ``"categorical"`` / ``"one-hot"`` /
         ``"continuous"`` to insist (a mismatch raises :class:`InvalidInputError`).
-    num_hops : receptive-field radius L for node scope (default: inferred, see
-        :func:`~gnnaudit.audit.sensitivity.receptive_field.infer_num_hops`; required for a plain callable or
-        ``predict_fn``).
-    max_nodes : node scope audits a seeded sample of this many nodes when there are more
-        (default 2000).
-    sensitive : the sensitive attribute for ``by_group`` (default ``data.sensitive``).
-    forward_kwargs, predict_fn, device : see :class:`ModelAdapter`.
     max_categories : most values of an integer column treated as categorical.
-    base_logits : the model's factual logits ``(n, C)`` if already computed (saves one pass).
-    progress : tqdm bar over the forward passes.
+    options, **option_kwargs : how the passes run, one
+        :class:`~gnnaudit.audit.sensitivity.options.FlipOptions` (``num_hops``, ``max_nodes``
+        (default 2000), ``sensitive``, ``forward_kwargs``, ``predict_fn``, ``device``,
+        ``confidence``, ``base_logits``, ``progress``, ``client``), given as an object, as
+        keywords of the same names, or both (the keywords win); another name raises.
 
     Cost (forward passes): graph scope ``1 + V``; node scope ``1 + B * V + 3`` with ``V``
     counterfactual values (1 for binary / continuous, the number of categories otherwise),
@@ -384,17 +333,7 @@ def counterfactual_flip(
         scope,
         n_boot,
         random_state,
-        FlipOptions(
-            num_hops=num_hops,
-            max_nodes=max_nodes,
-            sensitive=sensitive,
-            forward_kwargs=forward_kwargs,
-            predict_fn=predict_fn,
-            device=device,
-            confidence=confidence,
-            base_logits=base_logits,
-            progress=progress,
-        ),
+        FlipOptions.resolve("counterfactual_flip", options, option_kwargs),
     )
     result = results[0]
     result.n_forward = total
@@ -442,18 +381,20 @@ def feature_sensitivity(
     *,
     kinds: Mapping[str, str] | None = None,
     max_categories: int = MAX_CATEGORIES,
-    **options: Any,
+    options: FlipOptions | None = None,
+    **option_kwargs: Any,
 ) -> pd.DataFrame:
     """The counterfactual flip of every feature, ranked (see the module docstring).
 
     ``features``: names / indices / one-hot groups as nested sequences (default: every
     non-constant column, each alone); ``kinds``: optional ``{name: kind}`` overrides of the detected kinds;
-    ``options``: the keyword options of :func:`counterfactual_flip` (``num_hops, max_nodes,
-    sensitive, forward_kwargs, predict_fn, device, confidence, base_logits, progress``) and
-    ``client``: a ``dask.distributed.Client`` (optional extra ``gnnaudit[distributed]``) that
-    runs each feature's passes as one task on its workers; the table equals the
-    single-process table exactly (the model and graph are scattered to the workers once, so
-    they must be picklable).
+    ``options`` / ``**option_kwargs``: the same
+    :class:`~gnnaudit.audit.sensitivity.options.FlipOptions` as :func:`counterfactual_flip`
+    (``num_hops, max_nodes, sensitive, forward_kwargs, predict_fn, device, confidence,
+    base_logits, progress, client``); with ``client`` (a ``dask.distributed.Client``, optional
+    extra ``gnnaudit[distributed]``) each feature's passes are one task on its workers and the
+    table equals the single-process table exactly (the model and graph are scattered to the
+    workers once, so they must be picklable).
     Binary features are flipped, categorical ones and one-hot groups moved to each other value,
     continuous ones swapped to the opposite quantile :math:`F^{-1}(1 - F(x))`: a rank-based
     move that is comparable across features of any scale and skew, stays inside the observed
@@ -471,7 +412,7 @@ def feature_sensitivity(
     every feature), graph scope one.
     """
     specs = resolve_features(data, features, kinds=kinds, max_categories=max_categories)
-    opts = FlipOptions.from_kwargs("feature_sensitivity", options)
+    opts = FlipOptions.resolve("feature_sensitivity", options, option_kwargs)
     results, total = sensitivity_results(
         model, data, specs, mask, scope, n_boot, random_state, opts
     )

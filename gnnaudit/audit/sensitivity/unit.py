@@ -265,6 +265,9 @@ class SensitivityUnit(AuditUnit):
         :data:`~gnnaudit.audit.sensitivity.flip.MAX_NODES`, or :data:`LARGE_GRAPH_MAX_NODES` above
         :data:`LARGE_GRAPH_NODES` graph nodes.
     max_rank_values : most counterfactual values the ranking intervenes on (module docstring).
+    n_boot : bootstrap resamples of the intervals (None: the audit's ``n_boot``).
+    client : a ``dask.distributed.Client`` running the ranking's per-feature passes on its
+        workers (the :class:`~gnnaudit.audit.sensitivity.options.FlipOptions` ``client``).
     """
 
     name = "sensitivity"
@@ -279,6 +282,8 @@ class SensitivityUnit(AuditUnit):
         num_hops: int | None = None,
         max_nodes: int | None = None,
         max_rank_values: int = MAX_RANK_VALUES,
+        n_boot: int | None = None,
+        client: Any = None,
     ) -> None:
         scopes = tuple(scopes)
         if not scopes or any(s not in SCOPES for s in scopes):
@@ -290,6 +295,8 @@ class SensitivityUnit(AuditUnit):
         self.num_hops = None if num_hops is None else check_int("num_hops", num_hops, minimum=0)
         self.max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes, minimum=1)
         self.max_rank_values = check_int("max_rank_values", max_rank_values, minimum=1)
+        self.n_boot = None if n_boot is None else check_int("n_boot", n_boot, minimum=1)
+        self.client = client
 
     def run(self, ctx: AuditContext) -> SensitivityAudit:
         data = ctx.data
@@ -339,6 +346,7 @@ class SensitivityUnit(AuditUnit):
                 confidence=ctx.options.confidence,
                 base_logits=ctx.logits,
                 progress=ctx.options.progress,
+                client=self.client,
             )
             results, _ = sensitivity_results(
                 ctx.adapter,
@@ -346,7 +354,7 @@ class SensitivityUnit(AuditUnit):
                 specs,
                 ctx.nodes,
                 scope,
-                ctx.options.n_boot,
+                ctx.options.n_boot if self.n_boot is None else self.n_boot,
                 ctx.options.random_state,
                 options,
             )
