@@ -192,20 +192,25 @@ class FlipResult:
         return frame
 
 
-def _result(
-    spec: FeatureSpec,
-    f: int,
-    arrays: FlipArrays,
-    setup: AuditedGraph,
-    plan: BatchPlan | None,
-    scope: str,
-    n_boot: int,
-    random_state: int,
-    confidence: float,
-) -> FlipResult:
+@dataclass(frozen=True)
+class _Run:
+    """What every feature's result of one :func:`sensitivity_results` call shares."""
+
+    setup: AuditedGraph
+    arrays: FlipArrays
+    plan: BatchPlan | None
+    scope: str
+    n_boot: int
+    random_state: int
+    confidence: float
+
+
+def _result(spec: FeatureSpec, f: int, run: _Run) -> FlipResult:
     """The :class:`FlipResult` of feature number ``f``: rates and bootstrap intervals (seed
     streams ``3 + 2 c`` overall and ``4 + 2 c`` by group, ``c`` = the feature's first column,
     so a feature's interval does not depend on which other features are audited with it)."""
+    setup, arrays, plan, scope = run.setup, run.arrays, run.plan, run.scope
+    n_boot, random_state, confidence = run.n_boot, run.random_state, run.confidence
     flipped, delta = arrays.flipped[f], arrays.delta[f]
     stream = _BOOT + 2 * min(spec.columns)
     rng = seeded(random_state, stream)
@@ -275,11 +280,8 @@ def sensitivity_results(
         raise InvalidInputError("features must name at least one feature")
     setup = prepare(model, data, mask, scope, random_state, opts)
     arrays, plan, total = run_interventions(setup, data, specs, scope, random_state, opts)
-    results = [
-        _result(spec, f, arrays, setup, plan, scope, n_boot, random_state, confidence)
-        for f, spec in enumerate(specs)
-    ]
-    return results, total
+    run = _Run(setup, arrays, plan, scope, n_boot, random_state, confidence)
+    return [_result(spec, f, run) for f, spec in enumerate(specs)], total
 
 
 def counterfactual_flip(
