@@ -38,7 +38,7 @@ from bench_audit import RunHeader, fmt_table, set_threads  # noqa: E402
 
 RESULTS = HERE / "results" / "distributed.md"
 #: modules imported on every worker before timing (torch, PyG, gnnaudit's audit and clustering)
-WARM_UP = ("gnnaudit.audit.search_exact", "gnnaudit.audit.sensitivity", "gnnaudit.clustering")
+WARM_UP = ("gnnaudit.audit.search.exact", "gnnaudit.audit.sensitivity.flip", "gnnaudit.clustering")
 
 
 def workloads(args) -> list[tuple[str, Any]]:
@@ -48,9 +48,9 @@ def workloads(args) -> list[tuple[str, Any]]:
     from sklearn.datasets import make_blobs
     from torch_geometric.nn.models import GraphSAGE
 
-    from gnnaudit.audit.search_base import SearchSpace
-    from gnnaudit.audit.search_exact import ExactSearcher
-    from gnnaudit.audit.sensitivity import feature_sensitivity
+    from gnnaudit.audit.search.base import SearchSpace
+    from gnnaudit.audit.search.exact import ExactSearcher
+    from gnnaudit.audit.sensitivity.flip import feature_sensitivity
     from gnnaudit.clustering import ExDBSCAN
     from gnnaudit.datasets import synthetic_credit_graph
 

@@ -209,8 +209,8 @@ def epoch_times(space, sorted_searcher) -> dict[str, float]:
     against a fresh exact backend."""
     import numpy as np
 
-    from gnnaudit.audit.search_base import SearchSpace
-    from gnnaudit.audit.search_exact import ExactSearcher
+    from gnnaudit.audit.search.base import SearchSpace
+    from gnnaudit.audit.search.exact import ExactSearcher
 
     pred = np.random.default_rng(2).permutation(space.predictions)  # another epoch's predictions
     nodes = np.arange(space.size)
@@ -241,9 +241,9 @@ def worker(name: str, quick: bool, threads: int) -> dict[str, Any]:
     faiss.omp_set_num_threads(threads)
     threadpool_limits(threads)  # numpy's BLAS (the exact backend's matrix products)
     from gnnaudit.audit import CounterfactualEvidence
-    from gnnaudit.audit.search_faiss import FaissSearcher
-    from gnnaudit.audit.search_index import IndexSearcher
-    from gnnaudit.audit.search_sorted import DEFAULT_MAX_NODES, SortedSimilaritySearcher
+    from gnnaudit.audit.search.faiss_search import FaissSearcher
+    from gnnaudit.audit.search.index import IndexSearcher
+    from gnnaudit.audit.search.sorted_scan import DEFAULT_MAX_NODES, SortedSimilaritySearcher
     from gnnaudit.graph_ops import ks_embedding
 
     info: dict[str, Any] = {}

@@ -53,10 +53,10 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))  # this checkout's gnnaudit, not an installed one
 from tune_faiss_index import clustered  # noqa: E402
 
-from gnnaudit.audit.search_base import SearchSpace  # noqa: E402
-from gnnaudit.audit.search_exact import ExactSearcher  # noqa: E402
-from gnnaudit.audit.search_faiss import FaissSearcher  # noqa: E402
-from gnnaudit.audit.search_index import IndexSearcher  # noqa: E402
+from gnnaudit.audit.search.base import SearchSpace  # noqa: E402
+from gnnaudit.audit.search.exact import ExactSearcher  # noqa: E402
+from gnnaudit.audit.search.faiss_search import FaissSearcher  # noqa: E402
+from gnnaudit.audit.search.index import IndexSearcher  # noqa: E402
 
 RESULTS = HERE / "results" / "search_crossover.md"
 K = 10

@@ -54,7 +54,7 @@ def trained(n: int, bias: float, seed: int, backbone: str, epochs: int):
 def sensitivity(module, data, scope: str, base_logits) -> tuple[Any, Any, float]:
     """Every feature's flip at one scope: (gender's FlipResult, ranking table, seconds)."""
     from gnnaudit.audit.interventions import resolve_features
-    from gnnaudit.audit.sensitivity import FlipOptions, sensitivity_results, sensitivity_table
+    from gnnaudit.audit.sensitivity.flip import FlipOptions, sensitivity_results, sensitivity_table
 
     start = time.perf_counter()
     specs = resolve_features(data)
@@ -71,7 +71,7 @@ def sensitivity(module, data, scope: str, base_logits) -> tuple[Any, Any, float]
 def contrast(module, data, base_logits) -> tuple[Any, float, float, float]:
     """Gender's evidence contrast: (shared result, node-inference p, search s, contrast s)."""
     from gnnaudit.audit import CounterfactualEvidence
-    from gnnaudit.audit.evidence_contrast import evidence_contrast
+    from gnnaudit.audit.fairness.evidence_contrast import evidence_contrast
 
     start = time.perf_counter()
     ce = CounterfactualEvidence().fit(data, predictions=base_logits.argmax(1))
@@ -149,7 +149,7 @@ def cost(n: int) -> Any:
     import pandas as pd
 
     from gnnaudit.audit.model_adapter import ModelAdapter
-    from gnnaudit.audit.sensitivity import counterfactual_flip
+    from gnnaudit.audit.sensitivity.flip import counterfactual_flip
 
     data, module, _ = trained(n, 1.5, 0, "gcn", 20)
     adapter = ModelAdapter(module)
@@ -205,7 +205,7 @@ def calibration(sims: int) -> Any:
     from torch_geometric.data import Data
 
     from gnnaudit.audit import CounterfactualEvidence
-    from gnnaudit.audit.evidence_contrast import evidence_contrast
+    from gnnaudit.audit.fairness.evidence_contrast import evidence_contrast
 
     n = 100
     pvalues: dict[str, list[float]] = {"shared": [], "node": []}

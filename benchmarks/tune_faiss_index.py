@@ -40,9 +40,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 
-from gnnaudit.audit.search_base import SearchSpace  # noqa: E402
-from gnnaudit.audit.search_faiss import FaissSearcher  # noqa: E402
-from gnnaudit.audit.search_index import IndexSearcher  # noqa: E402
+from gnnaudit.audit.search.base import SearchSpace  # noqa: E402
+from gnnaudit.audit.search.faiss_search import FaissSearcher  # noqa: E402
+from gnnaudit.audit.search.index import IndexSearcher  # noqa: E402
 
 N_THREADS = 1
 K = 10

@@ -10,9 +10,8 @@ training    Lightning node classifier, data module, audit callback and fine-tuni
 datasets    graph and tabular loaders and generators.
 """
 
+from gnnaudit._version import __version__
 from gnnaudit.errors import GnnAuditError, InfeasibleError, InvalidInputError, NotFittedError
-
-__version__ = "0.1.0"
 
 __all__ = [
     "audit_model",

@@ -42,11 +42,11 @@ def check_client(client: Any, name: str = "client") -> Any:
         return None
     try:
         from distributed import Client
-    except ImportError:  # pragma: no cover - the test environment has dask
+    except ImportError as exc:  # pragma: no cover - the test environment has dask
         raise InvalidInputError(
             f"{name}={client!r:.60} needs dask.distributed, which is not installed ({_INSTALL}); "
             f"pass {name}=None to run in this process"
-        ) from None
+        ) from exc
     if not isinstance(client, Client):
         raise InvalidInputError(
             f"{name} must be a dask.distributed.Client or None, got {type(client).__name__} "

@@ -101,7 +101,7 @@ def check_array(
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(
             f"{name} must be array-like of numbers, got {type(value).__name__}: {exc}"
-        ) from None
+        ) from exc
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
         if arr.ndim not in allowed:
@@ -188,7 +188,7 @@ def check_device(name: str, device: Any, auto: Any = None) -> Any:
         raise InvalidInputError(
             f"{name} must be 'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device, got "
             f"{device!r}: {exc}"
-        ) from None
+        ) from exc
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise InvalidInputError(f"{name}={device!r} was requested but CUDA is not available")
     if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from gnnaudit.audit.search_base import SearchSpace
+from gnnaudit.audit.search.base import SearchSpace
 
 
 def brute_local(x: np.ndarray, pred: np.ndarray, q: np.ndarray, k: int):

@@ -12,8 +12,8 @@ import torch
 from lightning.pytorch.loggers import CSVLogger
 
 import gnnaudit.graph_ops.neighbourhood as neighbourhood
-from gnnaudit.audit.error_verification import error_verification
-from gnnaudit.audit.evidence import CounterfactualEvidence
+from gnnaudit.audit.fairness.error_verification import error_verification
+from gnnaudit.audit.search.evidence import CounterfactualEvidence
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training import CounterfactualAuditCallback, GraphDataModule, NodeClassifier
@@ -114,8 +114,8 @@ def test_default_cap_falls_back_to_exact_search_without_an_m_by_m_array(tmp_path
     """Above the module cap (monkeypatched small) the callback never builds the sorted m x m
     order: the searcher holds the blocked exact fallback, and its evidences equal those of
     the callback under the cap (the sorted order)."""
-    import gnnaudit.audit.search_sorted as search_sorted
-    from gnnaudit.audit.search_exact import ExactSearcher
+    import gnnaudit.audit.search.sorted_scan as search_sorted
+    from gnnaudit.audit.search.exact import ExactSearcher
 
     built = []
     original = search_sorted.SimilarityOrder.build
@@ -144,7 +144,7 @@ def test_default_cap_falls_back_to_exact_search_without_an_m_by_m_array(tmp_path
 
 
 def test_flip_metric_equals_the_offline_flip(tmp_path):
-    from gnnaudit.audit.sensitivity import counterfactual_flip
+    from gnnaudit.audit.sensitivity.flip import counterfactual_flip
 
     cb = CounterfactualAuditCallback(k=5, top_features=0, sensitive="gender")
     data, module, trainer = _fit(tmp_path, cb, epochs=4)

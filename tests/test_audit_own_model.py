@@ -44,6 +44,17 @@ USER_CODE = textwrap.dedent(
 
     def returns_nothing(in_channels, out_channels):
         return None
+
+
+    class Boom(torch.nn.Module):
+        '''A model whose forward fails: its own error must reach the user.'''
+
+        def __init__(self, in_channels, out_channels):
+            super().__init__()
+            self.lin = torch.nn.Linear(in_channels, out_channels)
+
+        def forward(self, x, edge_index):
+            raise RuntimeError("boom")
     """
 )
 
@@ -142,9 +153,12 @@ def test_audit_model_writes_reports_and_takes_forward_kwargs(workspace, tmp_path
         gnnaudit.audit_model(
             model, data, forward_kwargs={"edge_weight": weight}, out=tmp_path / "r", progress=False
         )
-    # without the argument the model fails: a clear error names the shapes
-    with pytest.raises(InvalidInputError, match="model failed on data"):
+    # without the argument the model fails: its own error propagates, with a note naming the
+    # audit stage (it is the user's error, not invalid input)
+    with pytest.raises(TypeError) as info:
         gnnaudit.audit_model(model, data, progress=False)
+    assert not isinstance(info.value, InvalidInputError)
+    assert any("raised by your model during" in n for n in info.value.__notes__)
 
 
 def test_labels_are_optional(workspace):
@@ -279,3 +293,44 @@ def test_model_on_another_device_than_asked_is_named(workspace):
     # the same model on the asked device is accepted (the check does not refuse a match)
     report = gnnaudit.audit_model(model, workspace["data"], device="cpu", progress=False)
     assert report.model["device"] == "cpu"
+
+
+def test_an_error_of_the_users_model_propagates_as_itself(workspace):
+    namespace: dict = {}
+    exec(USER_CODE, namespace)
+    data = workspace["data"]
+    model = namespace["Boom"](data.num_features, 2)
+    with pytest.raises(RuntimeError, match="boom") as info:
+        gnnaudit.audit_model(model, data, sensitive="gender", progress=False)
+    assert type(info.value) is RuntimeError  # not translated into "invalid input"
+    notes = getattr(info.value, "__notes__", [])
+    assert notes == ["gnnaudit: raised by your model during the audit's predictions"]
+    assert any("forward" in str(frame.name) for frame in info.traceback)  # its traceback kept
+    # the evidence search's own model call marks its stage too
+    from gnnaudit.audit import CounterfactualEvidence
+
+    with pytest.raises(RuntimeError, match="boom") as info:
+        CounterfactualEvidence().fit(data, model=model)
+    assert "CounterfactualEvidence.fit" in info.value.__notes__[0]
+
+
+def test_cli_prints_one_line_for_an_error_of_the_users_model(workspace, tmp_path, capsys):
+    root = workspace["root"]
+    code = main(
+        [
+            "audit",
+            "--graph",
+            str(root / "graph.pt"),
+            "--model",
+            f"{root / 'user_models.py'}:Boom",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err == (
+        "gnnaudit audit: error: your model raised RuntimeError: boom during the audit's predictions"
+    )
+    assert not (tmp_path / "o").exists()

@@ -10,7 +10,7 @@ from sklearn.neighbors import NearestNeighbors
 
 import gnnaudit.datasets.synthetic as synthetic
 import gnnaudit.training.audit_pipeline as pipeline
-from gnnaudit.audit.model_quality import ModelQuality
+from gnnaudit.audit.quality_unit import ModelQuality
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.datasets.splits import clean_edge_index
 from gnnaudit.errors import InvalidInputError
@@ -96,7 +96,7 @@ def test_audit_notes_the_automatic_finetune_skip(monkeypatch):
     monkeypatch.setattr(pipeline, "FINETUNE_MAX_NODES", 100)
     seen = {}
 
-    def fake_default_units(**kwargs):
+    def fake_default_units(config, **kwargs):
         seen.update(kwargs)
         return [ModelQuality()]
 
@@ -117,8 +117,8 @@ def test_audit_notes_the_automatic_finetune_skip(monkeypatch):
 def test_node_scope_subgraph_passes_equal_whole_graph_passes(monkeypatch, feature):
     """Node-scope passes on the (L+1)-hop ball subgraphs give the same flips and probability
     changes as whole-graph passes, and really run on subgraphs."""
-    import gnnaudit.audit.sensitivity_engine as engine
-    from gnnaudit.audit.sensitivity import counterfactual_flip
+    import gnnaudit.audit.sensitivity.node_scope as node_scope
+    from gnnaudit.audit.sensitivity.flip import counterfactual_flip
 
     data = synthetic_credit_graph(3000, seed=2)
     torch.manual_seed(0)
@@ -132,12 +132,12 @@ def test_node_scope_subgraph_passes_equal_whole_graph_passes(monkeypatch, featur
 
     monkeypatch.setattr(module, "forward", counting)
     kwargs = dict(scope="node", max_nodes=60, n_boot=50, num_hops=2)
-    monkeypatch.setattr(engine, "LOCAL_MAX_FRACTION", 0.0)  # never local
+    monkeypatch.setattr(node_scope, "LOCAL_MAX_FRACTION", 0.0)  # never local
     whole = counterfactual_flip(module, data, feature, **kwargs)
     assert set(sizes) == {3000}
     sizes.clear()
-    monkeypatch.setattr(engine, "LOCAL_MAX_FRACTION", 0.9)
-    monkeypatch.setattr(engine, "LOCAL_MAX_TOTAL", 100.0)
+    monkeypatch.setattr(node_scope, "LOCAL_MAX_FRACTION", 0.9)
+    monkeypatch.setattr(node_scope, "LOCAL_MAX_TOTAL", 100.0)
     local = counterfactual_flip(module, data, feature, **kwargs)
     assert min(sizes) < 3000  # subgraph passes ran
     np.testing.assert_array_equal(whole.nodes, local.nodes)
@@ -149,7 +149,7 @@ def test_node_scope_subgraph_passes_equal_whole_graph_passes(monkeypatch, featur
 def test_sensitivity_unit_large_graph_mode(monkeypatch):
     """Above LARGE_GRAPH_NODES (monkeypatched small) the default unit skips the ranking and
     samples LARGE_GRAPH_MAX_NODES nodes at node scope, and says both in its notes."""
-    import gnnaudit.audit.sensitivity_unit as su
+    import gnnaudit.audit.sensitivity.unit as su
     from gnnaudit.audit.context import AuditContext, AuditOptions
 
     data = synthetic_credit_graph(400, seed=0)

@@ -115,6 +115,7 @@ LAYERS = {
         "_validation",
         "_params",
         "_distributed",
+        "_threads",
         "safe_io",
         "graph_ops",
         "clustering",
@@ -122,6 +123,7 @@ LAYERS = {
     "clustering": {"errors", "_validation", "_params", "_distributed", "safe_io", "graph_ops"},
     "datasets": {"errors", "_validation", "safe_io"},
     "training": {
+        "_version",
         "errors",
         "_validation",
         "_params",
@@ -177,3 +179,201 @@ def test_distributed_is_a_leaf():
 def test_threads_is_a_leaf():
     """``gnnaudit._threads`` imports only ``errors`` and ``_validation`` (faiss lazily)."""
     assert _gnnaudit_imports(PACKAGE / "_threads.py") <= {"errors", "_validation"}
+
+
+# --- module graph: no circles, small modules, short functions, audit subpackage layers ---------
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _all_modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imported_modules(path: Path, modules: dict[str, Path]) -> set[str]:
+    """gnnaudit modules ``path`` imports anywhere in its AST (top level, inside functions and
+    under ``TYPE_CHECKING`` alike): ``from a.b import c`` counts as ``a.b.c`` when that is a
+    module, else as ``a.b``; relative imports are resolved against the module's package."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names
+            ]
+        else:
+            continue
+        found.update(t for t in targets if t in modules and t != name)
+    return found
+
+
+def _import_graph() -> dict[str, set[str]]:
+    modules = _all_modules()
+    return {name: _imported_modules(path, modules) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+def test_cycle_finder_finds_a_planted_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_among_the_package_modules():
+    graph = _import_graph()
+    assert len(graph) > 100  # the walk sees the whole package
+    assert "gnnaudit.audit.search.base" in graph["gnnaudit.audit.search.exact"]
+    assert _cycles(graph) == []
+
+
+#: largest module, in lines, anywhere in the package
+MAX_MODULE_LINES = 500
+#: longest function (docstring included) in the packages below, unless the comment block right
+#: above its ``def`` (or its signature) carries a ``# long:`` comment saying why
+MAX_FUNCTION_LINES = 100
+SHORT_FUNCTION_PACKAGES = ("audit", "training")
+
+
+def test_no_module_over_the_size_limit():
+    sizes = {
+        str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")
+    }
+    assert not {p: n for p, n in sizes.items() if n > MAX_MODULE_LINES}
+
+
+def _long_functions(path: Path) -> dict[str, int]:
+    lines = path.read_text().splitlines()
+    out = {}
+    for node in ast.walk(ast.parse("\n".join(lines))):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        length = (node.end_lineno or node.lineno) - node.lineno + 1
+        above = start - 1  # the comment block right above the def (or its decorators)
+        while above > 0 and lines[above - 1].strip().startswith("#"):
+            above -= 1
+        around = lines[above : node.body[0].lineno]
+        if length > MAX_FUNCTION_LINES and not any("# long:" in line for line in around):
+            out[f"{path.relative_to(PACKAGE)}:{node.name}"] = length
+    return out
+
+
+def test_no_function_over_the_length_limit():
+    found = {}
+    for package in SHORT_FUNCTION_PACKAGES:
+        for path in sorted((PACKAGE / package).rglob("*.py")):
+            found.update(_long_functions(path))
+    assert not found
+
+
+#: audit subpackage -> the parts of gnnaudit.audit it may import ("core" = the modules beside
+#: gnnaudit/audit/__init__.py); only gnnaudit/audit/__init__.py imports everything
+AUDIT_LAYERS = {
+    "report": set(),
+    "search": set(),
+    "core": {"report", "search"},
+    "sensitivity": {"core", "report", "search"},
+    "fairness": {"core", "report", "search"},
+    "embedding": {"core", "report", "search"},
+}
+
+
+def _audit_part(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["gnnaudit", "audit"] or len(parts) < 3:
+        return None
+    return parts[2] if parts[2] in AUDIT_LAYERS else "core"
+
+
+def test_audit_subpackages_import_downwards_only():
+    assert {p.name for p in (PACKAGE / "audit").iterdir() if p.is_dir()} - {"__pycache__"} == (
+        set(AUDIT_LAYERS) - {"core"}
+    )
+    bad = {}
+    for module, imports in _import_graph().items():
+        part = _audit_part(module)
+        if part is None:
+            continue
+        allowed = AUDIT_LAYERS[part] | {part}
+        wrong = sorted(i for i in imports if _audit_part(i) not in allowed | {None})
+        if wrong:
+            bad[module] = wrong
+    assert not bad
+
+
+def test_old_audit_module_paths_warn_and_resolve(monkeypatch):
+    import importlib
+    import sys
+
+    from gnnaudit.audit._moved import MOVED
+
+    for old, new in MOVED.items():
+        monkeypatch.delitem(sys.modules, old, raising=False)  # imported afresh: it warns
+        with pytest.warns(DeprecationWarning, match=rf"{old} is deprecated .* 0\.3\.0"):
+            module = importlib.import_module(old)
+        assert module is importlib.import_module(new)
+    # the old spellings of the public names still work
+    from gnnaudit.audit.report import AuditReport
+    from gnnaudit.audit.sensitivity import FlipOptions, counterfactual_flip
+
+    assert AuditReport.__module__ == "gnnaudit.audit.report.audit_report"
+    assert counterfactual_flip.__module__ == "gnnaudit.audit.sensitivity.flip"
+    assert FlipOptions.__module__ == "gnnaudit.audit.sensitivity.options"

@@ -102,7 +102,7 @@ def test_audit_errors_exit_2(tmp_path, capsys):
 def test_cli_backend_choices_match_the_library():
     """The commands offer exactly the search backends the library has (kept as literals so
     parsing does not import torch)."""
-    from gnnaudit.audit.evidence import BACKENDS
+    from gnnaudit.audit.search.evidence import BACKENDS
     from gnnaudit.cli import audit as cli_audit
     from gnnaudit.cli import evidence as cli_evidence
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch_geometric.data import Data
 
-from gnnaudit.audit.discrimination import (
+from gnnaudit.audit.fairness.discrimination import (
     DISCRIMINATION_COLUMNS,
     code_features,
     discrimination_scores,

@@ -23,9 +23,9 @@ from torch_geometric.nn.models import GraphSAGE  # noqa: E402
 
 from gnnaudit._distributed import check_client, map_blocks, split_blocks  # noqa: E402
 from gnnaudit.audit import CounterfactualEvidence  # noqa: E402
-from gnnaudit.audit.search_base import SearchSpace  # noqa: E402
-from gnnaudit.audit.search_exact import ExactSearcher  # noqa: E402
-from gnnaudit.audit.sensitivity import feature_sensitivity  # noqa: E402
+from gnnaudit.audit.search.base import SearchSpace  # noqa: E402
+from gnnaudit.audit.search.exact import ExactSearcher  # noqa: E402
+from gnnaudit.audit.sensitivity.flip import feature_sensitivity  # noqa: E402
 from gnnaudit.clustering import ExDBSCAN  # noqa: E402
 from gnnaudit.datasets import synthetic_credit_graph  # noqa: E402
 from gnnaudit.errors import InvalidInputError  # noqa: E402

@@ -295,7 +295,7 @@ def test_split_eps_against_every_merge_height(seed):
     """Oracle: scanning every merge height of the dc-tree. The rule's radius yields two
     sizeable clusters, and no radius above it and below the knee does on its grid; the exact
     best radius is never below the rule's."""
-    from gnnaudit.audit.embedding_parts import min_cluster_size, split_eps
+    from gnnaudit.audit.embedding.parts import min_cluster_size, split_eps
     from gnnaudit.graph_ops import DCTree
 
     Z = _bridged_blobs(seed)
@@ -322,7 +322,7 @@ def test_split_eps_against_every_merge_height(seed):
 
 def test_split_rule_in_embedding_audit():
     """The audit falls back to the split radius when the knee joins the two blobs."""
-    from gnnaudit.audit.embedding_parts import knee_eps
+    from gnnaudit.audit.embedding.parts import knee_eps
 
     Z = torch.tensor(_bridged_blobs(0), dtype=torch.float32)
     n = Z.shape[0]

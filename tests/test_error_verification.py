@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gnnaudit.audit.error_verification import ERROR_COLUMNS, error_verification
-from gnnaudit.audit.evidence_result import GlobalEvidence
+from gnnaudit.audit.fairness.error_verification import ERROR_COLUMNS, error_verification
+from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.errors import InvalidInputError
 
 

@@ -14,7 +14,7 @@ from torch_geometric.data import Data
 from gnnaudit import InvalidInputError, NotFittedError
 from gnnaudit.audit import CounterfactualEvidence
 from gnnaudit.audit.bootstrap import sign_flip_pvalue
-from gnnaudit.audit.evidence_contrast import (
+from gnnaudit.audit.fairness.evidence_contrast import (
     CONTRAST_COLUMNS,
     evidence_contrast,
     same_prediction_neighbours,

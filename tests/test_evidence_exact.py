@@ -332,7 +332,7 @@ def test_approximate_backends_are_wired_by_name(backend, params):
 def test_invalid_backend_answers_are_refused():
     """The estimator checks every backend answer: no same-class evidence, no node outside the
     test set, the typed result of the asked shape."""
-    from gnnaudit.audit.search_exact import ExactSearcher
+    from gnnaudit.audit.search.exact import ExactSearcher
     from gnnaudit.errors import GnnAuditError
 
     class SameClass(ExactSearcher):

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch_geometric.data import Batch, Data
 
-import gnnaudit.audit.evidence as evidence_module
+import gnnaudit.audit.search.evidence as evidence_module
 from gnnaudit.audit import CounterfactualEvidence
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops import KSEmbedding, ks_embedding
@@ -47,7 +47,7 @@ def test_matching_parameters_reuse_data_ks(ks_calls, caplog):
     assert len(ks_calls) == 1
     transformed = KSEmbedding(num_hops=2, alpha=0.3)(data)
     assert KSEmbedding.recorded_params(transformed) == (2, 0.3)
-    with caplog.at_level(logging.INFO, logger="gnnaudit.audit.evidence"):
+    with caplog.at_level(logging.INFO, logger="gnnaudit.audit.search"):
         reused = CounterfactualEvidence(num_hops=2, alpha=0.3).fit(transformed, predictions=pred)
     assert len(ks_calls) == 1  # not recomputed
     assert "reusing data.ks" in caplog.text
@@ -78,7 +78,7 @@ def test_the_stored_embedding_is_what_is_searched(ks_calls):
 def test_mismatched_parameters_recompute(ks_calls, caplog, transform_kwargs, fit_kwargs):
     data, pred = graph(seed=2)
     transformed = KSEmbedding(**transform_kwargs)(data)
-    with caplog.at_level(logging.INFO, logger="gnnaudit.audit.evidence"):
+    with caplog.at_level(logging.INFO, logger="gnnaudit.audit.search"):
         ce = CounterfactualEvidence(**fit_kwargs).fit(transformed, predictions=pred)
     assert len(ks_calls) == 1
     assert "recomputing" in caplog.text
@@ -90,7 +90,7 @@ def test_mismatched_parameters_recompute(ks_calls, caplog, transform_kwargs, fit
 def test_unrecorded_ks_is_recomputed(ks_calls, caplog):
     data, pred = graph(seed=3)
     data.ks = torch.zeros(50, 4)  # written by hand, no ks_params
-    with caplog.at_level(logging.INFO, logger="gnnaudit.audit.evidence"):
+    with caplog.at_level(logging.INFO, logger="gnnaudit.audit.search"):
         ce = CounterfactualEvidence().fit(data, predictions=pred)
     assert len(ks_calls) == 1 and "unrecorded parameters" in caplog.text
     torch.testing.assert_close(ce.ks_, ks_embedding(data.x, data.edge_index), rtol=0, atol=0)

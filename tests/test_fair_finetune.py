@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GCNConv
 
-from gnnaudit.audit.evidence_result import GlobalEvidence
+from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training import FairFinetune, NodeClassifier, train_node_classifier

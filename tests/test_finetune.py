@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from gnnaudit.audit.evidence import CounterfactualEvidence
+from gnnaudit.audit.search.evidence import CounterfactualEvidence
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.training import FinetuneResult, finetune_on_evidences, train_node_classifier

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from gnnaudit.audit.group_fairness import group_fairness
+from gnnaudit.audit.fairness.group_fairness import group_fairness
 from gnnaudit.errors import InvalidInputError
 
 

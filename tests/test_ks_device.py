@@ -69,7 +69,7 @@ def test_cuda_evidence_matches_cpu(data):
 
 
 def _space(seed=0, m=120):
-    from gnnaudit.audit.search_base import SearchSpace
+    from gnnaudit.audit.search.base import SearchSpace
 
     rng = np.random.default_rng(seed)
     emb = rng.normal(size=(m, 6)).astype(np.float32)
@@ -78,7 +78,7 @@ def _space(seed=0, m=120):
 
 
 def test_exact_searcher_cpu_device_is_the_numpy_path():
-    from gnnaudit.audit.search_exact import ExactSearcher
+    from gnnaudit.audit.search.exact import ExactSearcher
 
     space = _space()
     a = ExactSearcher().build(space)
@@ -92,7 +92,7 @@ def test_exact_searcher_cpu_device_is_the_numpy_path():
 
 @cuda
 def test_exact_searcher_on_cuda_matches_cpu():
-    from gnnaudit.audit.search_exact import ExactSearcher
+    from gnnaudit.audit.search.exact import ExactSearcher
 
     space = _space(1, 500)
     cpu = ExactSearcher().build(space)
@@ -107,7 +107,7 @@ def test_exact_searcher_on_cuda_matches_cpu():
 def _torch_blocks(searcher, budget):
     """The searcher with its blocks computed and selected by torch (here on the CPU: the
     code path a CUDA device runs), in blocks of ``budget`` bytes."""
-    from gnnaudit.audit.similarity_blocks import DeviceBlocks
+    from gnnaudit.audit.search.similarity_blocks import DeviceBlocks
 
     searcher.blocks_ = DeviceBlocks(searcher.sorted_embedding_, "cpu")
     searcher.block_budget_ = budget
@@ -123,7 +123,7 @@ def _torch_blocks(searcher, budget):
 def test_torch_block_selection_equals_brute_force(space, k, budget):
     """Ties are exact and plentiful: the device-side candidate selection keeps every tie at
     the k-th value, so the final answers equal the brute-force oracle, position for position."""
-    from gnnaudit.audit.search_exact import ExactSearcher
+    from gnnaudit.audit.search.exact import ExactSearcher
 
     emb, pred = space
     searcher = _torch_blocks(ExactSearcher().build(space_of(emb, pred)), budget)
@@ -140,7 +140,7 @@ def test_torch_block_selection_equals_brute_force(space, k, budget):
 
 
 def test_torch_blocks_equal_host_blocks_on_clustered_data():
-    from gnnaudit.audit.search_exact import ExactSearcher
+    from gnnaudit.audit.search.exact import ExactSearcher
 
     x, pred = clustered(900, 8, 6, 3, seed=4)
     host = ExactSearcher(block_bytes=4 * 900 * 20).build(space_of(x, pred))

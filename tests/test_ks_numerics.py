@@ -12,7 +12,7 @@ import torch
 from torch_geometric.data import Data
 
 from gnnaudit.audit import CounterfactualEvidence
-from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
+from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops import ks_embedding
 from gnnaudit.graph_ops.neighbourhood import (
@@ -124,7 +124,7 @@ def test_evidence_on_features_too_large_for_float32(caplog):
     unit = x.to(torch.float32) / x.abs().max().float()
     base = CounterfactualEvidence().fit(Data(x=unit, edge_index=ei), predictions=pred)
     huge = Data(x=unit * 3e38, edge_index=ei)
-    with caplog.at_level(logging.INFO, logger="gnnaudit.audit.evidence"):
+    with caplog.at_level(logging.INFO, logger="gnnaudit.audit.search"):
         ce = CounterfactualEvidence().fit(huge, predictions=pred)
     assert "float64" in caplog.text and ce.ks_.dtype == torch.float64
     nodes = ce.node_ids_

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from gnnaudit.audit import AuditReport
-from gnnaudit.audit.group_fairness import group_fairness
-from gnnaudit.audit.sensitivity import counterfactual_flip
+from gnnaudit.audit.fairness.group_fairness import group_fairness
+from gnnaudit.audit.sensitivity.flip import counterfactual_flip
 from gnnaudit.cli.main import main
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.training import (

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from gnnaudit.audit import CounterfactualEvidence, discrimination_scores, feature_rank
-from gnnaudit.audit.group_fairness import group_fairness
+from gnnaudit.audit.fairness.group_fairness import group_fairness
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.training import train_node_classifier
 

@@ -24,7 +24,7 @@ def test_version_is_defined_once():
         for p in (ROOT / "gnnaudit").rglob("*.py")
         if re.search(r"^__version__\s*=", p.read_text(), flags=re.M)
     ]
-    assert hits == [ROOT / "gnnaudit" / "__init__.py"]
+    assert hits == [ROOT / "gnnaudit" / "_version.py"]
 
 
 def test_changelog_follows_keep_a_changelog_and_names_the_version():

@@ -14,8 +14,8 @@ import torch
 from torch_geometric.data import Data
 
 from gnnaudit.audit import AuditReport, Figure, Finding, ReportSection
-from gnnaudit.audit.evidence_pairs import pair_comparison
-from gnnaudit.audit.group_fairness import group_fairness
+from gnnaudit.audit.fairness.evidence_pairs import pair_comparison
+from gnnaudit.audit.fairness.group_fairness import group_fairness
 from gnnaudit.errors import InvalidInputError
 
 

@@ -8,8 +8,8 @@ import torch
 from search_oracles import brute_local, clustered, positions, recall, space_of
 from torch_geometric.data import Data
 
-from gnnaudit.audit import evidence as evidence_mod
-from gnnaudit.audit.evidence import (
+from gnnaudit.audit.search import backends as backends_mod
+from gnnaudit.audit.search.evidence import (
     AUTO_FAISS_MIN_DIMS,
     AUTO_FAISS_MIN_NODES,
     AUTO_FAISS_MIN_NODES_LOW_DIM,
@@ -17,7 +17,7 @@ from gnnaudit.audit.evidence import (
     make_searcher,
     resolve_backend,
 )
-from gnnaudit.audit.search_faiss import FaissSearcher, default_nprobe
+from gnnaudit.audit.search.faiss_search import FaissSearcher, default_nprobe
 from gnnaudit.cli.main import build_parser
 from gnnaudit.errors import InvalidInputError
 
@@ -59,8 +59,8 @@ def test_auto_picks_exact_on_small_data(graph):
 
 def test_auto_picks_faiss_above_the_threshold(graph, monkeypatch):
     data, pred = graph
-    monkeypatch.setattr(evidence_mod, "AUTO_FAISS_MIN_NODES", 1000)
-    monkeypatch.setattr(evidence_mod, "AUTO_FAISS_MIN_DIMS", 8)
+    monkeypatch.setattr(backends_mod, "AUTO_FAISS_MIN_NODES", 1000)
+    monkeypatch.setattr(backends_mod, "AUTO_FAISS_MIN_DIMS", 8)
     ce = CounterfactualEvidence(backend="auto", num_hops=0).fit(data, predictions=pred)
     assert ce.backend_ == "faiss" and isinstance(ce.searcher_, FaissSearcher)
     assert ce.searcher_.index_type == "ivf"

@@ -27,12 +27,12 @@ from search_oracles import (
     space_of,
 )
 
-from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
-from gnnaudit.audit.search_base import EvidenceSearcher
-from gnnaudit.audit.search_exact import ExactSearcher
-from gnnaudit.audit.search_faiss import FaissSearcher
-from gnnaudit.audit.search_index import IndexSearcher
-from gnnaudit.audit.search_sorted import SortedSimilaritySearcher
+from gnnaudit.audit.search.base import EvidenceSearcher
+from gnnaudit.audit.search.exact import ExactSearcher
+from gnnaudit.audit.search.faiss_search import FaissSearcher
+from gnnaudit.audit.search.index import IndexSearcher
+from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
+from gnnaudit.audit.search.sorted_scan import SortedSimilaritySearcher
 
 pytestmark = pytest.mark.usefixtures("faiss_one_thread")
 

@@ -15,7 +15,7 @@ from search_oracles import (
     space_of,
 )
 
-from gnnaudit.audit.search_faiss import FaissSearcher
+from gnnaudit.audit.search.faiss_search import FaissSearcher
 from gnnaudit.errors import InvalidInputError, NotFittedError
 
 pytestmark = pytest.mark.usefixtures("faiss_one_thread")

@@ -17,8 +17,8 @@ from search_oracles import (
     space_of,
 )
 
-from gnnaudit.audit.search_base import SearchSpace
-from gnnaudit.audit.search_index import IndexSearcher
+from gnnaudit.audit.search.base import SearchSpace
+from gnnaudit.audit.search.index import IndexSearcher
 from gnnaudit.errors import InvalidInputError, NotFittedError
 
 

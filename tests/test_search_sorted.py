@@ -13,9 +13,9 @@ import pytest
 from search_oracles import brute_global, brute_local, pair_positions, positions, space_of
 
 from gnnaudit.audit import CounterfactualEvidence
-from gnnaudit.audit.search_base import SearchSpace
-from gnnaudit.audit.search_exact import ExactSearcher
-from gnnaudit.audit.search_sorted import (
+from gnnaudit.audit.search.base import SearchSpace
+from gnnaudit.audit.search.exact import ExactSearcher
+from gnnaudit.audit.search.sorted_scan import (
     DEFAULT_MAX_NODES,
     SimilarityOrder,
     SortedSimilaritySearcher,
@@ -100,7 +100,7 @@ def test_above_max_nodes_no_square_array_and_exact_fallback(caplog, count_builds
     emb = unit_rows(60, 4, seed=3)
     pred = np.random.default_rng(3).integers(0, 3, 60)
     space = SearchSpace(emb, pred, np.arange(60))
-    with caplog.at_level(logging.INFO, logger="gnnaudit.audit.search_sorted"):
+    with caplog.at_level(logging.INFO, logger="gnnaudit.audit.search.sorted_scan"):
         s = SortedSimilaritySearcher(max_nodes=59).build(space)
     assert "max_nodes=59" in caplog.text
     assert s.order_ is None and not s.uses_sorted_order and len(count_builds) == 0

@@ -22,17 +22,17 @@ from gnnaudit.audit.interventions import (
     resolve_feature,
 )
 from gnnaudit.audit.model_adapter import ModelAdapter
-from gnnaudit.audit.receptive_field import (
+from gnnaudit.audit.sensitivity.flip import (
+    SENSITIVITY_COLUMNS,
+    counterfactual_flip,
+    feature_sensitivity,
+)
+from gnnaudit.audit.sensitivity.receptive_field import (
     hop_adjacency,
     independent_set_colouring,
     infer_num_hops,
     l_hop_conflicts,
     plan_batches,
-)
-from gnnaudit.audit.sensitivity import (
-    SENSITIVITY_COLUMNS,
-    counterfactual_flip,
-    feature_sensitivity,
 )
 
 NAMES = ["b0", "b1", "cat", "c0", "c1", "oh0", "oh1", "oh2", "gender"]
@@ -450,7 +450,7 @@ def _ring(n: int) -> Data:
 def test_safeguard_shares_one_pass_when_balls_are_disjoint(monkeypatch):
     """On a long ring the safeguard's nodes are far apart: one shared pass, and it still
     catches a receptive field larger than num_hops."""
-    from gnnaudit.audit import sensitivity_engine
+    from gnnaudit.audit.sensitivity import node_scope as sensitivity_engine
 
     monkeypatch.setattr(sensitivity_engine, "LOCAL_MAX_FRACTION", 0.0)  # whole-graph passes
     ring = _ring(400)

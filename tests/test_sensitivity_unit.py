@@ -16,8 +16,8 @@ from gnnaudit.audit import (
     feature_sensitivity,
     run_units,
 )
-from gnnaudit.audit.contrast_unit import MIN_CONTRAST_EFFECT
-from gnnaudit.audit.sensitivity_unit import MIN_FLIP_EFFECT, flip_flagged
+from gnnaudit.audit.fairness.contrast_unit import MIN_CONTRAST_EFFECT
+from gnnaudit.audit.sensitivity.unit import MIN_FLIP_EFFECT, flip_flagged
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.audit_pipeline import run_audit

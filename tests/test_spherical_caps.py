@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gnnaudit.audit.spherical_caps import (
+from gnnaudit.audit.search.spherical_caps import (
     cap_area,
     cap_fraction,
     cap_intersection_area,

@@ -1,5 +1,6 @@
-"""The thread policy of :mod:`gnnaudit._threads`: explicit n wins (and is pinned), then
-OMP_NUM_THREADS, then the measured graph-size threshold."""
+"""The thread policy of :mod:`gnnaudit._threads`: explicit n wins (and scopes the calls nested
+in its block), then OMP_NUM_THREADS, then the measured graph-size threshold; library calls
+restore the caller's thread counts."""
 
 from __future__ import annotations
 
@@ -7,18 +8,16 @@ import pytest
 import torch
 
 from gnnaudit import InvalidInputError, _threads
-from gnnaudit._threads import SIZE_THRESHOLD, choose_threads, configure_threads
+from gnnaudit._threads import SIZE_THRESHOLD, choose_threads, configure_threads, thread_limits
 
 
 @pytest.fixture(autouse=True)
 def _clean_policy(monkeypatch):
-    """No pinned choice and no OMP_NUM_THREADS; restore torch's thread count afterwards."""
+    """No OMP_NUM_THREADS; restore torch's thread count afterwards."""
     before = torch.get_num_threads()
-    _threads._reset_pin()
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(_threads, "available_cores", lambda: 8)
     yield
-    _threads._reset_pin()
     torch.set_num_threads(before)
 
 
@@ -43,16 +42,50 @@ def test_unusable_omp_num_threads_falls_back_to_size(monkeypatch, value):
     assert choose_threads(num_nodes=10) == (1, "size")
 
 
-def test_explicit_n_wins_and_is_pinned(monkeypatch):
+def test_explicit_n_wins_scopes_nested_calls_and_is_restored(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert choose_threads(2, num_nodes=10) == (2, "explicit")
-    choice = configure_threads(1, num_nodes=100 * SIZE_THRESHOLD)
-    assert (choice.threads, choice.source) == (1, "explicit")
-    assert torch.get_num_threads() == 1
-    # later size-based calls (audit_model, train_node_classifier) keep the explicit choice
-    assert choose_threads(num_nodes=100 * SIZE_THRESHOLD) == (1, "pinned")
-    assert configure_threads(num_nodes=100 * SIZE_THRESHOLD).source == "pinned"
-    assert choose_threads(2) == (2, "explicit")  # a new explicit n still wins
+    torch.set_num_threads(2)
+    big = 100 * SIZE_THRESHOLD
+    with thread_limits(1, num_nodes=big) as choice:
+        assert (choice.threads, choice.source) == (1, "explicit")
+        assert torch.get_num_threads() == 1
+        # size-based calls inside the block (audit_model, train_node_classifier) keep it
+        assert choose_threads(num_nodes=big) == (1, "scoped")
+        with thread_limits(num_nodes=big) as inner:
+            assert inner.source == "scoped"
+        assert choose_threads(2) == (2, "explicit")  # a new explicit n still wins
+    # nothing left behind: the environment rules again, torch has its count back
+    assert choose_threads(num_nodes=big) == (3, "env")
+    assert torch.get_num_threads() == 2
+
+
+def test_thread_limits_restore_torch_blas_and_faiss_after_an_error():
+    from threadpoolctl import threadpool_info
+
+    torch.set_num_threads(3)
+    pools = sorted((p["filepath"], p["num_threads"]) for p in threadpool_info())
+    faiss = pytest.importorskip("faiss")
+    faiss.omp_set_num_threads(3)
+    try:
+        with pytest.raises(RuntimeError, match="inside"), thread_limits(num_nodes=10) as choice:
+            assert choice.threads == 1 and torch.get_num_threads() == 1
+            assert all(p["num_threads"] == 1 for p in threadpool_info())
+            raise RuntimeError("inside")
+        assert torch.get_num_threads() == 3
+        assert sorted((p["filepath"], p["num_threads"]) for p in threadpool_info()) == pools
+        assert faiss.omp_get_max_threads() == 3
+    finally:
+        faiss.omp_set_num_threads(1)
+
+
+def test_no_module_global_thread_state():
+    """The only state is the ContextVar of the enclosing explicit n, reset by its block."""
+    assert not hasattr(_threads, "_pinned")
+    assert _threads._scoped.get() is None
+    with thread_limits(2):
+        assert _threads._scoped.get() == 2
+    assert _threads._scoped.get() is None
 
 
 def test_configure_sets_torch_blas_openmp_and_faiss():
@@ -79,7 +112,7 @@ def test_invalid_num_nodes_is_named():
 
 
 def test_audit_sizes_threads_to_the_graph_and_records_the_choice():
-    from gnnaudit.audit.model_quality import ModelQuality
+    from gnnaudit.audit.quality_unit import ModelQuality
     from gnnaudit.datasets import synthetic_credit_graph
     from gnnaudit.training.audit_pipeline import run_audit
 
@@ -89,6 +122,7 @@ def test_audit_sizes_threads_to_the_graph_and_records_the_choice():
     def predict(x, edge_index):
         return linear(x)
 
+    torch.set_num_threads(3)  # the user's choice, before the audit
     report = run_audit(None, data, units=[ModelQuality()], predict_fn=predict, progress=False)
     assert report.run_info["threads"] == {
         "threads": 1,
@@ -96,6 +130,24 @@ def test_audit_sizes_threads_to_the_graph_and_records_the_choice():
         "num_nodes": 60,
         "faiss": report.run_info["threads"]["faiss"],
     }
-    assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == 3  # restored: the audit changed nothing process-wide
     with pytest.raises(InvalidInputError, match="threads"):
         run_audit(None, data, units=[ModelQuality()], predict_fn=predict, threads=0)
+    assert torch.get_num_threads() == 3
+
+
+def test_user_thread_count_survives_run_audit_and_its_errors():
+    from gnnaudit.audit.quality_unit import ModelQuality
+    from gnnaudit.datasets import synthetic_credit_graph
+    from gnnaudit.training.audit_pipeline import run_audit
+
+    data = synthetic_credit_graph(num_nodes=60, seed=0)
+
+    def boom(x, edge_index):
+        assert torch.get_num_threads() == 4  # the audit's explicit choice is in force
+        raise RuntimeError("boom")
+
+    torch.set_num_threads(1)
+    with pytest.raises(RuntimeError, match="boom"):
+        run_audit(None, data, units=[ModelQuality()], predict_fn=boom, threads=4)
+    assert torch.get_num_threads() == 1

@@ -1,46 +1,67 @@
 """GNN audits built on counterfactual evidence, shaped as units that feed one report.
 
-What belongs here: counterfactual-evidence search (exact, sorted, the paper's index, faiss), the audit
-statistics (each one module: model quality, group fairness, discrimination scores, error
-verification, evidence pairs, the embedding audit ...), the shared audit context, and the report with its findings.
+The package is layered by job (each arrow reads "may import"; a test records it):
+
+- :mod:`gnnaudit.audit.report` and :mod:`gnnaudit.audit.search` are the bottom: the report
+  (sections, findings, renderers, verdict) and the counterfactual-evidence search (exact,
+  sorted, the paper's index, faiss, with its results). Neither imports the rest of the audit.
+- the core beside this file: :mod:`~gnnaudit.audit.context` (the shared
+  :class:`AuditContext`), :mod:`~gnnaudit.audit.unit` (:class:`AuditUnit`, :func:`run_units`),
+  :mod:`~gnnaudit.audit.result`, :mod:`~gnnaudit.audit.model_adapter`,
+  :mod:`~gnnaudit.audit.model_quality`, :mod:`~gnnaudit.audit.bootstrap` and
+  :mod:`~gnnaudit.audit.interventions` -> report, search.
+- the statistics, each a subpackage with its units: :mod:`gnnaudit.audit.sensitivity`,
+  :mod:`gnnaudit.audit.fairness`, :mod:`gnnaudit.audit.embedding` -> core, report, search (never
+  each other).
+
 Each statistic is an :class:`AuditUnit` taking the shared :class:`AuditContext` (model, data,
 options, cached predictions and evidences) and returning a result with ``to_frame()``, a
 report section and findings. Imports from :mod:`gnnaudit.graph_ops` and
-:mod:`gnnaudit.clustering` only (never from training or cli).
+:mod:`gnnaudit.clustering` only (never from training or cli). The flat module paths of 0.1
+(``gnnaudit.audit.evidence`` ...) still import, with a DeprecationWarning, until 0.3.0
+(:mod:`gnnaudit.audit._moved`).
 """
 
+from gnnaudit.audit import _moved
 from gnnaudit.audit.context import AuditContext, AuditOptions
-from gnnaudit.audit.contrast_unit import EvidenceContrastAudit, EvidenceContrastUnit
-from gnnaudit.audit.discrimination import (
+from gnnaudit.audit.embedding.audit import EmbeddingAudit
+from gnnaudit.audit.embedding.node_embeddings import final_layer_name, node_embeddings
+from gnnaudit.audit.embedding.unit import EmbeddingStructureResult, EmbeddingStructureUnit
+from gnnaudit.audit.fairness.contrast_unit import EvidenceContrastAudit, EvidenceContrastUnit
+from gnnaudit.audit.fairness.discrimination import (
     DiscriminationResult,
     DiscriminationUnit,
     discrimination_scores,
     feature_rank,
 )
-from gnnaudit.audit.embedding_audit import EmbeddingAudit
-from gnnaudit.audit.embedding_unit import EmbeddingStructureResult, EmbeddingStructureUnit
-from gnnaudit.audit.embeddings import final_layer_name, node_embeddings
-from gnnaudit.audit.error_verification import (
+from gnnaudit.audit.fairness.error_verification import (
     ErrorVerificationResult,
     ErrorVerificationUnit,
     error_verification,
 )
-from gnnaudit.audit.evidence import CounterfactualEvidence
-from gnnaudit.audit.evidence_contrast import evidence_contrast
-from gnnaudit.audit.evidence_pairs import EvidencePairsResult, EvidencePairsUnit, pair_comparison
-from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
-from gnnaudit.audit.group_fairness import GroupFairness, GroupFairnessUnit, group_fairness
+from gnnaudit.audit.fairness.evidence_contrast import evidence_contrast
+from gnnaudit.audit.fairness.evidence_pairs import (
+    EvidencePairsResult,
+    EvidencePairsUnit,
+    pair_comparison,
+)
+from gnnaudit.audit.fairness.group_fairness import GroupFairness, GroupFairnessUnit, group_fairness
 from gnnaudit.audit.model_adapter import ModelAdapter
-from gnnaudit.audit.model_quality import ModelQuality, ModelQualityResult
-from gnnaudit.audit.report import AuditReport
-from gnnaudit.audit.report_section import Figure, Finding, ReportSection
-from gnnaudit.audit.search_exact import ExactSearcher
-from gnnaudit.audit.search_faiss import FaissSearcher
-from gnnaudit.audit.search_index import IndexSearcher
-from gnnaudit.audit.search_sorted import SortedSimilaritySearcher
-from gnnaudit.audit.sensitivity import counterfactual_flip, feature_sensitivity
-from gnnaudit.audit.sensitivity_unit import SensitivityAudit, SensitivityUnit
+from gnnaudit.audit.model_quality import ModelQualityResult
+from gnnaudit.audit.quality_unit import ModelQuality
+from gnnaudit.audit.report.audit_report import AuditReport
+from gnnaudit.audit.report.section import Figure, Finding, ReportSection
+from gnnaudit.audit.search.evidence import CounterfactualEvidence
+from gnnaudit.audit.search.exact import ExactSearcher
+from gnnaudit.audit.search.faiss_search import FaissSearcher
+from gnnaudit.audit.search.index import IndexSearcher
+from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
+from gnnaudit.audit.search.sorted_scan import SortedSimilaritySearcher
+from gnnaudit.audit.sensitivity.flip import counterfactual_flip, feature_sensitivity
+from gnnaudit.audit.sensitivity.unit import SensitivityAudit, SensitivityUnit
 from gnnaudit.audit.unit import AuditResult, AuditUnit, run_units
+
+_moved.install()
 
 __all__ = [
     "CounterfactualEvidence",

@@ -23,9 +23,9 @@ import numpy as np
 import torch
 
 from gnnaudit._validation import check_choice, check_edge_index, check_float, check_int
-from gnnaudit.audit.evidence import BACKENDS
-from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
 from gnnaudit.audit.model_adapter import ModelAdapter
+from gnnaudit.audit.search.evidence import BACKENDS
+from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["AuditOptions", "AuditContext", "resolve_sensitive", "resolve_nodes"]
@@ -268,7 +268,9 @@ class AuditContext:
     @cached_property
     def logits(self) -> torch.Tensor:
         """``(n, C)`` logits of the model on the graph (one forward pass, CPU)."""
-        return self.adapter.logits(self.data.x, self.data.edge_index)
+        return self.adapter.logits(
+            self.data.x, self.data.edge_index, stage="the audit's predictions"
+        )
 
     @cached_property
     def predictions(self) -> np.ndarray:
@@ -347,7 +349,7 @@ class AuditContext:
         """:class:`~gnnaudit.audit.CounterfactualEvidence` fitted on the audited nodes with the
         model's predictions (reuses ``data.ks`` when the ``KSEmbedding`` transform wrote it with
         the same parameters)."""
-        from gnnaudit.audit.evidence import CounterfactualEvidence
+        from gnnaudit.audit.search.evidence import CounterfactualEvidence
 
         opts = self.options
         return CounterfactualEvidence(

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from gnnaudit._validation import check_device
-from gnnaudit.errors import GnnAuditError, InvalidInputError
+from gnnaudit.errors import GnnAuditError, InvalidInputError, note_model_error
 
 __all__ = ["ModelAdapter", "resolve_device"]
 
@@ -158,12 +158,20 @@ class ModelAdapter:
         return self.model(x, edge_index, **self.forward_kwargs)
 
     def logits(
-        self, x: torch.Tensor, edge_index: torch.Tensor, *, to_cpu: bool = True
+        self,
+        x: torch.Tensor,
+        edge_index: torch.Tensor,
+        *,
+        to_cpu: bool = True,
+        stage: str = "a forward pass",
     ) -> torch.Tensor:
         """Validated ``(n, C)`` float logits of the model on ``(x, edge_index)``.
 
         Runs in eval mode without gradients on :attr:`device`; the result is detached and, with
-        ``to_cpu`` (default), on the CPU.
+        ``to_cpu`` (default), on the CPU. An exception raised by the model itself propagates
+        unchanged (it is the user's error, not invalid input), with a note naming ``stage``
+        (:func:`~gnnaudit.errors.note_model_error`); a malformed output (not a tensor, wrong
+        shape, NaN) is an :class:`~gnnaudit.errors.InvalidInputError`.
         """
         n = int(x.shape[0])
         x_dev = x.to(self.device)
@@ -173,11 +181,9 @@ class ModelAdapter:
                 out = self._call(x_dev, ei_dev)
             except GnnAuditError:
                 raise
-            except Exception as exc:  # the user's model: any failure becomes a clear error
-                raise InvalidInputError(
-                    f"model failed on data (x {tuple(x.shape)}, edge_index "
-                    f"{tuple(edge_index.shape)}): {type(exc).__name__}: {exc}"
-                ) from exc
+            except Exception as exc:  # the user's model: its own error, marked with the stage
+                note_model_error(exc, stage)
+                raise
         if not isinstance(out, torch.Tensor):
             raise InvalidInputError(
                 f"model must return a tensor of logits of shape [{n}, num_classes], got "
@@ -198,9 +204,11 @@ class ModelAdapter:
         out = out.detach()
         return out.cpu() if to_cpu else out
 
-    def predict(self, x: torch.Tensor, edge_index: torch.Tensor) -> np.ndarray:
+    def predict(
+        self, x: torch.Tensor, edge_index: torch.Tensor, *, stage: str = "a forward pass"
+    ) -> np.ndarray:
         """Predicted class of every node, ``(n,)`` int64 (argmax of :meth:`logits`)."""
-        out = self.logits(x, edge_index, to_cpu=False)
+        out = self.logits(x, edge_index, to_cpu=False, stage=stage)
         return out.argmax(dim=1).cpu().numpy().astype(np.int64)
 
     def __repr__(self) -> str:

@@ -16,20 +16,15 @@ meaningless are marked "not meaningful" (see :class:`~gnnaudit.audit.unit.AuditU
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from gnnaudit.audit.bootstrap import rate_interval
-from gnnaudit.audit.report_section import Finding, ReportSection
-from gnnaudit.audit.unit import AuditResult, AuditUnit
-
-if TYPE_CHECKING:  # pragma: no cover
-    from gnnaudit.audit.context import AuditContext
+from gnnaudit.audit.report.section import Finding, ReportSection
+from gnnaudit.audit.result import AuditResult
 
 __all__ = [
-    "ModelQuality",
     "ModelQualityResult",
     "assess_model",
     "ACCURACY_MARGIN",
@@ -40,6 +35,9 @@ __all__ = [
 ACCURACY_MARGIN = 0.01
 #: a model predicting one class on more than this share of the audited nodes is degenerate
 PREDICTION_SHARE = 0.95
+#: key and heading of the model-quality report section (:class:`~gnnaudit.audit.ModelQuality`)
+UNIT_NAME = "model_quality"
+UNIT_TITLE = "Model quality"
 
 
 @dataclass
@@ -130,8 +128,8 @@ class ModelQualityResult(AuditResult):
                 f"covers {self.top_share:.1%} of the audited nodes."
             )
         return ReportSection(
-            key=ModelQuality.name,
-            title=ModelQuality.title,
+            key=UNIT_NAME,
+            title=UNIT_TITLE,
             summary=summary,
             tables={"predicted and true classes": self.classes},
             notes=[
@@ -207,14 +205,3 @@ def assess_model(
         split_accuracies=dict(split_accuracies or {}),
         degenerate_reason="; ".join(reasons) if reasons else None,
     )
-
-
-class ModelQuality(AuditUnit):
-    """Audit unit: accuracy against the majority rate and the degenerate-model guard (no
-    options). Runs first; later units read ``ctx.degenerate_reason``."""
-
-    name = "model_quality"
-    title = "Model quality"
-
-    def run(self, ctx: AuditContext) -> ModelQualityResult:
-        return ctx.quality

@@ -24,9 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import pandas as pd
-
-from gnnaudit.audit.report_section import Finding, ReportSection
+from gnnaudit.audit.report.section import Finding, ReportSection
+from gnnaudit.audit.result import AuditResult, UnitSkipped
 from gnnaudit.errors import InvalidInputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,29 +45,6 @@ logger = logging.getLogger(__name__)
 
 #: what a unit may require of the context (see :meth:`AuditContext.missing`)
 REQUIREMENTS = ("labels", "sensitive", "sensitive_feature", "evidence", "train_mask")
-
-
-class UnitSkipped(InvalidInputError):
-    """Raised by :meth:`AuditUnit.run` when the unit cannot produce its statistic on this input
-    (found only while computing, e.g. a sensitive group too small for the requested clusters);
-    :func:`run_units` turns it into a ``skipped`` section with the message as the reason, and
-    the other units still run."""
-
-
-class AuditResult(ABC):
-    """What an audit unit returns."""
-
-    @abstractmethod
-    def to_frame(self) -> pd.DataFrame:
-        """The result's main table."""
-
-    @abstractmethod
-    def report_section(self) -> ReportSection:
-        """The result rendered as one report section (title, plain-words summary, tables ...)."""
-
-    def findings(self) -> list[Finding]:
-        """Rows for the report's findings table (default: none)."""
-        return []
 
 
 class AuditUnit(ABC):

@@ -295,6 +295,7 @@ def run(args: argparse.Namespace) -> int:
     from gnnaudit._validation import check_int
     from gnnaudit.cli.options import progress_enabled
     from gnnaudit.safe_io import atomic_output_dir, check_output_dir
+    from gnnaudit.training.audit_config import AuditConfig
     from gnnaudit.training.audit_pipeline import run_audit
 
     start = time.perf_counter()
@@ -322,20 +323,22 @@ def run(args: argparse.Namespace) -> int:
         info["device"] = device
         steps.update(1)
         steps.set_postfix_str("audit")
-        # default (None): on for LightningModules up to FINETUNE_MAX_NODES nodes, else a note
-        finetune = args.finetune
-        report = run_audit(
-            module,
-            data,
-            k=args.k,
-            sensitive=args.sensitive,
-            backend=args.backend,
+        config = AuditConfig(
             min_support=args.min_support,
-            finetune=finetune,
+            # default (None): on for LightningModules up to FINETUNE_MAX_NODES nodes, else a note
+            finetune=args.finetune,
             finetune_kwargs={"m": args.finetune_m, "epochs": args.finetune_epochs},
             embedding=args.embedding,
             mitigate=args.mitigate,
             mitigate_kwargs=_mitigate_kwargs(args),
+        )
+        report = run_audit(
+            module,
+            data,
+            args.sensitive,
+            config=config,
+            k=args.k,
+            backend=args.backend,
             dataset_name=data_name,
             model_info=info,
             random_state=args.seed,

@@ -3,8 +3,11 @@
 :func:`run_command` runs a parsed command and turns every failure into an exit code and one
 line on stderr:
 
-* a :class:`~gnnaudit.errors.GnnAuditError` (bad input, infeasible request; model-call
-  failures are raised as such at the model boundary) -> exit 2;
+* a :class:`~gnnaudit.errors.GnnAuditError` (bad input, infeasible request, a malformed
+  model output) -> exit 2;
+* an exception raised by the user's model (marked by
+  :func:`~gnnaudit.errors.note_model_error` with the audit stage) -> exit 2 and the line
+  ``your model raised RuntimeError: boom during <stage>``: not a gnnaudit bug;
 * a file-boundary failure that escaped the command's own checks - an ``OSError`` and its
   relatives, ``UnicodeError``, pandas' parser errors, ``csv.Error``, a broken zip or a
   truncated file - -> exit 2, naming the argument and the file when they can be told;
@@ -31,7 +34,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from gnnaudit.cli.guards import Terminated, check_out_apart, terminating_signals_raise
-from gnnaudit.errors import GnnAuditError
+from gnnaudit.errors import GnnAuditError, model_error_stage
 
 __all__ = ["run_command", "file_error_message", "one_line_warnings"]
 
@@ -176,6 +179,14 @@ def run_command(args: argparse.Namespace) -> int:
         except Exception as exc:
             if debug:
                 traceback.print_exc()
+            stage = model_error_stage(exc)
+            if stage is not None:
+                print(
+                    f"{prefix}: error: your model raised {type(exc).__name__}: "
+                    f"{_one_line(str(exc))} during {stage}",
+                    file=sys.stderr,
+                )
+                return 2
             if isinstance(exc, _file_error_types()):
                 print(f"{prefix}: error: {file_error_message(exc, args)}", file=sys.stderr)
                 return 2

@@ -69,11 +69,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
-    if getattr(args, "threads", None) is not None:
-        from gnnaudit._threads import configure_threads
+    if getattr(args, "threads", None) is None:
+        return run_command(args)
+    from gnnaudit._threads import thread_limits
 
-        configure_threads(args.threads)  # pinned: the audit's size rule keeps it
-    return run_command(args)
+    with thread_limits(args.threads):  # the command's own size rule yields to it
+        return run_command(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,7 +26,7 @@ from typing import Any
 #: gnnaudit's backbones, = :data:`gnnaudit.training.BACKBONES` (kept here so ``--help`` stays
 #: light; a test checks they agree)
 BACKBONES: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
-#: evidence search backends, = :data:`gnnaudit.audit.evidence.BACKENDS` (a test checks it)
+#: evidence search backends, = :data:`gnnaudit.audit.search.evidence.BACKENDS` (a test checks it)
 BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss", "auto")
 
 __all__ = [
@@ -76,10 +76,10 @@ def threads_argument(text: str) -> int:
 
     try:
         return check_threads(int(text))
-    except (ValueError, InvalidInputError):
+    except (ValueError, InvalidInputError) as exc:
         raise argparse.ArgumentTypeError(
             f"must be an integer >= 1 (the number of CPU threads), got {text!r}"
-        ) from None
+        ) from exc
 
 
 def add_global_options(parser: argparse.ArgumentParser, *, in_subcommand: bool) -> None:

@@ -57,10 +57,10 @@ def check_input_file(name: str, path: PathLike) -> Path:
     p = Path(path)
     try:
         st = p.stat()
-    except FileNotFoundError:
-        raise InvalidInputError(f"{name}: file {str(p)!r} does not exist") from None
+    except FileNotFoundError as exc:
+        raise InvalidInputError(f"{name}: file {str(p)!r} does not exist") from exc
     except OSError as exc:  # NotADirectoryError (a parent is a file), permission, loops
-        raise InvalidInputError(f"{name}: cannot access {str(p)!r}: {os_reason(exc)}") from None
+        raise InvalidInputError(f"{name}: cannot access {str(p)!r}: {os_reason(exc)}") from exc
     if p.is_dir():
         raise InvalidInputError(f"{name}: {str(p)!r} is a folder, expected a file")
     if not stat.S_ISREG(st.st_mode):
@@ -111,7 +111,7 @@ def _check_parent(name: str, target: Path, *, must_exist: bool) -> None:
     except OSError as exc:
         raise InvalidInputError(
             f"{name}: cannot write in folder {str(probe_dir)!r}: {os_reason(exc)}"
-        ) from None
+        ) from exc
     probe.unlink(missing_ok=True)
 
 

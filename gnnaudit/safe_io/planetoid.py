@@ -69,10 +69,10 @@ class _PlanetoidUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:  # noqa: D102
         try:
             return _PLANETOID_GLOBALS[(module, name)]
-        except KeyError:
+        except KeyError as exc:
             raise _Refused(
                 f"global {module}.{name} is not allowed in a Planetoid raw file"
-            ) from None
+            ) from exc
 
 
 def _numeric_array(value: Any, what: str) -> np.ndarray:
@@ -137,10 +137,10 @@ def load_planetoid_pickle(name: str, path: PathLike) -> Any:
             obj = _PlanetoidUnpickler(fh, encoding="latin1").load()
         return _validated_planetoid_object(obj)
     except _Refused as exc:
-        raise InvalidInputError(f"{name}: {str(p)!r} refused: {one_line(exc)}") from None
+        raise InvalidInputError(f"{name}: {str(p)!r} refused: {one_line(exc)}") from exc
     except OSError as exc:
-        raise InvalidInputError(f"{name}: cannot read {str(p)!r}: {os_reason(exc)}") from None
+        raise InvalidInputError(f"{name}: cannot read {str(p)!r}: {os_reason(exc)}") from exc
     except Exception as exc:  # malformed pickle: any error the allowed constructors raise
         raise InvalidInputError(
             f"{name}: {str(p)!r} is not a valid Planetoid raw file: {one_line(exc)}"
-        ) from None
+        ) from exc

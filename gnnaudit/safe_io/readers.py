@@ -32,9 +32,9 @@ def read_text(name: str, path: PathLike, *, encoding: str = "utf-8") -> str:
     except UnicodeDecodeError as exc:
         raise InvalidInputError(
             f"{name}: {str(p)!r} is not {encoding} text ({one_line(exc)})"
-        ) from None
+        ) from exc
     except OSError as exc:
-        raise InvalidInputError(f"{name}: cannot read {str(p)!r}: {os_reason(exc)}") from None
+        raise InvalidInputError(f"{name}: cannot read {str(p)!r}: {os_reason(exc)}") from exc
 
 
 def read_json(name: str, path: PathLike) -> Any:
@@ -43,7 +43,7 @@ def read_json(name: str, path: PathLike) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"{name}: {str(path)!r} is not valid JSON: {exc}") from None
+        raise InvalidInputError(f"{name}: {str(path)!r} is not valid JSON: {exc}") from exc
 
 
 def read_csv(name: str, path: PathLike, *, min_rows: int = 1, **kwargs: Any) -> Any:
@@ -64,22 +64,20 @@ def read_csv(name: str, path: PathLike, *, min_rows: int = 1, **kwargs: Any) -> 
         if _looks_binary(p):
             raise InvalidInputError(f"{name}: {str(p)!r} is a binary file, expected a CSV table")
         frame = pd.read_csv(p, **kwargs)
-    except pd.errors.EmptyDataError:
-        raise InvalidInputError(f"{name}: {str(p)!r} is empty, expected a CSV table") from None
+    except pd.errors.EmptyDataError as exc:
+        raise InvalidInputError(f"{name}: {str(p)!r} is empty, expected a CSV table") from exc
     except UnicodeDecodeError as exc:
         raise InvalidInputError(
             f"{name}: {str(p)!r} is not {kwargs.get('encoding', 'utf-8')} text ({one_line(exc)})"
-        ) from None
+        ) from exc
     except (pd.errors.ParserError, csv.Error) as exc:
-        raise InvalidInputError(
-            f"{name}: cannot parse {str(p)!r} as CSV: {one_line(exc)}"
-        ) from None
+        raise InvalidInputError(f"{name}: cannot parse {str(p)!r} as CSV: {one_line(exc)}") from exc
     except OSError as exc:
-        raise InvalidInputError(f"{name}: cannot read {str(p)!r}: {os_reason(exc)}") from None
+        raise InvalidInputError(f"{name}: cannot read {str(p)!r}: {os_reason(exc)}") from exc
     except InvalidInputError:
         raise
     except ValueError as exc:  # dtype=, usecols= ... mismatches
-        raise InvalidInputError(f"{name}: cannot read {str(p)!r} as CSV: {one_line(exc)}") from None
+        raise InvalidInputError(f"{name}: cannot read {str(p)!r} as CSV: {one_line(exc)}") from exc
     if len(frame) < min_rows:
         raise InvalidInputError(
             f"{name}: {str(p)!r} must hold at least {min_rows} data row(s), got {len(frame)}"
@@ -107,13 +105,13 @@ def load_text_array(
             warnings.filterwarnings("ignore", message=".*input contained no data.*")
             return np.loadtxt(p, dtype=dtype, ndmin=ndmin, comments=comments)
     except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{name}: {str(p)!r} is not text ({one_line(exc)})") from None
+        raise InvalidInputError(f"{name}: {str(p)!r} is not text ({one_line(exc)})") from exc
     except OSError as exc:
-        raise InvalidInputError(f"{name}: cannot read {str(p)!r}: {os_reason(exc)}") from None
+        raise InvalidInputError(f"{name}: cannot read {str(p)!r}: {os_reason(exc)}") from exc
     except InvalidInputError:
         raise
     except ValueError as exc:
-        raise InvalidInputError(f"{name}: cannot parse {str(p)!r}: {one_line(exc)}") from None
+        raise InvalidInputError(f"{name}: cannot parse {str(p)!r}: {one_line(exc)}") from exc
 
 
 def _numpy_refusal(name: str, p: Path, exc: ValueError, kind: str) -> str:
@@ -144,11 +142,9 @@ def load_npz(name: str, path: PathLike) -> dict[str, np.ndarray]:
     except InvalidInputError:
         raise
     except ValueError as exc:
-        raise InvalidInputError(_numpy_refusal(name, p, exc, ".npz")) from None
+        raise InvalidInputError(_numpy_refusal(name, p, exc, ".npz")) from exc
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise InvalidInputError(
-            f"{name}: cannot read {str(p)!r} as .npz: {one_line(exc)}"
-        ) from None
+        raise InvalidInputError(f"{name}: cannot read {str(p)!r} as .npz: {one_line(exc)}") from exc
 
 
 def load_npy(name: str, path: PathLike) -> np.ndarray:
@@ -157,11 +153,9 @@ def load_npy(name: str, path: PathLike) -> np.ndarray:
     try:
         arr = np.load(p, allow_pickle=False)
     except ValueError as exc:
-        raise InvalidInputError(_numpy_refusal(name, p, exc, ".npy")) from None
+        raise InvalidInputError(_numpy_refusal(name, p, exc, ".npy")) from exc
     except (OSError, EOFError) as exc:
-        raise InvalidInputError(
-            f"{name}: cannot read {str(p)!r} as .npy: {one_line(exc)}"
-        ) from None
+        raise InvalidInputError(f"{name}: cannot read {str(p)!r} as .npy: {one_line(exc)}") from exc
     if not isinstance(arr, np.ndarray):
         arr.close()
         raise InvalidInputError(f"{name}: {str(p)!r} is an .npz archive, expected one .npy array")

@@ -49,12 +49,12 @@ def _torch_pickle_globals(name: str, p: Path) -> set[str]:
                     f"{name}: {str(p)!r} is not a torch.save file (no single data.pkl inside)"
                 )
             payload = archive.read(pickles[0])
-    except zipfile.BadZipFile:
+    except zipfile.BadZipFile as exc:
         raise InvalidInputError(
             f"{name}: {str(p)!r} is not a torch.save zip file (legacy or foreign format refused)"
-        ) from None
+        ) from exc
     except OSError as exc:
-        raise InvalidInputError(f"{name}: cannot read {str(p)!r}: {os_reason(exc)}") from None
+        raise InvalidInputError(f"{name}: cannot read {str(p)!r}: {os_reason(exc)}") from exc
     found: set[str] = set()
     try:
         for opcode, arg, _ in pickletools.genops(io.BytesIO(payload)):
@@ -71,7 +71,7 @@ def _torch_pickle_globals(name: str, p: Path) -> set[str]:
     except Exception as exc:
         raise InvalidInputError(
             f"{name}: {str(p)!r} holds a malformed pickle: {one_line(exc)}"
-        ) from None
+        ) from exc
     return found
 
 
@@ -108,7 +108,7 @@ def safe_torch_load(
     except (RuntimeError, ValueError, OSError) as exc:
         raise InvalidInputError(
             f"{name}: cannot read {str(p)!r} as a torch file: {one_line(exc)}"
-        ) from None
+        ) from exc
     refused = sorted(((found & registered) - allowed_names) | unknown)
     if refused:
         raise InvalidInputError(
@@ -121,8 +121,8 @@ def safe_torch_load(
     except pickle.UnpicklingError as exc:
         raise InvalidInputError(
             f"{name}: {str(p)!r} refused by the weights-only loader: {one_line(exc)}"
-        ) from None
+        ) from exc
     except (RuntimeError, EOFError, OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         raise InvalidInputError(
             f"{name}: cannot read {str(p)!r} as a torch file: {one_line(exc)}"
-        ) from None
+        ) from exc

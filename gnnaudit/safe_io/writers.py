@@ -45,24 +45,24 @@ def _commit_file(tmp: Path, target: Path, name: str, force: bool) -> None:
             return
         try:
             os.link(tmp, target)  # atomic no-clobber: fails if the target appeared meanwhile
-        except FileExistsError:
+        except FileExistsError as exc:
             raise InvalidInputError(
                 f"{name}: {str(target)!r} was created by someone else while this run was "
                 "writing; pass force=True (--force) to overwrite it"
-            ) from None
-        except OSError:  # file system without hard links
+            ) from exc
+        except OSError as exc:  # file system without hard links
             if os.path.lexists(target):
                 raise InvalidInputError(
                     f"{name}: {str(target)!r} already exists; pass force=True (--force) to "
                     "overwrite it"
-                ) from None
+                ) from exc
             os.replace(tmp, target)
             return
         tmp.unlink()
-    except IsADirectoryError:
-        raise InvalidInputError(f"{name}: {str(target)!r} is a folder, expected a file") from None
+    except IsADirectoryError as exc:
+        raise InvalidInputError(f"{name}: {str(target)!r} is a folder, expected a file") from exc
     except OSError as exc:
-        raise InvalidInputError(f"{name}: cannot write {str(target)!r}: {os_reason(exc)}") from None
+        raise InvalidInputError(f"{name}: cannot write {str(target)!r}: {os_reason(exc)}") from exc
 
 
 @contextlib.contextmanager
@@ -86,7 +86,7 @@ def atomic_file(path: PathLike, *, name: str = "out", force: bool = False) -> It
     try:
         tmp = create_sibling_file(target)
     except OSError as exc:
-        raise InvalidInputError(f"{name}: cannot write {str(target)!r}: {os_reason(exc)}") from None
+        raise InvalidInputError(f"{name}: cannot write {str(target)!r}: {os_reason(exc)}") from exc
     try:
         yield tmp
         _commit_file(tmp, target, name, force)
@@ -105,7 +105,7 @@ def atomic_write_bytes(
         except OSError as exc:
             raise InvalidInputError(
                 f"{name}: cannot write {str(path)!r}: {os_reason(exc)}"
-            ) from None
+            ) from exc
     return Path(path)
 
 

@@ -7,6 +7,7 @@ clustering, never cli.
 """
 
 from gnnaudit.training.audit_callback import CounterfactualAuditCallback
+from gnnaudit.training.audit_config import AuditConfig, RunSettings
 from gnnaudit.training.audit_pipeline import audit_model, default_units, run_audit
 from gnnaudit.training.data_module import GraphDataModule
 from gnnaudit.training.fair_finetune import FairFinetune
@@ -37,4 +38,6 @@ __all__ = [
     "run_audit",
     "audit_model",
     "default_units",
+    "AuditConfig",
+    "RunSettings",
 ]

@@ -12,7 +12,7 @@ local top-k evidences of each of them, and logs
 * ``audit/ds/<sensitive>`` and ``audit/ds_lift/<sensitive>``: best score and best lift of the
   watched ``sensitive`` feature, if given;
 * ``audit/flip/<sensitive>``: the counterfactual flip rate of the watched feature on the
-  stage's nodes (:func:`~gnnaudit.audit.sensitivity.counterfactual_flip`, ``flip_scope``
+  stage's nodes (:func:`~gnnaudit.audit.sensitivity.flip.counterfactual_flip`, ``flip_scope``
   ``"graph"`` by default: one extra forward pass), if given.
 
 Metrics are logged through ``pl_module.log_dict`` at epoch level, so they reach every attached
@@ -29,7 +29,7 @@ DataLoader([data]))``).
 The kernel-similarity embedding ``x^agg`` depends on the graph only, so it is computed once and
 cached (keyed by the identity, shape and version counter of ``data.x`` / ``data.edge_index``);
 per epoch only the predictions change. The search is the ``"sorted"`` backend
-(:class:`~gnnaudit.audit.search_sorted.SortedSimilaritySearcher`): the similarity order of the
+(:class:`~gnnaudit.audit.search.sorted_scan.SortedSimilaritySearcher`): the similarity order of the
 stage's nodes is sorted once and rescanned with each epoch's predictions; above
 ``max_sorted_nodes`` stage nodes no ``m x m`` array is built and each audit runs the blocked
 exact search (memory bounded by its 64 MiB blocks).
@@ -48,11 +48,11 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from gnnaudit._validation import check_choice, check_float, check_int
-from gnnaudit.audit import search_sorted
-from gnnaudit.audit.discrimination import arrays_to_table, code_features, score_arrays
-from gnnaudit.audit.evidence_inputs import node_features
-from gnnaudit.audit.search_base import SearchSpace
-from gnnaudit.audit.search_sorted import SortedSimilaritySearcher
+from gnnaudit.audit.fairness.discrimination import arrays_to_table, code_features, score_arrays
+from gnnaudit.audit.search import sorted_scan as search_sorted
+from gnnaudit.audit.search.base import SearchSpace
+from gnnaudit.audit.search.inputs import node_features
+from gnnaudit.audit.search.sorted_scan import SortedSimilaritySearcher
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["CounterfactualAuditCallback"]
@@ -77,9 +77,9 @@ class CounterfactualAuditCallback(Callback):
     min_support : ignore (feature, value) rows held by fewer stage nodes.
     max_sorted_nodes : up to this many stage nodes ``m``, all pairwise similarities are sorted
         once and reused every epoch (memory ``m^2 (4 + b)`` bytes, b <= 4: 96 MB at the default
-        cap :data:`gnnaudit.audit.search_sorted.DEFAULT_MAX_NODES` = 4,000, read when the
+        cap :data:`gnnaudit.audit.search.sorted_scan.DEFAULT_MAX_NODES` = 4,000, read when the
         callback first audits); above it no ``m x m`` array is built and each audit runs the
-        blocked exact search (:class:`~gnnaudit.audit.search_exact.ExactSearcher`, memory
+        blocked exact search (:class:`~gnnaudit.audit.search.exact.ExactSearcher`, memory
         ``O(m d)`` plus its 64 MiB similarity blocks).
     data : the graph to audit (default: the datamodule's ``.data`` or the full validation batch).
     predict_fn : ``predict_fn(x, edge_index) -> logits`` when the module's forward takes other
@@ -297,7 +297,7 @@ class CounterfactualAuditCallback(Callback):
         self, pl_module: L.LightningModule, data: Any, nodes: np.ndarray, logits: torch.Tensor
     ) -> float:
         """Counterfactual flip rate of the watched feature on the stage's nodes."""
-        from gnnaudit.audit.sensitivity import counterfactual_flip
+        from gnnaudit.audit.sensitivity.flip import counterfactual_flip
 
         was = pl_module.training
         try:

@@ -1,8 +1,13 @@
 """One call that audits a trained node classifier on a graph and returns the report.
 
 :func:`audit_model` is the user-facing call (any ``nn.Module`` or callable ``(x, edge_index) ->
-logits``, any PyG graph, optional report folder). :func:`run_audit` is the same with every
-option, including the list of audit units to run. Both build one
+logits``, any PyG graph, optional report folder). :func:`run_audit` is the same with the list of
+audit units to run; its signature keeps only what every unit shares (the audited nodes, the
+seed, the device, progress bars) and takes the rest as keyword options, the fields of
+:class:`~gnnaudit.training.audit_config.AuditConfig` (the default units' options),
+:class:`~gnnaudit.audit.AuditOptions` (evidence search, bootstrap) and
+:class:`~gnnaudit.training.audit_config.RunSettings` (how the model is called); an option no
+unit uses raises, naming it. Both build one
 :class:`~gnnaudit.audit.context.AuditContext` (one forward pass, one evidence search) and run
 the units in order (:func:`~gnnaudit.audit.unit.run_units`); each unit contributes a report
 section and findings, and the verdict is composed from the findings.
@@ -27,36 +32,43 @@ The default unit list (:func:`default_units`):
 
 ``embedding=True`` appends the embedding audit
 (:class:`~gnnaudit.audit.EmbeddingStructureUnit`, options in ``embedding_kwargs``); it is not
-a default unit.
+a default unit. The audit runs with the thread count of :func:`gnnaudit._threads.thread_limits`
+and restores the caller's thread counts afterwards.
 """
 
 from __future__ import annotations
 
 import logging
 import platform
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from gnnaudit._threads import configure_threads
-from gnnaudit._validation import check_int
+from gnnaudit._threads import ThreadChoice, thread_limits
 from gnnaudit.audit.context import AuditContext, AuditOptions
-from gnnaudit.audit.contrast_unit import EvidenceContrastUnit
-from gnnaudit.audit.discrimination import DiscriminationUnit
-from gnnaudit.audit.embedding_unit import EmbeddingStructureUnit
-from gnnaudit.audit.error_verification import DEFAULT_KS, ErrorVerificationUnit
-from gnnaudit.audit.evidence_pairs import EvidencePairsUnit
-from gnnaudit.audit.group_fairness import GroupFairnessUnit
-from gnnaudit.audit.model_quality import ModelQuality
-from gnnaudit.audit.report import REPORT_FILES, AuditReport
-from gnnaudit.audit.sensitivity_unit import SensitivityUnit
-from gnnaudit.audit.unit import AuditUnit, describe_units, run_units
-from gnnaudit.audit.verdict import compose_verdict
+from gnnaudit.audit.embedding.unit import EmbeddingStructureUnit
+from gnnaudit.audit.report.audit_report import REPORT_FILES, AuditReport
+from gnnaudit.audit.report.verdict import compose_verdict
+from gnnaudit.audit.unit import AuditUnit, UnitsOutcome, describe_units, run_units
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.training.audit_config import (
+    AuditConfig,
+    RunSettings,
+    default_units,
+    split_options,
+)
 
-__all__ = ["run_audit", "audit_model", "default_units", "resolve_finetune", "FINETUNE_MAX_NODES"]
+__all__ = [
+    "run_audit",
+    "audit_model",
+    "default_units",
+    "resolve_finetune",
+    "FINETUNE_MAX_NODES",
+    "AuditConfig",
+    "RunSettings",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -96,43 +108,6 @@ def resolve_finetune(finetune: bool | None, model: Any, num_nodes: int) -> tuple
     )
 
 
-def default_units(
-    *,
-    ks: Sequence[int] = DEFAULT_KS,
-    top_pairs: int = 10,
-    min_support: int = 5,
-    bins: int = 4,
-    finetune: bool = False,
-    finetune_kwargs: Mapping[str, Any] | None = None,
-    model_hops: int | None = None,
-    embedding: bool = False,
-    embedding_kwargs: Mapping[str, Any] | None = None,
-    mitigate: bool = False,
-    mitigate_kwargs: Mapping[str, Any] | None = None,
-) -> list[AuditUnit]:
-    """The audit's default statistics, in report order (see the module docstring)."""
-    from gnnaudit.training.finetune import EvidenceFinetuneUnit
-
-    units: list[AuditUnit] = [
-        ModelQuality(),
-        SensitivityUnit(num_hops=model_hops),
-        GroupFairnessUnit(),
-        EvidenceContrastUnit(),
-        DiscriminationUnit(min_support=min_support, bins=bins),
-        ErrorVerificationUnit(ks=ks),
-        EvidencePairsUnit(top=top_pairs, pool=max(100, top_pairs)),
-    ]
-    if finetune:
-        units.append(EvidenceFinetuneUnit(**dict(finetune_kwargs or {})))
-    if embedding:
-        units.append(EmbeddingStructureUnit(**dict(embedding_kwargs or {})))
-    if mitigate:
-        from gnnaudit.training.mitigation import MitigationUnit
-
-        units.append(MitigationUnit(**dict(mitigate_kwargs or {})))
-    return units
-
-
 def _model_description(ctx: AuditContext, model_info: Mapping[str, Any] | None) -> dict[str, Any]:
     target = ctx.adapter.model
     hp = dict(getattr(target, "hparams", {}) or {})
@@ -148,7 +123,7 @@ def _model_description(ctx: AuditContext, model_info: Mapping[str, Any] | None) 
 def _versions() -> dict[str, str]:
     import torch_geometric
 
-    from gnnaudit import __version__
+    from gnnaudit._version import __version__
 
     return {
         "gnnaudit": __version__,
@@ -161,36 +136,15 @@ def _versions() -> dict[str, str]:
 def run_audit(
     model: Any,
     data: Any,
-    *,
-    units: Sequence[AuditUnit] | None = None,
     sensitive: Any = None,
+    units: Sequence[AuditUnit] | None = None,
+    *,
     mask: Any = None,
-    k: int = 10,
-    backend: str = "auto",
-    num_hops: int = 3,
-    alpha: float = 0.5,
-    index_params: Mapping[str, Any] | None = None,
-    ks: Sequence[int] = DEFAULT_KS,
-    top_pairs: int = 10,
-    min_support: int = 5,
-    bins: int = 4,
-    finetune: bool | None = False,
-    finetune_kwargs: Mapping[str, Any] | None = None,
-    model_hops: int | None = None,
-    embedding: bool = False,
-    embedding_kwargs: Mapping[str, Any] | None = None,
-    mitigate: bool = False,
-    mitigate_kwargs: Mapping[str, Any] | None = None,
-    dataset_name: str | None = None,
-    model_info: Mapping[str, Any] | None = None,
+    config: AuditConfig | None = None,
     random_state: int = 0,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
     progress: bool = True,
-    forward_kwargs: Mapping[str, Any] | None = None,
-    predict_fn: Callable[[torch.Tensor, torch.Tensor], Any] | None = None,
     device: Any = "auto",
-    threads: int | None = None,
+    **options: Any,
 ) -> AuditReport:
     """Audit ``model`` on ``data`` with a list of audit units and return the report.
 
@@ -198,81 +152,84 @@ def run_audit(
     ----------
     model : any ``torch.nn.Module`` or callable ``model(x, edge_index) -> logits`` (a
         :class:`~gnnaudit.training.NodeClassifier`, a user's own GNN ...). It is run in eval
-        mode without gradients on its own device and never modified.
+        mode without gradients on its own device and never modified; an exception it raises
+        propagates as itself, with a note naming the audit stage.
     data : a PyG ``Data`` with ``x`` and ``edge_index``; ``y``, masks, ``feature_names``,
         ``sensitive`` / ``sensitive_name`` optional (units that need a missing input are
         skipped with a note).
-    units : the statistics to run (default :func:`default_units` built from the options
-        below).
     sensitive : the sensitive attribute: a feature name, an (n,) array, or None for
         ``data.sensitive``.
+    units : the statistics to run, each configured by its own constructor (default:
+        :func:`default_units` built from ``config``).
     mask : the audited nodes (default ``data.test_mask``, else ``data.mask``, else all).
-    k, backend, num_hops, alpha, index_params : counterfactual-evidence search (``backend``
-        default ``"auto"``: exact below the measured crossover, faiss above it; the choice is
-        ``run_info["evidence_backend"]``).
-    ks, top_pairs, min_support, bins, finetune, finetune_kwargs : options of the default units
-        (``finetune=None``: automatic, see :func:`resolve_finetune`).
-    model_hops : the model's receptive-field radius for node-scope sensitivity (default:
-        inferred from its ``MessagePassing`` layers; needed for a ``predict_fn`` or a model
-        without them, else node scope is skipped with a note).
-    embedding, embedding_kwargs : add the embedding audit
-        (:class:`~gnnaudit.audit.EmbeddingStructureUnit`) with these options.
-    mitigate, mitigate_kwargs : add the before / after mitigation unit
-        (:class:`~gnnaudit.training.mitigation.MitigationUnit` with these keyword arguments);
-        the mitigated weights go to ``report.checkpoints`` and are written by ``report.save``.
-    dataset_name, model_info : text for the report.
-    random_state, n_boot, confidence : seeds and intervals of every statistic.
+    config : the default units' options (:class:`AuditConfig`); only without ``units``.
+    random_state : seed of every random choice (bootstrap, permutations, approximate search).
     progress : tqdm bars.
-    forward_kwargs, predict_fn, device : how the model is called (see
-        :class:`~gnnaudit.audit.model_adapter.ModelAdapter`).
-    threads : CPU threads (torch, BLAS / OpenMP, faiss); default: the policy of
-        :func:`gnnaudit._threads.configure_threads` for ``data.num_nodes`` (an earlier explicit
-        choice, else ``OMP_NUM_THREADS``, else 1 thread below ``SIZE_THRESHOLD`` nodes and all
-        cores above). The choice is in ``report.run_info["threads"]``.
+    device : where the model runs (``"auto"``: where it already is).
+    **options : by name, the fields of
+
+        * :class:`AuditConfig` (``ks``, ``top_pairs``, ``min_support``, ``bins``,
+          ``model_hops``, ``finetune``, ``finetune_kwargs``, ``embedding``,
+          ``embedding_kwargs``, ``mitigate``, ``mitigate_kwargs``): they update ``config``;
+          with ``units`` given only ``embedding`` / ``embedding_kwargs`` (appending the
+          embedding audit), the others raise, as no unit in the list would use them.
+          ``finetune=None``: automatic, see :func:`resolve_finetune`;
+        * :class:`~gnnaudit.audit.AuditOptions` (``k``, ``backend``, ``num_hops``, ``alpha``,
+          ``index_params``: the counterfactual-evidence search, ``backend`` default
+          ``"auto"``, recorded in ``run_info["evidence_backend"]``; ``n_boot``,
+          ``confidence``: the intervals), shared by every unit;
+        * :class:`RunSettings` (``forward_kwargs``, ``predict_fn``: how the model is called;
+          ``threads``: CPU threads for the duration of the audit, recorded in
+          ``run_info["threads"]``, the caller's counts restored afterwards; ``dataset_name``,
+          ``model_info``: text for the report).
+
+        Any other name is an :class:`~gnnaudit.errors.InvalidInputError` naming it.
     """
-    thread_choice = configure_threads(threads, num_nodes=getattr(data, "num_nodes", None))
-    options = AuditOptions(
-        k=k,
-        backend=backend,
-        num_hops=num_hops,
-        alpha=alpha,
-        index_params=index_params,
-        random_state=random_state,
-        n_boot=n_boot,
-        confidence=confidence,
-        progress=progress,
-        device=device,
-    )
-    ctx = AuditContext(
-        model,
-        data,
-        mask=mask,
-        sensitive=sensitive,
-        options=options,
-        forward_kwargs=forward_kwargs,
-        predict_fn=predict_fn,
-    )
-    finetune, finetune_note = resolve_finetune(finetune, ctx.adapter.model, ctx.num_nodes)
-    if finetune_note is not None and units is None:
-        logger.info(finetune_note)
-        ctx.notes.append(finetune_note)
-    if units is None:
-        units = default_units(
-            ks=ks,
-            top_pairs=check_int("top_pairs", top_pairs, minimum=1),
-            min_support=min_support,
-            bins=bins,
-            finetune=finetune,
-            finetune_kwargs=finetune_kwargs,
-            model_hops=model_hops,
-            embedding=embedding,
-            embedding_kwargs=embedding_kwargs,
-            mitigate=mitigate,
-            mitigate_kwargs=mitigate_kwargs,
+    shared, run, cfg = split_options(options, units_given=units is not None, config=config)
+    with thread_limits(run.threads, num_nodes=getattr(data, "num_nodes", None)) as threads:
+        audit_options = AuditOptions(
+            random_state=random_state, progress=progress, device=device, **shared
         )
-    elif embedding and not any(u.name == EmbeddingStructureUnit.name for u in units):
-        units = [*units, EmbeddingStructureUnit(**dict(embedding_kwargs or {}))]
-    outcome = run_units(ctx, list(units))
+        ctx = AuditContext(
+            model,
+            data,
+            mask=mask,
+            sensitive=sensitive,
+            options=audit_options,
+            forward_kwargs=run.forward_kwargs,
+            predict_fn=run.predict_fn,
+        )
+        chosen = _choose_units(ctx, units, cfg)
+        outcome = run_units(ctx, chosen)
+    return _report(ctx, chosen, outcome, run, threads)
+
+
+def _choose_units(
+    ctx: AuditContext, units: Sequence[AuditUnit] | None, config: AuditConfig
+) -> list[AuditUnit]:
+    """``units`` (plus the embedding audit with ``config.embedding``), or the default units of
+    ``config`` with the automatic fine-tuning choice resolved (its note in ``ctx.notes``)."""
+    if units is not None:
+        chosen = list(units)
+        if config.embedding and not any(u.name == EmbeddingStructureUnit.name for u in chosen):
+            chosen.append(EmbeddingStructureUnit(**dict(config.embedding_kwargs or {})))
+        return chosen
+    finetune, note = resolve_finetune(config.finetune, ctx.adapter.model, ctx.num_nodes)
+    if note is not None:
+        logger.info(note)
+        ctx.notes.append(note)
+    return default_units(config, finetune=finetune)
+
+
+def _report(
+    ctx: AuditContext,
+    units: Sequence[AuditUnit],
+    outcome: UnitsOutcome,
+    run: RunSettings,
+    threads: ThreadChoice,
+) -> AuditReport:
+    """The report of a finished audit: findings, verdict, sections, configuration, run
+    information and the checkpoints the units produced."""
     checkpoints: dict[str, Any] = {}
     for result in outcome.results.values():
         checkpoints.update(getattr(result, "checkpoints", {}) or {})
@@ -281,6 +238,7 @@ def run_audit(
         sensitive_name=ctx.sensitive_name,
         degenerate_reason=ctx.degenerate_reason,
     )
+    options = ctx.options
     config = {
         "k": options.k,
         "backend": options.backend,
@@ -294,7 +252,7 @@ def run_audit(
     run_info: dict[str, Any] = {
         "seconds": {key: round(v, 3) for key, v in outcome.seconds.items()},
         "versions": _versions(),
-        "threads": thread_choice.as_dict(),
+        "threads": threads.as_dict(),
     }
     if "evidence" in vars(ctx):  # fitted by a unit (a cached property): the backend it built
         run_info["evidence_backend"] = ctx.evidence.backend_
@@ -302,8 +260,8 @@ def run_audit(
         run_info["notes"] = list(ctx.notes)
     return AuditReport(
         title="GNN audit",
-        dataset=ctx.dataset_summary(dataset_name),
-        model=_model_description(ctx, model_info),
+        dataset=ctx.dataset_summary(run.dataset_name),
+        model=_model_description(ctx, run.model_info),
         config=config,
         findings=outcome.findings,
         verdict=verdict,
@@ -316,20 +274,10 @@ def run_audit(
 def audit_model(
     model: Any,
     data: Any,
-    *,
     sensitive: Any = None,
-    mask: Any = None,
-    k: int = 10,
-    backend: str = "auto",
-    finetune: bool | None = False,
-    mitigate: bool = False,
+    *,
     out: str | Path | None = None,
-    random_state: int = 0,
-    progress: bool = True,
     force: bool = False,
-    forward_kwargs: Mapping[str, Any] | None = None,
-    predict_fn: Callable[[torch.Tensor, torch.Tensor], Any] | None = None,
-    device: Any = "auto",
     **options: Any,
 ) -> AuditReport:
     """Audit a user's model on a user's graph in one call; write the report when ``out`` is set.
@@ -340,58 +288,28 @@ def audit_model(
     ``edge_index`` and ``test_mask`` or ``mask``; labels (``y``) are optional. ``out``: a folder
     that receives ``report.json``, ``report.md`` and ``report.html`` (existing report files
     are replaced only with ``force=True``); with ``mitigate=True`` it also receives
-    ``mitigated_model.pt``, the state_dict of the mitigated copy. ``device``: where the model
-    runs and the KS propagation and exact search compute (``"auto"``: the model's device).
-    Further keyword arguments go to :func:`run_audit` (e.g. ``embedding=True`` for the
-    embedding audit section).
+    ``mitigated_model.pt``, the state_dict of the mitigated copy.
+
+    Every other keyword is an option of :func:`run_audit`, under the same names: ``mask``,
+    ``units``, ``config``, ``random_state``, ``progress``, ``device`` (where the model runs and
+    the KS propagation and exact search compute; ``"auto"``: the model's device), and the
+    fields of :class:`AuditConfig` (``finetune``, ``mitigate``, ``embedding`` ...),
+    :class:`~gnnaudit.audit.AuditOptions` (``k``, ``backend`` ...) and :class:`RunSettings`
+    (``forward_kwargs``, ``predict_fn``, ``threads`` ...); an unknown name is an
+    :class:`~gnnaudit.errors.InvalidInputError` naming it.
 
     Example::
 
         report = gnnaudit.audit_model(my_gcn, data, sensitive="gender", out="audit/")
         print(report.verdict)
     """
-    unknown = set(options) - {
-        "units",
-        "num_hops",
-        "alpha",
-        "index_params",
-        "ks",
-        "top_pairs",
-        "min_support",
-        "bins",
-        "finetune_kwargs",
-        "model_hops",
-        "embedding",
-        "embedding_kwargs",
-        "mitigate_kwargs",
-        "dataset_name",
-        "model_info",
-        "n_boot",
-        "confidence",
-        "threads",
-    }
-    if unknown:
-        raise InvalidInputError(f"audit_model got unknown option(s): {sorted(unknown)}")
+    if not isinstance(force, bool):
+        raise InvalidInputError(f"force must be True or False, got {force!r}")
     if out is not None:  # a bad destination fails now, not after the audit
         from gnnaudit.safe_io import check_output_dir
 
         check_output_dir("out", out, force=force, planned=REPORT_OUTPUTS)
-    report = run_audit(
-        model,
-        data,
-        sensitive=sensitive,
-        mask=mask,
-        k=k,
-        backend=backend,
-        finetune=finetune,
-        mitigate=mitigate,
-        random_state=random_state,
-        progress=progress,
-        forward_kwargs=forward_kwargs,
-        predict_fn=predict_fn,
-        device=device,
-        **options,
-    )
+    report = run_audit(model, data, sensitive, **options)
     if out is not None:
         report.save(out, force=force)
     return report

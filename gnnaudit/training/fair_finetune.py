@@ -19,7 +19,7 @@ when the sensitive attribute is changed) at the scopes :math:`S \subseteq` {node
 * node scope: :math:`\mathcal C_{node} = \operatorname{mean}_{v \in B_t} D(M(X)_v,
   M(\tilde X^{B_t})_v)` where :math:`\tilde X^{B_t}` changes only the nodes of batch
   :math:`B_t`: a set of nodes no two of which are within L hops (the receptive-field batches of
-  :mod:`gnnaudit.audit.receptive_field`), so every :math:`v \in B_t` sees exactly its own
+  :mod:`gnnaudit.audit.sensitivity.receptive_field`), so every :math:`v \in B_t` sees exactly its own
   node-scope counterfactual. Step ``t`` uses the next batch of a seeded order over a seeded
   sample of at most ``max_nodes`` nodes.
 
@@ -47,7 +47,7 @@ training nodes, Adam at ``lr`` with ``weight_decay``, ``epochs`` full-batch step
 Cost per step: one factual pass plus one pass per scope (``1 + |S|`` forward / backward passes
 on the full graph). Memory: the factual and counterfactual activations of one step (``1 + |S|``
 times plain training); the node-scope plan keeps one entry per pair of sampled nodes within L
-hops (bounded as in :func:`~gnnaudit.audit.receptive_field.plan_batches`).
+hops (bounded as in :func:`~gnnaudit.audit.sensitivity.receptive_field.plan_batches`).
 
 Defaults (tuned on synthetic graphs with seeds and generator settings other than those the
 benchmark reports, see ``benchmarks/bench_mitigation.py``): :data:`DEFAULT_LAMBDA_CF`,
@@ -69,10 +69,10 @@ from torch import nn
 from torch_geometric.data import Data
 
 from gnnaudit._validation import check_choice, check_float, check_int
-from gnnaudit.audit.evidence_inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
-from gnnaudit.audit.evidence_result import GlobalEvidence
 from gnnaudit.audit.interventions import FeatureSpec, alternatives, feature_columns, resolve_feature
-from gnnaudit.audit.receptive_field import hop_adjacency, infer_num_hops, plan_batches
+from gnnaudit.audit.search.inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
+from gnnaudit.audit.search.results import GlobalEvidence
+from gnnaudit.audit.sensitivity.receptive_field import hop_adjacency, infer_num_hops, plan_batches
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.data_module import GraphDataModule, check_node_data
 from gnnaudit.training.train import make_trainer, quiet_lightning
@@ -136,7 +136,7 @@ def resolve_sensitive_feature(data: Any, sensitive: Any) -> FeatureSpec:
 
 def _global_pairs(evidence: Any, model: nn.Module, data: Data, n_pairs: int) -> GlobalEvidence:
     if evidence is None:
-        from gnnaudit.audit.evidence import CounterfactualEvidence
+        from gnnaudit.audit.search.evidence import CounterfactualEvidence
 
         evidence = CounterfactualEvidence(progress=False).fit(data, model=model)
     if is_estimator(evidence):
@@ -410,7 +410,7 @@ class FairFinetune(L.LightningModule):
                 **options,
             )
         except TypeError as exc:
-            raise InvalidInputError(f"FairFinetune.finetune: {exc}") from None
+            raise InvalidInputError(f"FairFinetune.finetune: {exc}") from exc
         with quiet_lightning(False):
             L.seed_everything(random_state, workers=True, verbose=False)
             trainer = make_trainer(epochs, trainer_kwargs, limit_val_batches=0)

@@ -58,10 +58,10 @@ import torch
 from torch_geometric.data import Data
 
 from gnnaudit._validation import check_choice, check_float, check_int
-from gnnaudit.audit.evidence_inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
-from gnnaudit.audit.evidence_result import GlobalEvidence
 from gnnaudit.audit.model_adapter import resolve_device
-from gnnaudit.audit.report_section import ReportSection
+from gnnaudit.audit.report.section import ReportSection
+from gnnaudit.audit.search.inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
+from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.training.data_module import GraphDataModule, check_node_data
@@ -217,6 +217,34 @@ def _finetune_copy(
     return model.eval()
 
 
+def _evidence_and_others(
+    module: L.LightningModule, data: Data, evidence: Any, m: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (at most ``m``) evidence nodes to fine-tune on and the other test nodes (controls
+    and evaluation nodes are drawn from them); :class:`InfeasibleError` when there are too
+    few."""
+    if evidence is None:
+        from gnnaudit.audit.search.evidence import CounterfactualEvidence
+
+        evidence = CounterfactualEvidence().fit(data, model=module, mask=data.test_mask)
+    ev_nodes = evidence_node_budget(evidence, m)
+    test = np.flatnonzero(data.test_mask.numpy())
+    if ev_nodes.size == 0:
+        raise InfeasibleError("there is no global counterfactual evidence to fine-tune on")
+    if not np.isin(ev_nodes, test).all():
+        raise InvalidInputError("evidence holds nodes outside data.test_mask")
+    budget = ev_nodes.size
+    if budget < m:
+        logger.warning("only %d evidence nodes exist (m=%d requested)", budget, m)
+    others = np.setdiff1d(test, ev_nodes)
+    if others.size < budget + 1:
+        raise InfeasibleError(
+            f"test set of {test.size} nodes cannot hold {budget} evidence nodes, {budget} control "
+            "nodes and at least one evaluation node; lower m"
+        )
+    return ev_nodes, others
+
+
 def finetune_on_evidences(
     module: L.LightningModule,
     data: Data,
@@ -272,25 +300,8 @@ def finetune_on_evidences(
             f"module must be a LightningModule callable as module(x, edge_index), got "
             f"{type(module).__name__}"
         )
-    if evidence is None:
-        from gnnaudit.audit.evidence import CounterfactualEvidence
-
-        evidence = CounterfactualEvidence().fit(data, model=module, mask=data.test_mask)
-    ev_nodes = evidence_node_budget(evidence, m)
-    test = np.flatnonzero(data.test_mask.numpy())
-    if ev_nodes.size == 0:
-        raise InfeasibleError("there is no global counterfactual evidence to fine-tune on")
-    if not np.isin(ev_nodes, test).all():
-        raise InvalidInputError("evidence holds nodes outside data.test_mask")
+    ev_nodes, others = _evidence_and_others(module, data, evidence, m)
     budget = ev_nodes.size
-    if budget < m:
-        logger.warning("only %d evidence nodes exist (m=%d requested)", budget, m)
-    others = np.setdiff1d(test, ev_nodes)
-    if others.size < budget + 1:
-        raise InfeasibleError(
-            f"test set of {test.size} nodes cannot hold {budget} evidence nodes, {budget} control "
-            "nodes and at least one evaluation node; lower m"
-        )
     from tqdm.auto import tqdm
 
     rows = []
@@ -406,7 +417,7 @@ class EvidenceFinetuneUnit(AuditUnit):
                 ctx.adapter.model, ctx.data, ctx.evidence, **self.finetune_kwargs
             )
         except TypeError as exc:
-            raise InvalidInputError(f"finetune_kwargs not accepted: {exc}") from None
+            raise InvalidInputError(f"finetune_kwargs not accepted: {exc}") from exc
         result = finetune_on_evidences(
             ctx.adapter.model,
             ctx.data,

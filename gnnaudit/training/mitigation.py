@@ -3,8 +3,8 @@ it, and report the two side by side.
 
 :func:`mitigation_metrics` measures what the audit measures about the sensitive attribute, each
 with its bootstrap interval: the counterfactual flip rate at node and graph scope
-(:func:`~gnnaudit.audit.sensitivity.counterfactual_flip`), the statistical parity and equal
-opportunity differences (:func:`~gnnaudit.audit.group_fairness.group_fairness`) and the
+(:func:`~gnnaudit.audit.sensitivity.flip.counterfactual_flip`), the statistical parity and equal
+opportunity differences (:func:`~gnnaudit.audit.fairness.group_fairness.group_fairness`) and the
 accuracy on the audited nodes (percentile bootstrap of the 0/1 correctness, binomial shortcut).
 
 :class:`MitigationUnit` runs it on the audited model and on its fine-tuned copy and produces the
@@ -32,11 +32,11 @@ import torch
 
 from gnnaudit._validation import check_float
 from gnnaudit.audit.bootstrap import bootstrap_mean
-from gnnaudit.audit.group_fairness import group_fairness
+from gnnaudit.audit.fairness.group_fairness import group_fairness
 from gnnaudit.audit.interventions import FeatureSpec, category_codes
 from gnnaudit.audit.model_adapter import ModelAdapter
-from gnnaudit.audit.report_section import Figure, ReportSection
-from gnnaudit.audit.sensitivity import counterfactual_flip
+from gnnaudit.audit.report.section import Figure, ReportSection
+from gnnaudit.audit.sensitivity.flip import counterfactual_flip
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.fair_finetune import (
@@ -310,7 +310,7 @@ class MitigationUnit(AuditUnit):
                     **kwargs,
                 )
             except TypeError as exc:
-                raise InvalidInputError(f"MitigationUnit options not accepted: {exc}") from None
+                raise InvalidInputError(f"MitigationUnit options not accepted: {exc}") from exc
 
         def measure(m: torch.nn.Module, n_boot: int) -> pd.DataFrame:
             return mitigation_metrics(

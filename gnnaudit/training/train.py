@@ -25,7 +25,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 from torch_geometric.data import Data
 
-from gnnaudit._threads import configure_threads
+from gnnaudit._threads import thread_limits
 from gnnaudit._validation import check_int
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io import atomic_file, safe_torch_load
@@ -156,7 +156,7 @@ def make_trainer(
     try:
         return L.Trainer(**settings)
     except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"invalid Trainer settings {trainer_kwargs!r}: {exc}") from None
+        raise InvalidInputError(f"invalid Trainer settings {trainer_kwargs!r}: {exc}") from exc
 
 
 def majority_rate(data: Data, mask: str = "test_mask") -> float:
@@ -167,6 +167,8 @@ def majority_rate(data: Data, mask: str = "test_mask") -> float:
     return float((selected == majority).float().mean()) if selected.numel() else float("nan")
 
 
+# long: one linear recipe (check, build, fit, restore the best weights, evaluate) whose
+# docstring documents every hyper-parameter; split, it would only pass them along
 def train_node_classifier(
     data: Data,
     backbone: str = "gcn",
@@ -218,13 +220,13 @@ def train_node_classifier(
     under the default ``accelerator="auto"`` on a GPU machine).
     """
     data = check_node_data(data)
-    configure_threads(num_nodes=data.num_nodes)  # 1 thread on small graphs (gnnaudit._threads)
     max_epochs = check_int("max_epochs", max_epochs, minimum=1)
     seed = check_int("seed", seed, minimum=0)
     if patience is not None:
         patience = check_int("patience", patience, minimum=1)
     num_classes = max(int(data.y.max()) + 1, 2)
-    with quiet_lightning(verbose):
+    # 1 thread on small graphs (gnnaudit._threads), for the training only
+    with quiet_lightning(verbose), thread_limits(num_nodes=data.num_nodes):
         L.seed_everything(seed, workers=True, verbose=False)
         module = NodeClassifier(
             in_channels=int(data.x.size(1)),
@@ -327,5 +329,5 @@ def load_node_classifier(
         module = NodeClassifier(**hparams)
         module.load_state_dict(ckpt["state_dict"])
     except (TypeError, RuntimeError) as exc:
-        raise InvalidInputError(f"{path} does not match NodeClassifier: {exc}") from None
+        raise InvalidInputError(f"{path} does not match NodeClassifier: {exc}") from exc
     return module.eval()

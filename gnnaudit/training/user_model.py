@@ -72,14 +72,14 @@ def import_object(spec: str, *, name: str = "--model") -> Any:
             sys.modules.pop(mod_name, None)
             raise InvalidInputError(
                 f"{name}={spec!r}: importing {module_part!r} failed: {type(exc).__name__}: {exc}"
-            ) from None
+            ) from exc
     else:
         try:
             module = importlib.import_module(module_part)
         except Exception as exc:
             raise InvalidInputError(
                 f"{name}={spec!r}: cannot import {module_part!r}: {type(exc).__name__}: {exc}"
-            ) from None
+            ) from exc
     if not hasattr(module, attr):
         raise InvalidInputError(f"{name}={spec!r}: module {module_part!r} has no {attr!r}")
     return getattr(module, attr)
@@ -123,7 +123,7 @@ def build_model(
         raise InvalidInputError(
             f"{name}: calling {getattr(factory, '__name__', factory)}{call} failed: "
             f"{type(exc).__name__}: {exc}"
-        ) from None
+        ) from exc
     if not isinstance(model, torch.nn.Module):
         raise InvalidInputError(
             f"{name}: {getattr(factory, '__name__', factory)} returned a "
@@ -203,7 +203,7 @@ def load_lightning_checkpoint(
             raise InvalidInputError(
                 f"{name}: rebuilding {getattr(cls, '__name__', cls)} from the checkpoint's "
                 f"hyper_parameters {sorted(hparams)} failed: {type(exc).__name__}: {exc}"
-            ) from None
+            ) from exc
         if not isinstance(model, torch.nn.Module):
             raise InvalidInputError(f"{name}: {getattr(cls, '__name__', cls)} is not a Module")
     else:

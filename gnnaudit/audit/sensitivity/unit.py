@@ -1,0 +1,380 @@
+"""Audit unit: does the model's decision change when the sensitive attribute changes?
+
+The unit runs :func:`~gnnaudit.audit.sensitivity.flip.counterfactual_flip` on the sensitive
+attribute at both scopes (the audited node's own value alone, and every node at once), and
+ranks every feature by the same intervention (:func:`~gnnaudit.audit.sensitivity.flip.
+sensitivity_table`), so a reader sees both *how much* the decisions depend on the attribute
+and *whether it matters more than the other inputs*.
+
+Findings and their thresholds (documented constants):
+
+* ``counterfactual flip (<scope> scope)``: the flip rate with its bootstrap interval; flagged
+  when the **whole interval lies above** :data:`MIN_FLIP_EFFECT` (5% of the audited decisions
+  change), a stated minimum effect rather than "different from zero", which any large sample
+  would reach for a negligible dependence.
+* ``sensitivity rank (<scope> scope)``: the attribute's rank among all features by flip rate;
+  flagged when it ranks first *and* its flip effect is flagged.
+
+Cost control: the ranking needs one intervention per counterfactual value of every feature
+(``B`` batched passes each at node scope, one full-graph pass at graph scope). It runs when the
+features have at most ``max_rank_values`` counterfactual values in all (default
+:data:`MAX_RANK_VALUES`); above that (e.g. thousands of bag-of-words columns) the ranking is
+skipped with a note and :func:`~gnnaudit.audit.sensitivity.flip.feature_sensitivity` can be called on
+a chosen subset. Node scope audits a seeded sample of at most ``max_nodes`` nodes
+(:data:`~gnnaudit.audit.sensitivity.flip.MAX_NODES`) with passes on their neighbourhood subgraphs.
+Large graphs (more than :data:`LARGE_GRAPH_NODES` nodes, unless ``max_nodes`` / ``rank`` are
+given explicitly): the ranking is skipped and node scope samples
+:data:`LARGE_GRAPH_MAX_NODES` nodes, both stated in the section's notes.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from gnnaudit._validation import check_int
+from gnnaudit.audit.interventions import resolve_feature, resolve_features
+from gnnaudit.audit.report.section import Figure, Finding, ReportSection
+from gnnaudit.audit.sensitivity.flip import (
+    MAX_NODES,
+    SCOPES,
+    FlipOptions,
+    FlipResult,
+    sensitivity_results,
+    sensitivity_table,
+)
+from gnnaudit.audit.sensitivity.receptive_field import resolve_num_hops
+from gnnaudit.audit.unit import AuditResult, AuditUnit
+from gnnaudit.errors import InvalidInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gnnaudit.audit.context import AuditContext
+
+__all__ = [
+    "SensitivityUnit",
+    "SensitivityAudit",
+    "MIN_FLIP_EFFECT",
+    "MAX_RANK_VALUES",
+    "LARGE_GRAPH_NODES",
+    "LARGE_GRAPH_MAX_NODES",
+    "flip_flagged",
+]
+
+logger = logging.getLogger(__name__)
+
+#: smallest flip rate the audit calls a dependence: flagged when the interval's lower end is above
+MIN_FLIP_EFFECT = 0.05
+#: most counterfactual values (summed over features) the default ranking intervenes on
+MAX_RANK_VALUES = 64
+#: above this many graph nodes the default unit (large-graph mode, stated in the report) skips
+#: the ranking among features (each counterfactual value costs whole-graph passes) and audits
+#: node scope on a seeded sample of at most :data:`LARGE_GRAPH_MAX_NODES` nodes
+LARGE_GRAPH_NODES = 50_000
+#: node-scope sample size in large-graph mode (each sampled node costs a pass over its
+#: (L+1)-hop ball, about 25,000 nodes on the synthetic credit graph)
+LARGE_GRAPH_MAX_NODES = 500
+
+
+def flip_flagged(ci_low: float) -> bool:
+    """The flag rule of a flip rate: its interval lies entirely above :data:`MIN_FLIP_EFFECT`."""
+    return bool(np.isfinite(ci_low) and ci_low > MIN_FLIP_EFFECT)
+
+
+_SCOPE_WORDS = {
+    "node": "only the audited node's own value is changed, its neighbours keep theirs",
+    "graph": "every node's value is changed at once, so the change also reaches a node "
+    "through its neighbours",
+}
+
+
+@dataclass
+class SensitivityAudit(AuditResult):
+    """What :class:`SensitivityUnit` found.
+
+    Attributes
+    ----------
+    feature : the sensitive attribute's name.
+    flips : scope -> :class:`FlipResult` of the sensitive attribute (scopes that could run).
+    rankings : scope -> ranking table of every feature (columns of
+        :data:`~gnnaudit.audit.sensitivity.flip.SENSITIVITY_COLUMNS`); empty when skipped.
+    notes : why a scope or a ranking was skipped, sampling notes.
+    """
+
+    feature: str
+    flips: dict[str, FlipResult]
+    rankings: dict[str, pd.DataFrame] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def rank_of(self, scope: str) -> int | None:
+        """The sensitive attribute's rank at ``scope`` (1 = largest flip rate), None if unranked."""
+        table = self.rankings.get(scope)
+        if table is None or table.empty:
+            return None
+        hit = table.loc[table["feature"] == self.feature, "rank"]
+        return int(hit.iloc[0]) if len(hit) else None
+
+    def to_frame(self) -> pd.DataFrame:
+        """Per scope: the flip rate of the sensitive attribute overall and per group (``scope,
+        feature, group, size, rate, ci_low, ci_high``) plus its rank."""
+        frames = []
+        for scope, flip in self.flips.items():
+            frame = flip.to_frame()
+            frame["rank"] = self.rank_of(scope)
+            frames.append(frame)
+        if not frames:
+            return pd.DataFrame(
+                columns=["feature", "scope", "group", "size", "rate", "ci_low", "ci_high", "rank"]
+            )
+        return pd.concat(frames, ignore_index=True)
+
+    def findings(self) -> list[Finding]:
+        out: list[Finding] = []
+        for scope, flip in self.flips.items():
+            level = f"{flip.confidence:.0%}"
+            flagged = flip_flagged(flip.ci_low)
+            sample = (
+                f" (a seeded sample of {flip.n_nodes} of {flip.n_audited} audited nodes)"
+                if flip.sampled
+                else ""
+            )
+            out.append(
+                Finding(
+                    finding=f"counterfactual flip ({scope} scope)",
+                    feature=self.feature,
+                    statistic="flip rate",
+                    value=flip.rate,
+                    ci_low=flip.ci_low,
+                    ci_high=flip.ci_high,
+                    flagged=flagged,
+                    explanation=(
+                        f"Changing {self.feature} ({_SCOPE_WORDS[scope]}) changes the model's "
+                        f"decision for {flip.rate:.1%} of the audited nodes{sample} ({level} CI "
+                        f"{flip.ci_low:.1%} to {flip.ci_high:.1%}). Flagged when the whole "
+                        f"interval lies above {MIN_FLIP_EFFECT:.0%}."
+                    ),
+                )
+            )
+            rank = self.rank_of(scope)
+            if rank is not None:
+                n_feat = len(self.rankings[scope])
+                top = self.rankings[scope].iloc[0]
+                lead = (
+                    f"{self.feature} is the feature whose change alters the most decisions"
+                    if rank == 1
+                    else f"{top['feature']} alters the most decisions ({top['effect']:.1%})"
+                )
+                out.append(
+                    Finding(
+                        finding=f"sensitivity rank ({scope} scope)",
+                        feature=self.feature,
+                        statistic="rank among features by flip rate",
+                        value=float(rank),
+                        flagged=rank == 1 and flagged,
+                        explanation=(
+                            f"{self.feature} ranks {rank} of {n_feat} features by the share of "
+                            f"decisions its change alters at {scope} scope; {lead}. Flagged when "
+                            "it ranks first and its flip rate is flagged."
+                        ),
+                    )
+                )
+        return out
+
+    def report_section(self) -> ReportSection:
+        findings = self.findings()
+        flagged = [f for f in findings if f.flagged and f.statistic == "flip rate"]
+        if not self.flips:
+            summary = "No scope could be computed. " + " ".join(self.notes)
+            return ReportSection(
+                key=SensitivityUnit.name,
+                title=SensitivityUnit.title,
+                summary=summary,
+                notes=list(self.notes),
+                status="skipped",
+            )
+        parts = [
+            f"{scope} scope {flip.rate:.1%} ({flip.ci_low:.1%} to {flip.ci_high:.1%})"
+            for scope, flip in self.flips.items()
+        ]
+        if flagged:
+            verdict = (
+                f"The model's decisions depend on {self.feature}: at "
+                f"{' and '.join(f.finding.split('(')[1].rstrip(')') for f in flagged)} more than "
+                f"{MIN_FLIP_EFFECT:.0%} of them change when it changes."
+            )
+        else:
+            verdict = (
+                f"No scope shows a dependence above {MIN_FLIP_EFFECT:.0%} of the decisions at this "
+                "confidence."
+            )
+        tables: dict[str, pd.DataFrame] = {"flip_by_group": self.to_frame()}
+        figures: list[Figure] = []
+        for scope, table in self.rankings.items():
+            tables[f"ranking_{scope}"] = table
+            chart = table[["feature", "effect", "ci_low", "ci_high"]].rename(
+                columns={"feature": "label", "effect": "value"}
+            )
+            figures.append(
+                Figure(
+                    kind="bar",
+                    title=f"Share of decisions that change when a feature changes ({scope} scope)",
+                    data=chart.head(20),
+                    options={
+                        "xlabel": "flip rate",
+                        "highlight": [self.feature],
+                        "vline": MIN_FLIP_EFFECT,
+                    },
+                )
+            )
+        return ReportSection(
+            key=SensitivityUnit.name,
+            title=f"{SensitivityUnit.title} (sensitive: {self.feature})",
+            summary=f"Flip rate of {self.feature}: {'; '.join(parts)}. {verdict}",
+            tables=tables,
+            figures=figures,
+            notes=[
+                "Binary features are flipped, categorical ones moved to every other value (a node "
+                "counts when any value changes its decision), continuous ones swapped to the "
+                "opposite quantile. Intervals: bootstrap over audited nodes. Threshold: the "
+                f"interval's lower end above {MIN_FLIP_EFFECT:.0%}.",
+                *self.notes,
+            ],
+            data={
+                "feature": self.feature,
+                **{f"flip_rate_{s}": f.rate for s, f in self.flips.items()},
+                **{f"rank_{s}": self.rank_of(s) for s in self.flips},
+            },
+        )
+
+
+class SensitivityUnit(AuditUnit):
+    """Audit unit: counterfactual flip of the sensitive attribute and its rank among features.
+
+    Parameters
+    ----------
+    scopes : which scopes to run (default both, ``("node", "graph")``).
+    rank : rank the attribute among all features (within ``max_rank_values``); None (default):
+        rank unless the graph has more than :data:`LARGE_GRAPH_NODES` nodes (then a note).
+    num_hops : the model's receptive-field radius for node scope (default: inferred from its
+        ``MessagePassing`` layers; node scope is skipped with a note when it cannot be).
+    max_nodes : node-scope sample size (see :func:`counterfactual_flip`); None (default):
+        :data:`~gnnaudit.audit.sensitivity.flip.MAX_NODES`, or :data:`LARGE_GRAPH_MAX_NODES` above
+        :data:`LARGE_GRAPH_NODES` graph nodes.
+    max_rank_values : most counterfactual values the ranking intervenes on (module docstring).
+    n_boot : bootstrap resamples of the intervals (None: the audit's ``n_boot``).
+    client : a ``dask.distributed.Client`` running the ranking's per-feature passes on its
+        workers (the :class:`~gnnaudit.audit.sensitivity.options.FlipOptions` ``client``).
+    """
+
+    name = "sensitivity"
+    title = "Counterfactual sensitivity"
+    requires = ("sensitive_feature",)
+    meaningless_when_degenerate = True
+
+    def __init__(
+        self,
+        scopes: tuple[str, ...] | list[str] = SCOPES,
+        rank: bool | None = None,
+        num_hops: int | None = None,
+        max_nodes: int | None = None,
+        max_rank_values: int = MAX_RANK_VALUES,
+        n_boot: int | None = None,
+        client: Any = None,
+    ) -> None:
+        scopes = tuple(scopes)
+        if not scopes or any(s not in SCOPES for s in scopes):
+            raise InvalidInputError(f"scopes must be a non-empty subset of {SCOPES}, got {scopes}")
+        self.scopes = tuple(dict.fromkeys(scopes))
+        if rank is not None and not isinstance(rank, bool):
+            raise InvalidInputError(f"rank must be True, False or None, got {rank!r}")
+        self.rank = rank
+        self.num_hops = None if num_hops is None else check_int("num_hops", num_hops, minimum=0)
+        self.max_nodes = None if max_nodes is None else check_int("max_nodes", max_nodes, minimum=1)
+        self.max_rank_values = check_int("max_rank_values", max_rank_values, minimum=1)
+        self.n_boot = None if n_boot is None else check_int("n_boot", n_boot, minimum=1)
+        self.client = client
+
+    def run(self, ctx: AuditContext) -> SensitivityAudit:
+        data = ctx.data
+        column = ctx.sensitive_column
+        assert column is not None  # guaranteed by requires
+        spec = resolve_feature(data, int(column))
+        notes: list[str] = []
+        specs = [spec]
+        large = ctx.num_nodes > LARGE_GRAPH_NODES
+        rank = self.rank if self.rank is not None else not large
+        max_nodes = self.max_nodes
+        if max_nodes is None:
+            max_nodes = LARGE_GRAPH_MAX_NODES if large else MAX_NODES
+        if large and self.rank is None:
+            notes.append(
+                f"Ranking among features skipped: the graph has {ctx.num_nodes:,} nodes, more "
+                f"than LARGE_GRAPH_NODES = {LARGE_GRAPH_NODES:,} (each counterfactual value "
+                "costs whole-graph passes); pass SensitivityUnit(rank=True) or call "
+                "feature_sensitivity(model, data, features=[...])."
+            )
+        if rank:
+            others = resolve_features(data, None)
+            n_values = sum(_n_values(s, data) for s in others)
+            if n_values <= self.max_rank_values:
+                names = {s.name for s in others}
+                specs = others if spec.name in names else [spec, *others]
+            else:
+                notes.append(
+                    f"Ranking among features skipped: the {len(others)} features have {n_values} "
+                    f"counterfactual values, above the cap of {self.max_rank_values}; call "
+                    "feature_sensitivity(model, data, features=[...]) on a chosen subset."
+                )
+        flips: dict[str, FlipResult] = {}
+        rankings: dict[str, pd.DataFrame] = {}
+        for scope in self.scopes:
+            hops = None
+            if scope == "node":
+                try:
+                    hops = resolve_num_hops(ctx.adapter, self.num_hops)
+                except InvalidInputError as err:
+                    notes.append(f"Node scope skipped: {err}")
+                    continue
+            options = FlipOptions(
+                num_hops=hops,
+                max_nodes=max_nodes,
+                sensitive=ctx.sensitive_name,
+                confidence=ctx.options.confidence,
+                base_logits=ctx.logits,
+                progress=ctx.options.progress,
+                client=self.client,
+            )
+            results, _ = sensitivity_results(
+                ctx.adapter,
+                data,
+                specs,
+                ctx.nodes,
+                scope,
+                ctx.options.n_boot if self.n_boot is None else self.n_boot,
+                ctx.options.random_state,
+                options,
+            )
+            own = next(r for r in results if r.feature == spec.name)
+            flips[scope] = own
+            if len(results) > 1:
+                rankings[scope] = sensitivity_table(results)
+            if own.sampled:
+                notes.append(
+                    f"{scope.capitalize()} scope audited a seeded sample of {own.n_nodes} of "
+                    f"{own.n_audited} nodes; the interval covers the sampling."
+                )
+        return SensitivityAudit(feature=spec.name, flips=flips, rankings=rankings, notes=notes)
+
+
+def _n_values(spec: Any, data: Any) -> int:
+    """Counterfactual values the intervention on ``spec`` tries per node."""
+    if spec.kind in ("binary", "continuous"):
+        return 1
+    if spec.kind == "one-hot":
+        return max(1, len(spec.columns) - 1)
+    values = torch.unique(data.x[:, spec.columns[0]])
+    return max(1, int(values.numel()) - 1)

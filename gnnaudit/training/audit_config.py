@@ -1,0 +1,234 @@
+"""What configures an audit, in three small dataclasses, and the default list of audit units.
+
+Options live where they act:
+
+* each audit unit takes its own options in its constructor (``SensitivityUnit(scopes=...)``,
+  ``EvidencePairsUnit(top=...)`` ...);
+* :class:`AuditConfig` holds the options of the *default* units, one field per option, each
+  naming the unit it configures (``metadata["unit"]``); :func:`default_units` builds the list
+  from it;
+* :class:`~gnnaudit.audit.AuditOptions` holds what every unit shares through the context (the
+  evidence search, the bootstrap, the seed);
+* :class:`RunSettings` holds how the model is called and how the report is labelled.
+
+:func:`~gnnaudit.training.run_audit` and :func:`~gnnaudit.training.audit_model` accept the
+fields of the three as keyword options (:func:`option_names`); a name none of them has, or a
+default-unit option given together with an explicit ``units=`` list (no unit in the list would
+use it), is an :class:`~gnnaudit.errors.InvalidInputError` naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gnnaudit._validation import check_int
+from gnnaudit.audit.context import AuditOptions
+from gnnaudit.audit.embedding.unit import EmbeddingStructureUnit
+from gnnaudit.audit.fairness.contrast_unit import EvidenceContrastUnit
+from gnnaudit.audit.fairness.discrimination import DiscriminationUnit
+from gnnaudit.audit.fairness.error_verification import DEFAULT_KS, ErrorVerificationUnit
+from gnnaudit.audit.fairness.evidence_pairs import EvidencePairsUnit
+from gnnaudit.audit.fairness.group_fairness import GroupFairnessUnit
+from gnnaudit.audit.quality_unit import ModelQuality
+from gnnaudit.audit.sensitivity.unit import SensitivityUnit
+from gnnaudit.audit.unit import AuditUnit
+from gnnaudit.errors import InvalidInputError
+
+__all__ = [
+    "AuditConfig",
+    "RunSettings",
+    "default_units",
+    "option_names",
+    "split_options",
+    "SHARED_OPTIONS",
+    "ALWAYS_USED_UNIT_OPTIONS",
+]
+
+#: the fields of :class:`~gnnaudit.audit.AuditOptions` given as keyword options (``random_state``,
+#: ``progress`` and ``device`` are named parameters of ``run_audit``; ``extra`` is internal)
+SHARED_OPTIONS = tuple(
+    f.name
+    for f in dataclasses.fields(AuditOptions)
+    if f.name not in ("random_state", "progress", "device", "extra")
+)
+
+#: default-unit options that also act on an explicit ``units=`` list (``embedding=True``
+#: appends the embedding audit to it)
+ALWAYS_USED_UNIT_OPTIONS = ("embedding", "embedding_kwargs")
+
+
+def _unit(name: str) -> dict[str, str]:
+    return {"unit": name}
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """Options of the default audit units (:func:`default_units`); each field's
+    ``metadata["unit"]`` names the unit it configures.
+
+    Attributes
+    ----------
+    model_hops : the model's receptive-field radius for node-scope sensitivity
+        (``SensitivityUnit(num_hops=...)``; default: inferred from its ``MessagePassing``
+        layers).
+    min_support, bins : ``DiscriminationUnit`` (values held by at least ``min_support`` audited
+        nodes; continuous features in ``bins`` quantile bins).
+    ks : ``ErrorVerificationUnit`` (global evidence budgets).
+    top_pairs : ``EvidencePairsUnit(top=top_pairs, pool=max(100, top_pairs))``.
+    finetune, finetune_kwargs : append ``EvidenceFinetuneUnit(**finetune_kwargs)``;
+        ``finetune=None`` is the automatic choice of ``run_audit``
+        (:func:`~gnnaudit.training.audit_pipeline.resolve_finetune`), False here.
+    embedding, embedding_kwargs : append ``EmbeddingStructureUnit(**embedding_kwargs)``.
+    mitigate, mitigate_kwargs : append ``MitigationUnit(**mitigate_kwargs)``.
+    """
+
+    model_hops: int | None = field(default=None, metadata=_unit("SensitivityUnit"))
+    min_support: int = field(default=5, metadata=_unit("DiscriminationUnit"))
+    bins: int = field(default=4, metadata=_unit("DiscriminationUnit"))
+    ks: Sequence[int] = field(default=DEFAULT_KS, metadata=_unit("ErrorVerificationUnit"))
+    top_pairs: int = field(default=10, metadata=_unit("EvidencePairsUnit"))
+    finetune: bool | None = field(default=False, metadata=_unit("EvidenceFinetuneUnit"))
+    finetune_kwargs: Mapping[str, Any] | None = field(
+        default=None, metadata=_unit("EvidenceFinetuneUnit")
+    )
+    embedding: bool = field(default=False, metadata=_unit("EmbeddingStructureUnit"))
+    embedding_kwargs: Mapping[str, Any] | None = field(
+        default=None, metadata=_unit("EmbeddingStructureUnit")
+    )
+    mitigate: bool = field(default=False, metadata=_unit("MitigationUnit"))
+    mitigate_kwargs: Mapping[str, Any] | None = field(
+        default=None, metadata=_unit("MitigationUnit")
+    )
+
+    def __post_init__(self) -> None:
+        if self.model_hops is not None:
+            check_int("model_hops", self.model_hops, minimum=0)
+        check_int("top_pairs", self.top_pairs, minimum=1)
+        if self.finetune is not None and not isinstance(self.finetune, bool):
+            raise InvalidInputError(f"finetune must be True, False or None, got {self.finetune!r}")
+        for name in ("embedding", "mitigate"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidInputError(
+                    f"{name} must be True or False, got {getattr(self, name)!r}"
+                )
+        for name in ("finetune_kwargs", "embedding_kwargs", "mitigate_kwargs"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Mapping):
+                raise InvalidInputError(
+                    f"{name} must be a dict of keyword arguments or None, got "
+                    f"{type(value).__name__}"
+                )
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How ``run_audit`` calls the model and labels the report (options of no unit).
+
+    Attributes
+    ----------
+    forward_kwargs, predict_fn : how the model is called (see
+        :class:`~gnnaudit.audit.model_adapter.ModelAdapter`).
+    threads : CPU threads for the duration of the audit (default: the policy of
+        :func:`gnnaudit._threads.thread_limits` for the graph's size).
+    dataset_name, model_info : text for the report.
+    """
+
+    forward_kwargs: Mapping[str, Any] | None = None
+    predict_fn: Callable[..., Any] | None = None
+    threads: int | None = None
+    dataset_name: str | None = None
+    model_info: Mapping[str, Any] | None = None
+
+
+def _field_names(cls: Any) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def option_names() -> dict[str, tuple[str, ...]]:
+    """The keyword options of ``run_audit`` / ``audit_model`` by group (derived from the
+    dataclasses' fields): ``"shared"`` (:class:`~gnnaudit.audit.AuditOptions`), ``"run"``
+    (:class:`RunSettings`) and ``"units"`` (:class:`AuditConfig`)."""
+    return {
+        "shared": SHARED_OPTIONS,
+        "run": _field_names(RunSettings),
+        "units": _field_names(AuditConfig),
+    }
+
+
+def split_options(
+    options: Mapping[str, Any], *, units_given: bool, config: AuditConfig | None = None
+) -> tuple[dict[str, Any], RunSettings, AuditConfig]:
+    """``options`` as ``(shared, run, config)``: the keyword arguments of
+    :class:`~gnnaudit.audit.AuditOptions`, the :class:`RunSettings` and the
+    :class:`AuditConfig` (``config`` updated by the options naming its fields).
+
+    Raises :class:`~gnnaudit.errors.InvalidInputError` naming every unknown option, and every
+    default-unit option (also ``config=``) given with an explicit unit list, which no unit in
+    it would use.
+    """
+    groups = option_names()
+    known = {name for names in groups.values() for name in names}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise InvalidInputError(
+            f"unknown audit option(s) {unknown}; known: {sorted(known)} (unit options go to the "
+            "unit's constructor, e.g. SensitivityUnit(scopes=...))"
+        )
+    if config is not None and not isinstance(config, AuditConfig):
+        raise InvalidInputError(f"config must be an AuditConfig, got {type(config).__name__}")
+    unit_options = {k: v for k, v in options.items() if k in groups["units"]}
+    if units_given:
+        unused = sorted(k for k in unit_options if k not in ALWAYS_USED_UNIT_OPTIONS)
+        if unused or config is not None:
+            fields = {f.name: f.metadata["unit"] for f in dataclasses.fields(AuditConfig)}
+            named = ", ".join(f"{k} ({fields[k]})" for k in unused) or "config="
+            raise InvalidInputError(
+                f"option(s) {named} configure the default units, but units= was given and no "
+                "unit in it uses them: configure the units themselves"
+            )
+    shared = {k: v for k, v in options.items() if k in groups["shared"]}
+    run = RunSettings(**{k: v for k, v in options.items() if k in groups["run"]})
+    return shared, run, dataclasses.replace(config or AuditConfig(), **unit_options)
+
+
+def default_units(config: AuditConfig | None = None, **options: Any) -> list[AuditUnit]:
+    """The audit's default statistics, in report order, configured by ``config`` (default
+    :class:`AuditConfig()`) updated by ``options`` (its field names; another name is an
+    :class:`~gnnaudit.errors.InvalidInputError` naming it).
+
+    Model quality, sensitivity, group fairness, evidence contrast, discrimination, error
+    verification and evidence pairs; then fine-tuning on evidences (``finetune=True``), the
+    embedding audit (``embedding=True``) and the mitigation (``mitigate=True``).
+    """
+    if config is not None and not isinstance(config, AuditConfig):
+        raise InvalidInputError(f"config must be an AuditConfig, got {type(config).__name__}")
+    unknown = sorted(set(options) - set(_field_names(AuditConfig)))
+    if unknown:
+        raise InvalidInputError(
+            f"default_units got unknown option(s) {unknown}; known: "
+            f"{sorted(_field_names(AuditConfig))}"
+        )
+    cfg = dataclasses.replace(config or AuditConfig(), **options)
+    units: list[AuditUnit] = [
+        ModelQuality(),
+        SensitivityUnit(num_hops=cfg.model_hops),
+        GroupFairnessUnit(),
+        EvidenceContrastUnit(),
+        DiscriminationUnit(min_support=cfg.min_support, bins=cfg.bins),
+        ErrorVerificationUnit(ks=cfg.ks),
+        EvidencePairsUnit(top=cfg.top_pairs, pool=max(100, cfg.top_pairs)),
+    ]
+    if cfg.finetune:
+        from gnnaudit.training.finetune import EvidenceFinetuneUnit
+
+        units.append(EvidenceFinetuneUnit(**dict(cfg.finetune_kwargs or {})))
+    if cfg.embedding:
+        units.append(EmbeddingStructureUnit(**dict(cfg.embedding_kwargs or {})))
+    if cfg.mitigate:
+        from gnnaudit.training.mitigation import MitigationUnit
+
+        units.append(MitigationUnit(**dict(cfg.mitigate_kwargs or {})))
+    return units
