@@ -212,10 +212,17 @@ def _commit_dir(tmp: Path, target: Path, name: str, force: bool, producer: str) 
             raise InvalidInputError(
                 f"{name}: {str(target)!r} became a symbolic link while this run was writing"
             )
-        plan = plan_forced_commit(name, target, files, producer)
+        try:
+            plan = plan_forced_commit(name, target, files, producer)
+        except FileNotFoundError:
+            continue  # another run swapped the folder meanwhile: look again
         if not plan.whole_folder:
             try:
                 _merge_into(tmp, target, plan)
+            except FileNotFoundError:
+                if not target.is_dir():
+                    continue  # the folder went away meanwhile: try the plain rename again
+                raise
             except OSError as exc:
                 raise InvalidInputError(
                     f"{name}: cannot write the results into {str(target)!r}: {os_reason(exc)}"
