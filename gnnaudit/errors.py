@@ -6,7 +6,13 @@ the argument, the offending value and what is allowed.
 
 from __future__ import annotations
 
-__all__ = ["GnnAuditError", "InvalidInputError", "InfeasibleError", "NotFittedError"]
+__all__ = [
+    "GnnAuditError",
+    "InvalidInputError",
+    "InfeasibleError",
+    "NotFittedError",
+    "TrainingDivergedError",
+]
 
 
 class GnnAuditError(Exception):
@@ -24,3 +30,8 @@ class InfeasibleError(GnnAuditError):
 
 class NotFittedError(GnnAuditError, RuntimeError):
     """A method that needs a fitted estimator was called before ``fit``."""
+
+
+class TrainingDivergedError(InvalidInputError):
+    """Training (or fine-tuning) produced a non-finite loss or non-finite weights: the
+    learning rate is too large for the data's scale. Nothing (no checkpoint) is written."""

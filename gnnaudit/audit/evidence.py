@@ -31,6 +31,8 @@ import torch
 
 from gnnaudit._distributed import check_client
 from gnnaudit._validation import (
+    MAX_NUM_HOPS,
+    check_allocation,
     check_choice,
     check_device,
     check_edge_index,
@@ -257,9 +259,10 @@ class CounterfactualEvidence:
             in eval mode (``.eval()`` if it has it, mode restored afterwards) and run under
             ``torch.no_grad()``.
         mask : the test nodes: a boolean mask of length n or integer node ids. Default:
-            ``data.test_mask`` if present, else every node.
+            ``data.mask`` (an explicit audit selection) if present, else ``data.test_mask``,
+            else every node.
         """
-        num_hops = check_int("num_hops", self.num_hops, minimum=0)
+        num_hops = check_int("num_hops", self.num_hops, minimum=0, maximum=MAX_NUM_HOPS)
         alpha = check_float("alpha", self.alpha, minimum=0.0, maximum=1.0)
         check_choice("backend", self.backend, BACKENDS)
         client = check_client(self.client)
@@ -398,10 +401,12 @@ class CounterfactualEvidence:
     @staticmethod
     def _resolve_mask(mask: Any, data: Any, n: int) -> np.ndarray:
         name = "mask"
-        if mask is None:
-            mask = getattr(data, "test_mask", None)
-            name = "data.test_mask"
-            if mask is None:
+        if mask is None:  # data.mask (an explicit audit selection) wins over the test split
+            for attr in ("mask", "test_mask"):
+                mask, name = getattr(data, attr, None), f"data.{attr}"
+                if mask is not None:
+                    break
+            else:
                 return np.arange(n, dtype=np.int64)
         if isinstance(mask, torch.Tensor):
             mask = mask.detach().cpu().numpy()
@@ -540,6 +545,8 @@ class CounterfactualEvidence:
         counts = np.bincount(np.searchsorted(self.classes_, self.predictions_))
         query_class = np.searchsorted(self.classes_, self.predictions_[pos])
         kk = min(k, int((self.node_ids_.size - counts[query_class]).max()))
+        # node, similarity, prediction per entry (+ the backend's own copy): ~32 bytes
+        check_allocation("k", 32.0 * pos.size * kk, "the (queries x k) evidence arrays")
         res = self.searcher_.local(pos, kk)
         if not isinstance(res, LocalEvidence) or res.evidence.shape != (pos.size, kk):
             raise GnnAuditError(f"backend {self.backend_!r} returned a malformed local result")
@@ -567,6 +574,7 @@ class CounterfactualEvidence:
             return GlobalEvidence.empty()
         counts = np.unique(self.predictions_, return_counts=True)[1].astype(object)
         total = (int(counts.sum()) ** 2 - int((counts * counts).sum())) // 2
+        check_allocation("k", 48.0 * min(k, total), "the top-k global pair arrays")
         res = self.searcher_.global_pairs(min(k, total))
         if not isinstance(res, GlobalEvidence) or len(res) > min(k, total):
             raise GnnAuditError(f"backend {self.backend_!r} returned a malformed global result")

@@ -44,7 +44,7 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data
 
-from gnnaudit._validation import check_choice, check_int
+from gnnaudit._validation import as_float32, check_choice, check_seed
 from gnnaudit.datasets.columns import (
     category_codes,
     column_kind,
@@ -170,7 +170,7 @@ def load_nifty(
     InvalidInputError : unknown name, missing file or column, unparsable or out-of-range edges.
     """
     name = check_choice("name", name, tuple(NIFTY_DATASETS))
-    seed = check_int("seed", seed, minimum=0)
+    seed = check_seed("seed", seed)
     spec = NIFTY_DATASETS[name]
     if not isinstance(root, str | os.PathLike):
         raise InvalidInputError(f"root must be a folder path, got {type(root).__name__}")
@@ -218,7 +218,7 @@ def load_nifty(
     split = stratified_masks(y_t, *DEFAULT_FRACTIONS, seed=seed)
     feature_names = [str(c) for c in features.columns]
     return Data(
-        x=torch.from_numpy(x.astype(np.float32)),
+        x=torch.from_numpy(as_float32(str(csv_path), x, columns=feature_names)),
         y=y_t,
         edge_index=edge_index,
         feature_names=feature_names,

@@ -203,7 +203,7 @@ def run_audit(
         below).
     sensitive : the sensitive attribute: a feature name, an (n,) array, or None for
         ``data.sensitive``.
-    mask : the audited nodes (default ``data.test_mask``, else ``data.mask``, else all).
+    mask : the audited nodes (default ``data.mask``, else ``data.test_mask``, else all).
     k, backend, num_hops, alpha, index_params : counterfactual-evidence search (``backend``
         default ``"auto"``: exact below the measured crossover, faiss above it; the choice is
         ``run_info["evidence_backend"]``).
