@@ -147,7 +147,7 @@ def _npy_header(fh: Any) -> tuple[tuple[int, ...], np.dtype]:
     elif version == (2, 0):
         shape, _, dtype = fmt.read_array_header_2_0(fh)
     else:  # 3.0 (utf-8 field names): numpy's own (private) reader
-        shape, _, dtype = fmt._read_array_header(fh, version)
+        shape, _, dtype = fmt._read_array_header(fh, version)  # type: ignore[attr-defined]
     return tuple(int(s) for s in shape), np.dtype(dtype)
 
 
