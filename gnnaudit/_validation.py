@@ -25,6 +25,7 @@ __all__ = [
     "MAX_K",
     "MAX_LEARNING_RATE",
     "MAX_SYNTHETIC_NODES",
+    "MAX_RESAMPLES",
     "check_int",
     "check_seed",
     "check_allocation",
@@ -84,6 +85,11 @@ MAX_LEARNING_RATE = 10.0
 #: largest synthetic graph (``num_nodes`` of ``synthetic_credit_graph`` / ``--num-nodes``):
 #: 10^7 nodes take about 2 GB of features, edges and neighbour lists.
 MAX_SYNTHETIC_NODES = 10_000_000
+
+#: largest number of bootstrap resamples / permutations (``n_boot``, ``n_perm``): the
+#: Monte-Carlo error of an interval or p-value shrinks as 1/sqrt(B), so 10^6 resamples are
+#: already 0.1% precise; more only costs time (and a (B x groups) array).
+MAX_RESAMPLES = 1_000_000
 
 #: memory limit used when the machine's physical memory cannot be read
 _FALLBACK_MEMORY_BYTES = 2**40

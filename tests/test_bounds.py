@@ -451,3 +451,12 @@ def test_local_evidence_with_huge_k_is_capped():
     ce = CounterfactualEvidence().fit(data, predictions=np.arange(60) % 2)
     res = ce.search_local(ce.node_ids_[:3], k=10**12)
     assert res.evidence.shape[0] == 3 and res.evidence.shape[1] <= ce.node_ids_.size
+
+
+def test_resamples_are_bounded_before_allocation():
+    from gnnaudit._validation import MAX_RESAMPLES
+    from gnnaudit.audit.bootstrap import bootstrap_mean
+
+    assert MAX_RESAMPLES == 1_000_000
+    with pytest.raises(InvalidInputError, match="n_boot must be <= 1000000"):
+        bootstrap_mean(np.ones(5), n_boot=10**12)

@@ -22,7 +22,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnnaudit._validation import check_choice, check_edge_index, check_float, check_int, check_seed
+from gnnaudit._validation import (
+    MAX_RESAMPLES,
+    check_choice,
+    check_edge_index,
+    check_float,
+    check_int,
+    check_seed,
+)
 from gnnaudit.audit.evidence import BACKENDS
 from gnnaudit.audit.evidence_result import GlobalEvidence, LocalEvidence
 from gnnaudit.audit.model_adapter import ModelAdapter
@@ -67,7 +74,7 @@ class AuditOptions:
         check_int("num_hops", self.num_hops, minimum=0)
         check_float("alpha", self.alpha, minimum=0.0, maximum=1.0)
         check_seed("random_state", self.random_state)
-        check_int("n_boot", self.n_boot, minimum=1)
+        check_int("n_boot", self.n_boot, minimum=1, maximum=MAX_RESAMPLES)
         check_float(
             "confidence", self.confidence, minimum=0.5, maximum=1.0, inclusive=(True, False)
         )

@@ -60,7 +60,13 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from gnnaudit._validation import check_allocation, check_choice, check_fitted, check_int
+from gnnaudit._validation import (
+    MAX_RESAMPLES,
+    check_allocation,
+    check_choice,
+    check_fitted,
+    check_int,
+)
 from gnnaudit.audit.bootstrap import (
     bootstrap_mean,
     check_confidence,
@@ -320,8 +326,8 @@ def evidence_contrast(
     check_fitted(evidence, "space_")
     inference = check_choice("inference", inference, INFERENCES)
     k = check_int("k", k, minimum=1)
-    n_perm = check_int("n_perm", n_perm, minimum=1)
-    n_boot = check_int("n_boot", n_boot, minimum=1)
+    n_perm = check_int("n_perm", n_perm, minimum=1, maximum=MAX_RESAMPLES)
+    n_boot = check_int("n_boot", n_boot, minimum=1, maximum=MAX_RESAMPLES)
     random_state = check_int("random_state", random_state, minimum=0)
     confidence = check_confidence(confidence)
     x = getattr(data, "x", None)
