@@ -24,6 +24,7 @@ __all__ = [
     "MAX_EPOCHS",
     "MAX_K",
     "MAX_LEARNING_RATE",
+    "MAX_WEIGHT_DECAY",
     "MAX_SYNTHETIC_NODES",
     "MAX_RESAMPLES",
     "check_int",
@@ -81,6 +82,10 @@ MAX_K = 1_000_000
 #: 10 already exceeds every weight scale a GNN uses; larger values can only diverge (training
 #: also stops with an error on non-finite loss or weights, whatever the rate).
 MAX_LEARNING_RATE = 10.0
+
+#: largest Adam weight decay (an L2 coefficient): 1 already outweighs every classification
+#: loss (the usual value is 5e-4); far larger values overflow float32 inside the optimiser.
+MAX_WEIGHT_DECAY = 1.0
 
 #: largest synthetic graph (``num_nodes`` of ``synthetic_credit_graph`` / ``--num-nodes``):
 #: 10^7 nodes take about 2 GB of features, edges and neighbour lists.

@@ -89,6 +89,10 @@ def test_float_range_refuses_nonfinite_and_out_of_range():
     for text in ("0", "-1", "nan", "inf", "1e30", "x"):
         with pytest.raises(argparse.ArgumentTypeError):
             lr(text)
+    dropout = FloatRange(0.0, 1.0, high_open=True)
+    assert dropout("0") == 0.0 and dropout("0.99") == 0.99
+    with pytest.raises(argparse.ArgumentTypeError, match="< 1.0"):
+        dropout("1")
 
 
 def test_one_line_parser_prints_one_line(capsys):
@@ -141,6 +145,7 @@ def test_counterfactual_evidence_refuses_huge_num_hops():
         ({"hidden_channels": 60_000, "num_layers": 100}, "MAX_MODEL_WEIGHTS"),
         ({"lr": 1e30}, "lr must be <= 10.0"),
         ({"lr": float("nan")}, "lr must be finite"),
+        ({"weight_decay": 1e308}, "weight_decay must be <= 1.0"),
     ],
 )
 def test_node_classifier_bounds(kwargs, match):
@@ -460,3 +465,18 @@ def test_resamples_are_bounded_before_allocation():
     assert MAX_RESAMPLES == 1_000_000
     with pytest.raises(InvalidInputError, match="n_boot must be <= 1000000"):
         bootstrap_mean(np.ones(5), n_boot=10**12)
+
+
+def test_npz_decompression_bomb_is_refused(tmp_path, monkeypatch):
+    import gnnaudit.safe_io.readers as readers
+    from gnnaudit.safe_io import load_npz
+
+    path = tmp_path / "zeros.npz"
+    np.savez_compressed(path, x=np.zeros((256, 256)))  # 512 KiB of zeros, about 1 KiB stored
+    assert load_npz("--graph", path)["x"].shape == (256, 256)
+    monkeypatch.setattr(readers, "BOMB_BYTES", 100_000)
+    with pytest.raises(InvalidInputError, match=r"^--graph: .* decompression bomb"):
+        load_npz("--graph", path)
+    plain = tmp_path / "plain.npz"
+    np.savez(plain, x=np.zeros((256, 256)))  # the same data stored: accepted
+    assert load_npz("--graph", plain)["x"].shape == (256, 256)

@@ -328,6 +328,8 @@ def test_out_of_range_floats_exit_2_naming_the_flag(data):
         (["train", "--epochs", "1000000000"], "--epochs"),
         (["train", "--hidden", "10000000000"], "--hidden"),
         (["train", "--lr", "1e30"], "--lr"),
+        (["train", "--weight-decay", "1e308"], "--weight-decay"),
+        (["train", "--dropout", "1"], "--dropout"),
         (["train", "--num-nodes", "10000000000"], "--num-nodes"),
         (["train", "--seed", "100000000000000000000"], "--seed"),
         (["audit", "--k", str(2**63)], "--k"),
@@ -347,3 +349,16 @@ def test_evidence_checks_node_before_training(tmp_path):
     code, out, err = run_cli(argv)
     check_one_line(argv, code, err, "--node 999")
     assert "training" not in err + out  # refused before a model was trained
+
+
+def test_decompression_bomb_exits_2(tmp_path, monkeypatch):
+    """A highly compressible npz (the threshold lowered so the test stays small)."""
+    import gnnaudit.safe_io.readers as readers
+
+    monkeypatch.setattr(readers, "BOMB_BYTES", 100_000)
+    path = tmp_path / "zeros.npz"
+    np.savez_compressed(path, x=np.zeros((256, 256)), edge_index=np.array([[0], [1]]))
+    argv = ["audit", "--graph", str(path), *SMALL, "--out", str(tmp_path / "o")]
+    code, _, err = run_cli(argv)
+    check_one_line(argv, code, err, "--graph")
+    assert "decompression bomb" in err

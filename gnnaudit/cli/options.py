@@ -102,9 +102,11 @@ class FloatRange:
         maximum: float | None = None,
         *,
         low_open: bool = False,
+        high_open: bool = False,
         why: str = "",
     ) -> None:
         self.minimum, self.maximum, self.low_open, self.why = minimum, maximum, low_open, why
+        self.high_open = high_open
 
     def __call__(self, text: str) -> float:
         import math
@@ -116,10 +118,12 @@ class FloatRange:
         low_ok = self.minimum is None or (
             value > self.minimum if self.low_open else value >= self.minimum
         )
-        high_ok = self.maximum is None or value <= self.maximum
+        high_ok = self.maximum is None or (
+            value < self.maximum if self.high_open else value <= self.maximum
+        )
         if not (math.isfinite(value) and low_ok and high_ok):
             lo = "" if self.minimum is None else f"{'>' if self.low_open else '>='} {self.minimum}"
-            hi = "" if self.maximum is None else f"<= {self.maximum}"
+            hi = "" if self.maximum is None else f"{'<' if self.high_open else '<='} {self.maximum}"
             bounds = " and ".join(b for b in (lo, hi) if b)
             why = f" ({self.why})" if self.why else ""
             raise argparse.ArgumentTypeError(

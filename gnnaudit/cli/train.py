@@ -37,7 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "dataset; print train/val/test accuracy and write metrics.json and model.ckpt."
         ),
     )
-    from gnnaudit._validation import MAX_HIDDEN_CHANNELS, MAX_LEARNING_RATE, MAX_NUM_LAYERS
+    from gnnaudit._validation import (
+        MAX_HIDDEN_CHANNELS,
+        MAX_LEARNING_RATE,
+        MAX_NUM_LAYERS,
+        MAX_WEIGHT_DECAY,
+    )
 
     add_dataset_arguments(p)
     model = p.add_argument_group("model")
@@ -59,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     model.add_argument(
         "--dropout",
-        type=FloatRange(0.0, 1.0),
+        type=FloatRange(0.0, 1.0, high_open=True),
         default=0.5,
         help="dropout in [0, 1) (default 0.5)",
     )
@@ -71,7 +76,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "diverges (non-finite loss or weights) stops with an error and writes no checkpoint",
     )
     model.add_argument(
-        "--weight-decay", type=FloatRange(0.0), default=5e-4, help="Adam weight decay (>= 0)"
+        "--weight-decay",
+        type=FloatRange(0.0, MAX_WEIGHT_DECAY, why="MAX_WEIGHT_DECAY"),
+        default=5e-4,
+        help=f"Adam weight decay in [0, {MAX_WEIGHT_DECAY:g}] (default 5e-4)",
     )
     model.add_argument(
         "--batch-size",

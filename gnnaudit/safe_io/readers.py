@@ -172,11 +172,20 @@ def _declared_bytes(
     return shape, n_bytes
 
 
+#: an ``.npz`` member that decompresses to more than ``BOMB_BYTES`` (1 GiB) at a ratio above
+#: ``BOMB_RATIO`` (100:1) is refused as a decompression bomb: data that compressible is nearly
+#: constant, not a graph (deflate tops out near 1032:1 on constant bytes; real feature
+#: matrices compress far less). Genuine data of that kind can be saved with ``np.savez``.
+BOMB_BYTES = 2**30
+BOMB_RATIO = 100
+
+
 def check_npz_sizes(name: str, p: Path) -> int:
     """Read only the headers of the arrays of the ``.npz`` ``p`` and refuse, before
-    decompressing anything, a member whose header claims more data than the member holds or
-    arrays that together cannot fit in memory
-    (:func:`~gnnaudit._validation.check_allocation`). Returns the total data bytes."""
+    decompressing anything, a member whose header claims more data than the member holds,
+    a decompression bomb (:data:`BOMB_BYTES`, :data:`BOMB_RATIO`) or arrays that together
+    cannot fit in memory (:func:`~gnnaudit._validation.check_allocation`). Returns the total
+    data bytes."""
     total = 0
     if not zipfile.is_zipfile(p):  # not an archive: numpy's own refusal names it
         return total
@@ -184,6 +193,14 @@ def check_npz_sizes(name: str, p: Path) -> int:
         for info in archive.infolist():
             if not info.filename.endswith(".npy"):
                 continue
+            ratio = info.file_size / max(info.compress_size, 1)
+            if info.file_size > BOMB_BYTES and ratio > BOMB_RATIO:
+                raise InvalidInputError(
+                    f"{name}: {str(p)!r} (array {info.filename[:-4]!r}) decompresses to "
+                    f"{info.file_size:.3g} bytes from {info.compress_size} ({ratio:.0f}:1); "
+                    f"refused as a decompression bomb (over {BOMB_BYTES:.3g} bytes at over "
+                    f"{BOMB_RATIO}:1); save genuine data with np.savez (uncompressed)"
+                )
             with archive.open(info) as fh:
                 _, n_bytes = _declared_bytes(
                     name, p, f" (array {info.filename[:-4]!r})", fh, info.file_size

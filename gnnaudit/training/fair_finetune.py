@@ -71,6 +71,7 @@ from torch_geometric.data import Data
 from gnnaudit._validation import (
     MAX_EPOCHS,
     MAX_LEARNING_RATE,
+    MAX_WEIGHT_DECAY,
     check_choice,
     check_float,
     check_int,
@@ -240,7 +241,9 @@ class FairFinetune(L.LightningModule):
         self.lr = check_float(
             "lr", lr, minimum=0.0, maximum=MAX_LEARNING_RATE, inclusive=(False, True)
         )
-        self.weight_decay = check_float("weight_decay", weight_decay, minimum=0.0)
+        self.weight_decay = check_float(
+            "weight_decay", weight_decay, minimum=0.0, maximum=MAX_WEIGHT_DECAY
+        )
         self.random_state = check_seed("random_state", random_state)
         self.spec = resolve_sensitive_feature(data, sensitive)
         self.alternatives = alternatives(data, self.spec)

@@ -37,6 +37,7 @@ from gnnaudit._validation import (
     MAX_HIDDEN_CHANNELS,
     MAX_LEARNING_RATE,
     MAX_NUM_LAYERS,
+    MAX_WEIGHT_DECAY,
     check_choice,
     check_float,
     check_int,
@@ -97,7 +98,7 @@ class NodeClassifier(L.LightningModule):
         (:func:`estimated_weights`), checked before any weight is allocated.
     dropout : dropout probability after each hidden layer, in [0, 1).
     lr : Adam learning rate in (0, ``MAX_LEARNING_RATE`` = 10].
-    weight_decay : Adam weight decay (>= 0).
+    weight_decay : Adam weight decay in [0, ``MAX_WEIGHT_DECAY`` = 1].
 
     Batches are :class:`~torch_geometric.data.Data` objects with ``x``, ``edge_index``, ``y``
     and ``train_mask`` / ``val_mask`` / ``test_mask``. A ``NeighborLoader`` mini-batch (which
@@ -135,7 +136,9 @@ class NodeClassifier(L.LightningModule):
             )
         dropout = check_float("dropout", dropout, minimum=0.0, maximum=1.0, inclusive=(True, False))
         lr = check_float("lr", lr, minimum=0.0, maximum=MAX_LEARNING_RATE, inclusive=(False, True))
-        weight_decay = check_float("weight_decay", weight_decay, minimum=0.0)
+        weight_decay = check_float(
+            "weight_decay", weight_decay, minimum=0.0, maximum=MAX_WEIGHT_DECAY
+        )
         self.save_hyperparameters(
             {
                 "in_channels": in_channels,
