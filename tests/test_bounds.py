@@ -217,12 +217,13 @@ def test_divergence_guard_sees_non_finite_weights():
 
 def test_every_trainer_carries_the_guard():
     from gnnaudit.training.divergence import DivergenceGuard
-    from gnnaudit.training.train import make_trainer
+    from gnnaudit.training.train import make_trainer, quiet_lightning
 
-    trainer = make_trainer(1)
-    assert sum(isinstance(c, DivergenceGuard) for c in trainer.callbacks) == 1
-    trainer = make_trainer(1, {"callbacks": [DivergenceGuard()]})
-    assert sum(isinstance(c, DivergenceGuard) for c in trainer.callbacks) == 1
+    with quiet_lightning(False):  # Trainer(deterministic=True) is process-wide: restored after
+        trainer = make_trainer(1)
+        assert sum(isinstance(c, DivergenceGuard) for c in trainer.callbacks) == 1
+        trainer = make_trainer(1, {"callbacks": [DivergenceGuard()]})
+        assert sum(isinstance(c, DivergenceGuard) for c in trainer.callbacks) == 1
     with pytest.raises(InvalidInputError, match="max_epochs"):
         make_trainer(MAX_EPOCHS + 1)
 

@@ -198,7 +198,8 @@ class DeprecatedAlias(argparse.Action):
 
 
 def threads_argument(text: str) -> int:
-    """argparse ``type`` of ``--threads``: an integer >= 1 (else a usage error naming it)."""
+    """argparse ``type`` of ``--threads``: an integer in [1, 4096] (else a usage error naming
+    it)."""
     from gnnaudit._threads import check_threads
     from gnnaudit.errors import InvalidInputError
 
@@ -206,7 +207,7 @@ def threads_argument(text: str) -> int:
         return check_threads(int(text))
     except (ValueError, InvalidInputError):
         raise argparse.ArgumentTypeError(
-            f"must be an integer >= 1 (the number of CPU threads), got {text!r}"
+            f"must be an integer in [1, 4096] (the number of CPU threads), got {text!r}"
         ) from None
 
 
