@@ -25,6 +25,7 @@ __all__ = [
     "MAX_K",
     "MAX_LEARNING_RATE",
     "MAX_WEIGHT_DECAY",
+    "MAX_NUM_CLASSES",
     "MAX_SYNTHETIC_NODES",
     "MAX_RESAMPLES",
     "check_int",
@@ -82,6 +83,11 @@ MAX_K = 1_000_000
 #: 10 already exceeds every weight scale a GNN uses; larger values can only diverge (training
 #: also stops with an error on non-finite loss or weights, whatever the rate).
 MAX_LEARNING_RATE = 10.0
+
+#: largest number of classes of a model (``out_channels``, ``--num-classes``): node
+#: classification benchmarks have at most a few hundred (ogbn-papers100M: 172); 10^6 logits
+#: per node would already be 4 MB per node.
+MAX_NUM_CLASSES = 1_000_000
 
 #: largest Adam weight decay (an L2 coefficient): 1 already outweighs every classification
 #: loss (the usual value is 5e-4); far larger values overflow float32 inside the optimiser.

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from gnnaudit._validation import MAX_NUM_CLASSES
 from gnnaudit.cli._datasets import add_dataset_arguments
 from gnnaudit.cli.options import (
     BACKBONES,
@@ -88,7 +89,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     weights.add_argument("--checkpoint", default=None, help="a gnnaudit NodeClassifier checkpoint")
     model.add_argument(
         "--num-classes",
-        type=IntRange(2, 1_000_000, "at most 10^6 classes"),
+        type=IntRange(2, MAX_NUM_CLASSES, "MAX_NUM_CLASSES"),
         default=None,
         help="out_channels for your factory (default: number of label classes)",
     )

@@ -36,6 +36,7 @@ from torch_geometric.data import Data
 from gnnaudit._validation import (
     MAX_HIDDEN_CHANNELS,
     MAX_LEARNING_RATE,
+    MAX_NUM_CLASSES,
     MAX_NUM_LAYERS,
     MAX_WEIGHT_DECAY,
     check_choice,
@@ -120,7 +121,7 @@ class NodeClassifier(L.LightningModule):
     ) -> None:
         super().__init__()
         in_channels = check_int("in_channels", in_channels, minimum=1)
-        out_channels = check_int("out_channels", out_channels, minimum=2)
+        out_channels = check_int("out_channels", out_channels, minimum=2, maximum=MAX_NUM_CLASSES)
         backbone = check_choice("backbone", backbone, BACKBONES)
         num_layers = check_int("num_layers", num_layers, minimum=1, maximum=MAX_NUM_LAYERS)
         hidden_channels = check_int(
