@@ -332,7 +332,7 @@ def load_cora(root: str | None, epochs: int) -> dict[str, Any] | None:
 def error_table(runs: dict[str, dict[str, Any]], ks) -> pd.DataFrame:
     import pandas as pd
 
-    from gnnaudit.audit import error_verification
+    from gnnaudit.audit.fairness import error_verification
 
     cols = {}
     for name, run in runs.items():

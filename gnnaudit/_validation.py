@@ -8,6 +8,7 @@ message naming the argument, the bad value and what is allowed.
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,8 +17,23 @@ import numpy as np
 from gnnaudit.errors import InvalidInputError, NotFittedError
 
 __all__ = [
+    "MAX_SEED",
+    "MAX_NUM_HOPS",
+    "MAX_NUM_LAYERS",
+    "MAX_HIDDEN_CHANNELS",
+    "MAX_EPOCHS",
+    "MAX_K",
+    "MAX_LEARNING_RATE",
+    "MAX_WEIGHT_DECAY",
+    "MAX_NUM_CLASSES",
+    "MAX_SYNTHETIC_NODES",
+    "MAX_RESAMPLES",
     "check_int",
+    "check_seed",
+    "check_allocation",
+    "memory_limit_bytes",
     "check_float",
+    "as_float32",
     "check_choice",
     "check_array",
     "check_class_array",
@@ -26,6 +42,68 @@ __all__ = [
     "check_fitted",
     "validate_estimator_data",
 ]
+
+
+# ------------------------------------------------------------------ documented size bounds
+# Every size-like parameter is checked against one of these (or against the data) before any
+# allocation or work, so no argument can make gnnaudit hang or allocate without bound.
+
+#: largest seed: numpy's ``RandomState`` and ``lightning.seed_everything`` accept
+#: ``[0, 2**32 - 1]``; torch accepts more, but every seed gnnaudit takes also seeds numpy.
+MAX_SEED = 2**32 - 1
+
+#: largest number of kernel-similarity hops L (``num_hops``). The receptive field of L hops
+#: stops growing at the graph's diameter, and the paper (and every GNN it audits) uses
+#: L <= 4; each hop costs two sparse products over the whole graph and shrinks the accepted
+#: feature range (``ks_input_bound`` divides by L + 1), so 256 is far past any meaningful value
+#: while still finishing in bounded time.
+MAX_NUM_HOPS = 256
+
+#: largest number of message-passing layers of a :class:`~gnnaudit.training.NodeClassifier`
+#: (``num_layers``). Deep-GNN work trains up to ~100 layers (GCNII 64, DeeperGCN 112) and only
+#: with residual designs the backbones here lack; beyond the diameter more layers only
+#: over-smooth. Each layer is a module and a k-hop subgraph level, so the bound is 256.
+MAX_NUM_LAYERS = 256
+
+#: largest hidden width of a NodeClassifier (``hidden_channels``): 2**16. Its weights also
+#: count towards ``gnnaudit.training.MAX_MODEL_WEIGHTS`` (10^8), checked before allocation.
+MAX_HIDDEN_CHANNELS = 65_536
+
+#: largest number of training / fine-tuning epochs. Full-batch GNN training converges in a few
+#: hundred epochs (the papers use 200-1000); 10^5 epochs is two orders of magnitude past that
+#: and still a bounded run.
+MAX_EPOCHS = 100_000
+
+#: largest ``k`` of a top-k request (evidences per query, pairs, counterfactuals). The search
+#: caps k at the number of candidates anyway; 10^6 per query is already a 12 MB result row
+#: per query, and beyond it a request is a typo, not an audit.
+MAX_K = 1_000_000
+
+#: largest Adam learning rate: Adam moves each weight by about ``lr`` per step, so a step of
+#: 10 already exceeds every weight scale a GNN uses; larger values can only diverge (training
+#: also stops with an error on non-finite loss or weights, whatever the rate).
+MAX_LEARNING_RATE = 10.0
+
+#: largest number of classes of a model (``out_channels``, ``--num-classes``): node
+#: classification benchmarks have at most a few hundred (ogbn-papers100M: 172); 10^6 logits
+#: per node would already be 4 MB per node.
+MAX_NUM_CLASSES = 1_000_000
+
+#: largest Adam weight decay (an L2 coefficient): 1 already outweighs every classification
+#: loss (the usual value is 5e-4); far larger values overflow float32 inside the optimiser.
+MAX_WEIGHT_DECAY = 1.0
+
+#: largest synthetic graph (``num_nodes`` of ``synthetic_credit_graph`` / ``--num-nodes``):
+#: 10^7 nodes take about 2 GB of features, edges and neighbour lists.
+MAX_SYNTHETIC_NODES = 10_000_000
+
+#: largest number of bootstrap resamples / permutations (``n_boot``, ``n_perm``): the
+#: Monte-Carlo error of an interval or p-value shrinks as 1/sqrt(B), so 10^6 resamples are
+#: already 0.1% precise; more only costs time (and a (B x groups) array).
+MAX_RESAMPLES = 1_000_000
+
+#: memory limit used when the machine's physical memory cannot be read
+_FALLBACK_MEMORY_BYTES = 2**40
 
 
 def _short(value: Any) -> str:
@@ -45,6 +123,56 @@ def check_int(
     if maximum is not None and value > maximum:
         raise InvalidInputError(f"{name} must be <= {maximum}, got {value}")
     return value
+
+
+def check_seed(name: str, value: Any) -> int:
+    """``value`` as an ``int`` seed in ``[0, MAX_SEED]`` (numpy's and Lightning's range)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidInputError(f"{name} must be an integer seed, got {_short(value)}")
+    if not 0 <= int(value) <= MAX_SEED:
+        raise InvalidInputError(
+            f"{name} must be a seed in [0, 2**32 - 1 = {MAX_SEED}] (numpy and Lightning's "
+            f"range), got {int(value)}"
+        )
+    return int(value)
+
+
+def memory_limit_bytes() -> int:
+    """The most bytes one allocation may take: the machine's physical memory (``os.sysconf``;
+    2**40 where it cannot be read). No single array larger than the whole memory can fit."""
+    try:
+        pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return _FALLBACK_MEMORY_BYTES
+    total = int(pages) * int(page_size)
+    return total if total > 0 else _FALLBACK_MEMORY_BYTES
+
+
+def _bytes_text(n_bytes: float) -> str:
+    for unit, size in (
+        ("PiB", 2**50),
+        ("TiB", 2**40),
+        ("GiB", 2**30),
+        ("MiB", 2**20),
+        ("KiB", 2**10),
+    ):
+        if n_bytes >= size:
+            return f"{n_bytes / size:.3g} {unit}"
+    return f"{n_bytes:.0f} bytes"
+
+
+def check_allocation(name: str, n_bytes: float, what: str, *, limit: int | None = None) -> None:
+    """Refuse, before allocating, a request that needs ``n_bytes`` (for ``what``, e.g.
+    ``"the (queries x k) evidence arrays"``) when that exceeds ``limit`` (default
+    :func:`memory_limit_bytes`, the machine's physical memory); the
+    :class:`InvalidInputError` names ``name`` (the argument that sized it) and both figures."""
+    cap = memory_limit_bytes() if limit is None else int(limit)
+    if not n_bytes <= cap:  # also refuses NaN
+        raise InvalidInputError(
+            f"{name}: {what} would need {_bytes_text(float(n_bytes))} ({float(n_bytes):.3g} "
+            f"bytes) but at most {_bytes_text(cap)} can be allocated on this machine (its "
+            f"physical memory); lower {name}"
+        )
 
 
 def check_float(
@@ -117,6 +245,37 @@ def check_array(
             f"{name} must be finite (no NaN or inf); found {arr[tuple(bad)]} at index {tuple(bad.tolist())}"
         )
     return arr
+
+
+def as_float32(name: str, x: Any, *, columns: Any = None) -> np.ndarray:
+    """``x`` (finite numbers) cast to float32, refusing values beyond float32's range.
+
+    A finite float64 value above ``finfo(float32).max`` (3.4e38) would silently become inf in
+    the cast; instead :class:`InvalidInputError` names ``name`` (the file or argument), the
+    largest magnitude, where it is (row, and the column name when ``columns`` is given) and
+    what to do.
+    """
+    arr = np.asarray(x)
+    if arr.dtype == np.float32:
+        return arr
+    limit = float(np.finfo(np.float32).max)
+    if arr.size and arr.dtype.kind == "f":
+        mags = np.abs(arr)
+        flat = int(np.argmax(mags))
+        largest = float(mags.reshape(-1)[flat])
+        if largest > limit:
+            where = np.unravel_index(flat, arr.shape)
+            place = f"row {int(where[0])}"
+            if arr.ndim == 2:
+                col = int(where[1])
+                label = repr(columns[col]) if columns is not None else str(col)
+                place += f", column {label}"
+            raise InvalidInputError(
+                f"{name}: values up to {largest:.6g} in magnitude (at {place}) overflow float32 "
+                f"(largest {limit:.4g}), the type gnnaudit casts features to; rescale the "
+                "features (the file itself is finite)"
+            )
+    return arr.astype(np.float32)
 
 
 def check_class_array(name: str, value: Any, *, ndim: int = 1, min_rows: int = 0) -> np.ndarray:

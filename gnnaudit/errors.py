@@ -14,6 +14,7 @@ __all__ = [
     "MODEL_ERROR_NOTE",
     "note_model_error",
     "model_error_stage",
+    "TrainingDivergedError",
 ]
 
 
@@ -63,3 +64,8 @@ def model_error_stage(exc: BaseException) -> str | None:
         if isinstance(note, str) and note.startswith(MODEL_ERROR_NOTE):
             return note[len(MODEL_ERROR_NOTE) :]
     return None
+
+
+class TrainingDivergedError(InvalidInputError):
+    """Training (or fine-tuning) produced a non-finite loss or non-finite weights: the
+    learning rate is too large for the data's scale. Nothing (no checkpoint) is written."""

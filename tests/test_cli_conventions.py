@@ -134,7 +134,8 @@ def test_bad_output_path_fails_before_the_computation(command, table, tmp_path, 
     # the data (or dataset) argument is broken too: the output check must come first
     argv = command_argv(command, table, out)
     if command in ("train", "evidence", "audit"):
-        argv[argv.index("--num-nodes") + 1] = "3"  # an invalid graph size
+        # a dataset that cannot load (no --root); out-of-range sizes are usage errors now
+        argv += ["--dataset", "german", "--root", str(tmp_path / "no-such-root")]
     else:
         argv[1] = str(tmp_path / "missing.csv")
     assert main(argv) == 2

@@ -77,8 +77,10 @@ def test_errors_are_clean(trained, tmp_path, capsys):
     out = str(tmp_path / "x.csv")
     assert run_cli("--checkpoint", str(ckpt), "--node", str(outside), "--out", out) == 2
     assert f"node {outside} is not one" in capsys.readouterr().err
-    assert run_cli("--checkpoint", str(ckpt), "--k", "0", "--out", out) == 2
-    assert "--k must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # a usage error: one line naming the flag
+        run_cli("--checkpoint", str(ckpt), "--k", "0", "--out", out)
+    assert exc.value.code == 2
+    assert "argument --k: must be an integer in [1," in capsys.readouterr().err
     bad = tmp_path / "bad.ckpt"
     bad.write_bytes(b"not a checkpoint")
     assert run_cli("--checkpoint", str(bad), "--out", out) == 2

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gnnaudit._validation import check_array, check_float, check_int
+from gnnaudit._validation import MAX_RESAMPLES, check_array, check_float, check_int
 from gnnaudit.errors import InvalidInputError
 
 __all__ = [
@@ -143,7 +143,7 @@ def bootstrap_mean_draws(
     """``n_boot`` bootstrap replicates of the mean of ``values`` (0/1 values: binomial
     shortcut, see the module docstring). Memory: at most ``max_cells`` cells per chunk."""
     arr = _values("values", values)
-    n_boot = check_int("n_boot", n_boot, minimum=1)
+    n_boot = check_int("n_boot", n_boot, minimum=1, maximum=MAX_RESAMPLES)
     rng = as_generator(random_state)
     m = arr.size
     if _is_binary(arr):
@@ -202,7 +202,7 @@ def group_rate_draws(
     after the other from one generator, in label order.
     """
     arr, labels, codes = _groups(values, groups)
-    n_boot = check_int("n_boot", n_boot, minimum=1)
+    n_boot = check_int("n_boot", n_boot, minimum=1, maximum=MAX_RESAMPLES)
     rng = as_generator(random_state)
     sizes = np.bincount(codes, minlength=labels.size)
     estimates = np.bincount(codes, weights=arr, minlength=labels.size) / sizes
@@ -304,7 +304,7 @@ def sign_flip_pvalue(
     ``n_perm`` permuted means.
     """
     d = _values("differences", differences)
-    n_perm = check_int("n_perm", n_perm, minimum=1)
+    n_perm = check_int("n_perm", n_perm, minimum=1, maximum=MAX_RESAMPLES)
     rng = as_generator(random_state)
     m = d.size
     draws = np.empty(n_perm, dtype=np.float64)
@@ -383,7 +383,7 @@ def binomial_rates(successes: Any, trials: Any, n_boot: int, random_state: Any =
     """``(n_boot, g)`` stratified bootstrap replicates of ``g`` rates ``successes / trials``:
     one independent ``Binomial(trials, p_hat) / trials`` per entry (the 0/1 shortcut of the
     module docstring applied to counts); ``trials == 0`` gives NaN."""
-    n_boot = check_int("n_boot", n_boot, minimum=1)
+    n_boot = check_int("n_boot", n_boot, minimum=1, maximum=MAX_RESAMPLES)
     rng = as_generator(random_state)
     s = np.atleast_1d(np.asarray(successes, dtype=np.int64))
     t = np.atleast_1d(np.asarray(trials, dtype=np.int64))

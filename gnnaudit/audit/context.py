@@ -22,7 +22,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnnaudit._validation import check_choice, check_edge_index, check_float, check_int
+from gnnaudit._validation import (
+    MAX_RESAMPLES,
+    check_choice,
+    check_edge_index,
+    check_float,
+    check_int,
+    check_seed,
+)
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.audit.search.evidence import BACKENDS
 from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
@@ -66,8 +73,8 @@ class AuditOptions:
         check_choice("backend", self.backend, BACKENDS)
         check_int("num_hops", self.num_hops, minimum=0)
         check_float("alpha", self.alpha, minimum=0.0, maximum=1.0)
-        check_int("random_state", self.random_state, minimum=0)
-        check_int("n_boot", self.n_boot, minimum=1)
+        check_seed("random_state", self.random_state)
+        check_int("n_boot", self.n_boot, minimum=1, maximum=MAX_RESAMPLES)
         check_float(
             "confidence", self.confidence, minimum=0.5, maximum=1.0, inclusive=(True, False)
         )
@@ -88,12 +95,13 @@ def _to_numpy(value: Any) -> np.ndarray:
 def resolve_nodes(data: Any, mask: Any = None, *, name: str = "mask") -> np.ndarray:
     """Ascending ids of the audited nodes.
 
-    ``mask``: a boolean mask of length n or integer node ids; default ``data.test_mask``, else
-    ``data.mask``, else every node. An empty selection raises :class:`InvalidInputError`.
+    ``mask``: a boolean mask of length n or integer node ids; default ``data.mask`` (an
+    explicit audit selection, e.g. ``load_graph(mask_column=...)``), else ``data.test_mask``,
+    else every node. An empty selection raises :class:`InvalidInputError`.
     """
     n = int(data.num_nodes)
     if mask is None:
-        for attr in ("test_mask", "mask"):
+        for attr in ("mask", "test_mask"):
             value = getattr(data, attr, None)
             if value is not None:
                 mask, name = value, f"data.{attr}"

@@ -90,13 +90,28 @@ def add_dataset_arguments(parser: argparse.ArgumentParser, *, include_seed: bool
         help="fair-GNN graphs: fetch missing files from the reference repositories "
         "(SHA-256 checked)",
     )
-    group.add_argument("--num-nodes", type=int, default=1000, help="synthetic: number of nodes")
-    group.add_argument("--bias", type=float, default=1.5, help="synthetic: planted gender bias")
+    from gnnaudit._validation import MAX_SYNTHETIC_NODES
+    from gnnaudit.cli.options import SEED, FloatRange, IntRange
+
     group.add_argument(
-        "--homophily", type=float, default=0.8, help="synthetic: same-gender edge probability"
+        "--num-nodes",
+        type=IntRange(20, MAX_SYNTHETIC_NODES, "MAX_SYNTHETIC_NODES"),
+        default=1000,
+        help=f"synthetic: number of nodes, 20 to {MAX_SYNTHETIC_NODES:,} (default 1000)",
+    )
+    group.add_argument(
+        "--bias", type=FloatRange(), default=1.5, help="synthetic: planted gender bias"
+    )
+    group.add_argument(
+        "--homophily",
+        type=FloatRange(0.0, 1.0),
+        default=0.8,
+        help="synthetic: same-gender edge probability in [0, 1]",
     )
     if include_seed:
-        group.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+        group.add_argument(
+            "--seed", type=SEED, default=0, help="random seed in [0, 2**32 - 1] (default 0)"
+        )
 
 
 def load_graph_dataset(

@@ -19,13 +19,19 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from gnnaudit._validation import MAX_NUM_CLASSES
 from gnnaudit.cli._datasets import add_dataset_arguments
 from gnnaudit.cli.options import (
     BACKBONES,
     BACKENDS,
+    FloatRange,
+    IntRange,
     add_force_argument,
     add_out_argument,
     add_progress_argument,
+    count_type,
+    epochs_type,
+    k_type,
 )
 
 #: gnnaudit's own backbones (``--model``); anything with a ``:`` is the user's MODULE:NAME
@@ -91,11 +97,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     weights.add_argument("--checkpoint", default=None, help="a gnnaudit NodeClassifier checkpoint")
     model.add_argument(
         "--num-classes",
-        type=int,
+        type=IntRange(2, MAX_NUM_CLASSES, "MAX_NUM_CLASSES"),
         default=None,
         help="out_channels for your factory (default: number of label classes)",
     )
-    model.add_argument("--epochs", type=int, default=200, help="training epochs (default 200)")
+    model.add_argument(
+        "--epochs", type=epochs_type(), default=200, help="training epochs (default 200)"
+    )
     model.add_argument(
         "--device",
         default="auto",
@@ -108,17 +116,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="sensitive attribute: a feature or column name (default: the dataset's, if any)",
     )
-    audit.add_argument("--k", type=int, default=10, help="local evidences per audited node (10)")
+    audit.add_argument(
+        "--k", type=k_type(), default=10, help="local evidences per audited node (10)"
+    )
     audit.add_argument("--backend", default="auto", choices=BACKENDS, help="evidence search")
     audit.add_argument(
         "--min-support",
-        type=int,
+        type=count_type(1),
         default=5,
         help="score only feature values held by at least this many audited nodes (default 5: "
         "a value held by one or two nodes scores 1.0 by chance; 1 = every value, as in the "
         "paper)",
     )
-    audit.add_argument("--top", type=int, default=5, help="discrimination scores printed (5)")
+    audit.add_argument(
+        "--top", type=count_type(0), default=5, help="discrimination scores printed (5)"
+    )
     ft = audit.add_mutually_exclusive_group()
     ft.add_argument(
         "--finetune",
@@ -129,8 +141,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "graphs of at most FINETUNE_MAX_NODES = 50,000 nodes, skipped with a report note above)",
     )
     ft.add_argument("--no-finetune", dest="finetune", action="store_false")
-    audit.add_argument("--finetune-m", type=int, default=50, help="fine-tuning budget m (50)")
-    audit.add_argument("--finetune-epochs", type=int, default=30, help="fine-tuning epochs (30)")
+    audit.add_argument("--finetune-m", type=k_type(), default=50, help="fine-tuning budget m (50)")
+    audit.add_argument(
+        "--finetune-epochs", type=epochs_type(), default=30, help="fine-tuning epochs (30)"
+    )
     add_progress_argument(audit)
     audit.add_argument(
         "--embedding",
@@ -147,19 +161,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     audit.add_argument(
         "--mitigate-lambda",
-        type=float,
+        type=FloatRange(0.0),
         default=None,
         help="weight lambda_cf of the consistency term (default: FairFinetune's)",
     )
     audit.add_argument(
         "--mitigate-epochs",
-        type=int,
+        type=epochs_type(),
         default=None,
         help="fine-tuning epochs of the mitigation (default: FairFinetune's)",
     )
     audit.add_argument(
         "--mitigate-grid",
-        type=float,
+        type=FloatRange(0.0),
         nargs="*",
         default=None,
         help="lambda_cf values of the trade-off figure (default 0 0.5 1 4)",
@@ -183,6 +197,7 @@ def _load_data(args: argparse.Namespace) -> tuple[Any, str]:
             sensitive=args.sensitive,
             mask_column=args.mask_column,
             name="--graph",
+            mask_name="--mask-column",
         )
         return data, str(args.graph)
     for flag in ("label", "mask_column"):

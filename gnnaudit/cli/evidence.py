@@ -13,14 +13,20 @@ stderr.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from gnnaudit.cli._datasets import add_dataset_arguments
 from gnnaudit.cli.options import (
     BACKBONES,
     BACKENDS,
+    FloatRange,
+    IntRange,
     add_force_argument,
     add_out_argument,
     add_progress_argument,
+    count_type,
+    epochs_type,
+    k_type,
 )
 
 MODELS = BACKBONES
@@ -37,6 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Local evidences of --node (default: every test node) or the global top-k pairs."
         ),
     )
+    from gnnaudit._validation import MAX_NUM_HOPS
+
     add_dataset_arguments(p)
     model = p.add_argument_group("model")
     model.add_argument(
@@ -45,11 +53,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="NodeClassifier checkpoint (gnnaudit train); without it a model is trained first",
     )
     model.add_argument("--model", default="gcn", choices=MODELS, help="backbone to train (gcn)")
-    model.add_argument("--epochs", type=int, default=200, help="training epochs (default 200)")
+    model.add_argument(
+        "--epochs", type=epochs_type(), default=200, help="training epochs (default 200)"
+    )
     search = p.add_argument_group("search")
     which = search.add_mutually_exclusive_group()
     which.add_argument(
-        "--node", type=int, nargs="+", default=None, help="query test node id(s) (local)"
+        "--node",
+        type=IntRange(0, 2**63 - 1, "node ids"),
+        nargs="+",
+        default=None,
+        help="query test node id(s) (local)",
     )
     which.add_argument(
         "--global",
@@ -57,15 +71,59 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="the global top-k pairs instead of local evidences",
     )
-    search.add_argument("--k", type=int, default=10, help="evidences per query / pairs (10)")
+    search.add_argument("--k", type=k_type(), default=10, help="evidences per query / pairs (10)")
     search.add_argument("--backend", default="exact", choices=BACKENDS, help="search backend")
-    search.add_argument("--num-hops", type=int, default=3, help="KS hops L (default 3)")
-    search.add_argument("--alpha", type=float, default=0.5, help="KS trade-off alpha (0.5)")
+    search.add_argument(
+        "--num-hops",
+        type=IntRange(0, MAX_NUM_HOPS, "MAX_NUM_HOPS"),
+        default=3,
+        help=f"KS hops L, 0 to {MAX_NUM_HOPS} (default 3)",
+    )
+    search.add_argument(
+        "--alpha",
+        type=FloatRange(0.0, 1.0),
+        default=0.5,
+        help="KS trade-off alpha in [0, 1] (0.5)",
+    )
     add_out_argument(p, kind="file", what="CSV file for the evidences", required=True)
     add_force_argument(p, kind="file")
     add_progress_argument(p)
-    p.add_argument("--show", type=int, default=20, help="rows to print (default 20)")
+    p.add_argument("--show", type=count_type(0), default=20, help="rows to print (default 20)")
     p.set_defaults(func=run)
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """The search flags, checked (and named) before any work; argparse already bounds them
+    when parsed, this also covers a namespace built in Python."""
+    from gnnaudit._validation import MAX_K, MAX_NUM_HOPS, check_float, check_int
+
+    check_int("--k", args.k, minimum=1, maximum=MAX_K)
+    check_int("--num-hops", args.num_hops, minimum=0, maximum=MAX_NUM_HOPS)
+    check_float("--alpha", args.alpha, minimum=0.0, maximum=1.0)
+    check_int("--epochs", args.epochs, minimum=1)
+
+
+def _check_nodes(args: argparse.Namespace, data: Any) -> None:
+    """``--node`` ids must be nodes of the graph and test nodes, checked before training."""
+    from gnnaudit.errors import InvalidInputError
+
+    if args.node is None:
+        return
+    n = int(data.num_nodes)
+    outside = [v for v in args.node if not 0 <= v < n]
+    if outside:
+        raise InvalidInputError(
+            f"--node {outside[0]} is not a node of the graph (ids 0 to {n - 1})"
+        )
+    mask = getattr(data, "mask", None)
+    mask = getattr(data, "test_mask", None) if mask is None else mask
+    if mask is not None:
+        excluded = [v for v in args.node if not bool(mask[v])]
+        if excluded:
+            raise InvalidInputError(
+                f"--node {excluded[0]} is not one of the test nodes (evidences are searched "
+                "among the test nodes)"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,7 +131,6 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import time
 
-    from gnnaudit._validation import check_int
     from gnnaudit.audit import CounterfactualEvidence
     from gnnaudit.cli._datasets import dataset_from_args
     from gnnaudit.cli.options import progress_enabled
@@ -81,9 +138,10 @@ def run(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     check_output_file("--out", args.out, force=args.force)
-    check_int("--k", args.k, minimum=1)
+    _check_flags(args)  # every search flag, before loading, training or searching
     progress = progress_enabled(args)
     data = dataset_from_args(args)
+    _check_nodes(args, data)
 
     if args.checkpoint is not None:
         from gnnaudit.training import load_node_classifier

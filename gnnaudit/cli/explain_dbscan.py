@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import argparse
 
-from gnnaudit.cli.options import add_force_argument, add_out_argument
+from gnnaudit.cli.options import (
+    SEED,
+    FloatRange,
+    IntRange,
+    add_force_argument,
+    add_out_argument,
+    count_type,
+    k_type,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,11 +32,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("csv", help="csv file; numeric columns are the features")
-    p.add_argument("--eps", type=float, required=True, help="DBSCAN radius")
-    p.add_argument("--min-samples", type=int, required=True, help="DBSCAN min_samples")
-    p.add_argument("--index", type=int, required=True, help="row (0-based) to explain")
-    p.add_argument("--target", type=int, default=None, help="target cluster (default: any other)")
-    p.add_argument("--k", type=int, default=5, help="number of counterfactuals (default 5)")
+    p.add_argument(
+        "--eps", type=FloatRange(0.0, low_open=True), required=True, help="DBSCAN radius (> 0)"
+    )
+    p.add_argument("--min-samples", type=count_type(1), required=True, help="DBSCAN min_samples")
+    p.add_argument("--index", type=count_type(0), required=True, help="row (0-based) to explain")
+    p.add_argument(
+        "--target",
+        type=IntRange(-(2**63), 2**63 - 1, "int64"),
+        default=None,
+        help="target cluster (default: any other)",
+    )
+    p.add_argument("--k", type=k_type(), default=5, help="number of counterfactuals (default 5)")
     p.add_argument(
         "--immutable", nargs="+", default=[], metavar="COL", help="columns not to change"
     )
@@ -39,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--strategy", default="energy", choices=("energy", "random", "nearest", "furthest")
     )
-    p.add_argument("--seed", type=int, default=0, help="random_state (random/furthest)")
+    p.add_argument("--seed", type=SEED, default=0, help="random_state (random/furthest)")
     add_out_argument(
         p,
         kind="file",

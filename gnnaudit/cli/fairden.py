@@ -14,7 +14,14 @@ from __future__ import annotations
 
 import argparse
 
-from gnnaudit.cli.options import add_force_argument, add_out_argument, add_progress_argument
+from gnnaudit.cli.options import (
+    SEED,
+    add_force_argument,
+    add_out_argument,
+    add_progress_argument,
+    count_type,
+    k_type,
+)
 
 __all__ = ["register", "run"]
 
@@ -31,17 +38,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--sensitive", nargs="+", required=True, metavar="COL", help="sensitive column(s)"
     )
-    p.add_argument("--k", type=int, default=2, help="number of non-noise clusters (default 2)")
+    p.add_argument("--k", type=k_type(), default=2, help="number of non-noise clusters (default 2)")
     p.add_argument(
         "--categorical", nargs="*", default=(), metavar="COL", help="categorical columns"
     )
-    p.add_argument("--min-pts", type=int, default=None, help="minPts (default 2*d-1)")
+    p.add_argument("--min-pts", type=count_type(1), default=None, help="minPts (default 2*d-1)")
     p.add_argument(
         "--solver", default="auto", choices=("auto", "dense", "matrix_free"), help="eigensolver"
     )
     p.add_argument(
         "--min-group-size",
-        type=int,
+        type=count_type(1),
         default=None,
         help="exclude sensitive groups smaller than this (default: error if a group < k)",
     )
@@ -49,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--label", default=None, help="ground-truth column (not a feature; ARI is printed)"
     )
     p.add_argument("--ignore", nargs="*", default=(), metavar="COL", help="columns to drop")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
     add_out_argument(p, kind="file", what="CSV file for the cluster labels (one per row)")
     add_force_argument(p, kind="file")
     add_progress_argument(p)

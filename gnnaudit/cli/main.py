@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from gnnaudit import __version__
 from gnnaudit.cli.failures import one_line_warnings, run_command
-from gnnaudit.cli.options import add_global_options
+from gnnaudit.cli.options import OneLineParser, add_global_options
 
 #: Subcommand modules, in the order ``--help`` lists them.
 COMMANDS: tuple[str, ...] = (
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     ``-v/--verbose``, ``--debug`` and ``--threads N`` are accepted before and after the
     subcommand.
     """
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gnnaudit",
         description="Audit GNN node classifiers and explain density-based clusterings. "
         "Conventions: --out is a file or a folder as each command's --help says, is checked "

@@ -21,7 +21,7 @@ import argparse
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 #: gnnaudit's backbones, = :data:`gnnaudit.training.BACKBONES` (kept here so ``--help`` stays
 #: light; a test checks they agree)
@@ -32,6 +32,10 @@ BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss", "auto")
 __all__ = [
     "BACKBONES",
     "BACKENDS",
+    "OneLineParser",
+    "IntRange",
+    "FloatRange",
+    "SEED",
     "DeprecatedAlias",
     "add_global_options",
     "add_out_argument",
@@ -39,6 +43,131 @@ __all__ = [
     "add_progress_argument",
     "progress_enabled",
 ]
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line on stderr, exit 2:
+    ``gnnaudit train: error: argument --k: ... (see gnnaudit train --help)``.
+
+    (argparse's default prints the whole usage first.) Subparsers made by ``add_parser``
+    inherit the class.
+    """
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        """Print ``message`` as one line naming the command, then exit with status 2."""
+        text = " ".join(str(message).split())
+        self.exit(2, f"{self.prog}: error: {text} (see {self.prog} --help)\n")
+
+
+def _parse_int(text: str) -> int:
+    """An integer literal (``12``, ``-3``, ``1_000``); ``1e9`` / ``2.5`` are refused."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer written in digits, got {text!r}"
+        ) from None
+
+
+class IntRange:
+    """argparse ``type`` of an integer flag bounded to ``[minimum, maximum]``.
+
+    ``type=IntRange(1, MAX_K, "evidences per query")``: anything else is a one-line usage
+    error naming the flag, the value and the range (and ``why``, the bound's reason), before
+    any work starts. No flag of gnnaudit takes an unbounded integer.
+    """
+
+    def __init__(self, minimum: int, maximum: int, why: str = "") -> None:
+        self.minimum, self.maximum, self.why = int(minimum), int(maximum), why
+
+    def __call__(self, text: str) -> int:
+        value = _parse_int(text)
+        if not self.minimum <= value <= self.maximum:
+            why = f" ({self.why})" if self.why else ""
+            raise argparse.ArgumentTypeError(
+                f"must be an integer in [{self.minimum}, {self.maximum}]{why}, got {text!r}"
+            )
+        return value
+
+    def __repr__(self) -> str:
+        return f"IntRange({self.minimum}, {self.maximum})"
+
+
+class FloatRange:
+    """argparse ``type`` of a finite float flag in ``[minimum, maximum]`` (``None``: open on
+    that side; ``low_open``: exclude ``minimum``)."""
+
+    def __init__(
+        self,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        *,
+        low_open: bool = False,
+        high_open: bool = False,
+        why: str = "",
+    ) -> None:
+        self.minimum, self.maximum, self.low_open, self.why = minimum, maximum, low_open, why
+        self.high_open = high_open
+
+    def __call__(self, text: str) -> float:
+        import math
+
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        low_ok = self.minimum is None or (
+            value > self.minimum if self.low_open else value >= self.minimum
+        )
+        high_ok = self.maximum is None or (
+            value < self.maximum if self.high_open else value <= self.maximum
+        )
+        if not (math.isfinite(value) and low_ok and high_ok):
+            lo = "" if self.minimum is None else f"{'>' if self.low_open else '>='} {self.minimum}"
+            hi = "" if self.maximum is None else f"{'<' if self.high_open else '<='} {self.maximum}"
+            bounds = " and ".join(b for b in (lo, hi) if b)
+            why = f" ({self.why})" if self.why else ""
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number{' ' + bounds if bounds else ''}{why}, got {text!r}"
+            )
+        return value
+
+    def __repr__(self) -> str:
+        return f"FloatRange({self.minimum}, {self.maximum})"
+
+
+def _seed_type() -> IntRange:
+    from gnnaudit._validation import MAX_SEED
+
+    return IntRange(0, MAX_SEED, "numpy and Lightning seeds lie in [0, 2**32 - 1]")
+
+
+#: argparse ``type`` of every ``--seed`` flag
+SEED = _seed_type()
+
+#: largest value of a count flag that has no tighter bound (``--top``, ``--show``,
+#: ``--min-support``, ``--batch-size``): 2**31 - 1, the int32 range; no graph gnnaudit can hold
+#: in memory has more nodes than that, so a larger count is a typo
+MAX_COUNT = 2**31 - 1
+
+
+def count_type(minimum: int = 0) -> IntRange:
+    """:class:`IntRange` ``[minimum, MAX_COUNT]`` of a count flag without a tighter bound."""
+    return IntRange(minimum, MAX_COUNT, "the int32 range")
+
+
+def epochs_type() -> IntRange:
+    """:class:`IntRange` of an epochs flag: ``[1, MAX_EPOCHS]``."""
+    from gnnaudit._validation import MAX_EPOCHS
+
+    return IntRange(1, MAX_EPOCHS, "MAX_EPOCHS: 500x the usual 200")
+
+
+def k_type() -> IntRange:
+    """:class:`IntRange` of a top-k flag: ``[1, MAX_K]``."""
+    from gnnaudit._validation import MAX_K
+
+    return IntRange(1, MAX_K, "MAX_K; k is also capped at the number of candidates")
 
 
 class DeprecatedAlias(argparse.Action):
@@ -70,7 +199,8 @@ class DeprecatedAlias(argparse.Action):
 
 
 def threads_argument(text: str) -> int:
-    """argparse ``type`` of ``--threads``: an integer >= 1 (else a usage error naming it)."""
+    """argparse ``type`` of ``--threads``: an integer in [1, 4096] (else a usage error naming
+    it)."""
     from gnnaudit._threads import check_threads
     from gnnaudit.errors import InvalidInputError
 
@@ -78,7 +208,7 @@ def threads_argument(text: str) -> int:
         return check_threads(int(text))
     except (ValueError, InvalidInputError) as exc:
         raise argparse.ArgumentTypeError(
-            f"must be an integer >= 1 (the number of CPU threads), got {text!r}"
+            f"must be an integer in [1, 4096] (the number of CPU threads), got {text!r}"
         ) from exc
 
 

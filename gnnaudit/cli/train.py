@@ -15,9 +15,13 @@ import argparse
 from gnnaudit.cli._datasets import add_dataset_arguments
 from gnnaudit.cli.options import (
     BACKBONES,
+    FloatRange,
+    IntRange,
     add_force_argument,
     add_out_argument,
     add_progress_argument,
+    count_type,
+    epochs_type,
 )
 
 MODELS = BACKBONES
@@ -33,23 +37,58 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "dataset; print train/val/test accuracy and write metrics.json and model.ckpt."
         ),
     )
+    from gnnaudit._validation import (
+        MAX_HIDDEN_CHANNELS,
+        MAX_LEARNING_RATE,
+        MAX_NUM_LAYERS,
+        MAX_WEIGHT_DECAY,
+    )
+
     add_dataset_arguments(p)
     model = p.add_argument_group("model")
     model.add_argument("--model", default="gcn", choices=MODELS, help="GNN backbone (default gcn)")
-    model.add_argument("--epochs", type=int, default=200, help="training epochs (default 200)")
-    model.add_argument("--layers", type=int, default=3, help="message-passing layers (default 3)")
-    model.add_argument("--hidden", type=int, default=16, help="hidden channels (default 16)")
-    model.add_argument("--dropout", type=float, default=0.5, help="dropout (default 0.5)")
-    model.add_argument("--lr", type=float, default=0.01, help="Adam learning rate (default 0.01)")
-    model.add_argument("--weight-decay", type=float, default=5e-4, help="Adam weight decay")
+    model.add_argument(
+        "--epochs", type=epochs_type(), default=200, help="training epochs (default 200)"
+    )
+    model.add_argument(
+        "--layers",
+        type=IntRange(1, MAX_NUM_LAYERS, "MAX_NUM_LAYERS"),
+        default=3,
+        help=f"message-passing layers, 1 to {MAX_NUM_LAYERS} (default 3)",
+    )
+    model.add_argument(
+        "--hidden",
+        type=IntRange(1, MAX_HIDDEN_CHANNELS, "MAX_HIDDEN_CHANNELS"),
+        default=16,
+        help=f"hidden channels, 1 to {MAX_HIDDEN_CHANNELS} (default 16)",
+    )
+    model.add_argument(
+        "--dropout",
+        type=FloatRange(0.0, 1.0, high_open=True),
+        default=0.5,
+        help="dropout in [0, 1) (default 0.5)",
+    )
+    model.add_argument(
+        "--lr",
+        type=FloatRange(0.0, MAX_LEARNING_RATE, low_open=True, why="MAX_LEARNING_RATE"),
+        default=0.01,
+        help=f"Adam learning rate in (0, {MAX_LEARNING_RATE:g}] (default 0.01); training that "
+        "diverges (non-finite loss or weights) stops with an error and writes no checkpoint",
+    )
+    model.add_argument(
+        "--weight-decay",
+        type=FloatRange(0.0, MAX_WEIGHT_DECAY, why="MAX_WEIGHT_DECAY"),
+        default=5e-4,
+        help=f"Adam weight decay in [0, {MAX_WEIGHT_DECAY:g}] (default 5e-4)",
+    )
     model.add_argument(
         "--batch-size",
-        type=int,
+        type=count_type(1),
         default=None,
         help="seed nodes per mini-batch (exact L-hop subgraphs; default: full batch)",
     )
     model.add_argument(
-        "--patience", type=int, default=None, help="early stopping patience on val loss"
+        "--patience", type=epochs_type(), default=None, help="early stopping patience on val loss"
     )
     add_progress_argument(model)
     add_out_argument(

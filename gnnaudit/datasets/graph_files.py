@@ -38,7 +38,9 @@ Rules, the same for every format
 * **label**: the column named by ``label``, by default ``y`` when present. Whole numbers
   ``>= 0`` (the class ids of the model's logits), no blanks. No label: ``data.y`` is absent.
 * **split columns**: ``train_mask``, ``val_mask``, ``test_mask`` and ``mask`` are recognised by
-  name; ``mask_column`` names another column to use as ``data.mask`` (the nodes to audit).
+  name; ``mask_column`` names another column to use as ``data.mask`` (the nodes to audit; it
+  must select at least one node). ``data.mask`` wins over ``test_mask`` wherever gnnaudit
+  picks the audited nodes.
   Values are booleans or 0/1, no blanks.
 * **features**: ``feature_columns`` if given (in that order), else every column that is not
   the id, the label or a split column. **The sensitive column is a feature unless you leave it
@@ -86,6 +88,7 @@ from gnnaudit.safe_io import (
     read_csv,
     safe_torch_load,
 )
+from gnnaudit.safe_io.torch_files import tensor_problem
 
 __all__ = ["load_graph", "save_graph", "MASK_COLUMNS"]
 
@@ -101,16 +104,30 @@ _FLOAT_FORMAT = "%.9g"  # 9 significant digits: float32 values survive a CSV rou
 # ------------------------------------------------------------------------------ reading
 
 
-def _as_numpy(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
-    return value
+def _as_numpy(value: Any, source: str = "", key: str = "") -> Any:
+    """A tensor as a numpy array (other values unchanged). Half-precision floats (float16,
+    bfloat16, float8 ...) widen to float32 exactly; a tensor numpy cannot hold (sparse, meta,
+    complex-only or exotic dtypes) raises :class:`InvalidInputError` naming ``key``."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    problem = tensor_problem(value)
+    if problem is not None:
+        raise InvalidInputError(f"{source}: {key!r} {problem}")
+    value = value.detach().cpu()
+    if value.is_floating_point() and value.dtype not in (torch.float32, torch.float64):
+        value = value.to(torch.float32)  # numpy has no bfloat16; every such value fits float32
+    try:
+        return value.numpy()
+    except (TypeError, RuntimeError) as exc:
+        raise InvalidInputError(
+            f"{source}: {key!r} has dtype {value.dtype}, which cannot be read as numbers ({exc})"
+        ) from exc
 
 
 def _names(source: str, key: str, value: Any, expected: int) -> list[str] | None:
     if value is None:
         return None
-    value = _as_numpy(value)
+    value = _as_numpy(value, source, key)
     if isinstance(value, np.ndarray):
         if value.ndim != 1 or value.dtype.kind not in "US":
             raise InvalidInputError(f"{source}: {key!r} must be a 1-D string array")
@@ -124,12 +141,15 @@ def _names(source: str, key: str, value: Any, expected: int) -> list[str] | None
 
 def _table_from_arrays(source: str, content: dict[str, Any]) -> NodeTable:
     """Node table of format (a) or (c): ``x`` plus every (n,) array as a named column."""
+    keys = [k for k in content if not isinstance(k, str)]
+    if keys:
+        raise InvalidInputError(f"{source}: every key must be a string, got {keys[0]!r}")
     missing = [k for k in ("x", "edge_index") if content.get(k) is None]
     if missing:
         raise InvalidInputError(
             f"{source} lacks {', '.join(missing)} (has {name_list(sorted(content)) or 'nothing'})"
         )
-    x = _as_numpy(content["x"])
+    x = _as_numpy(content["x"], source, "x")
     if not isinstance(x, np.ndarray) or x.ndim != 2 or x.dtype.kind not in "biuf":
         raise InvalidInputError(f"{source}: 'x' must be an (n, d) array of numbers")
     n, d = x.shape
@@ -140,16 +160,16 @@ def _table_from_arrays(source: str, content: dict[str, Any]) -> NodeTable:
     columns: dict[str, pd.Series] = {}
     ignored = []
     for key, value in content.items():
-        value = _as_numpy(value)
         if key in _KNOWN_KEYS or key in _DERIVED_KEYS:
             continue
+        value = _as_numpy(value, source, key)
         if isinstance(value, np.ndarray) and value.ndim == 1 and value.shape[0] == n:
             columns[key] = pd.Series(value.tolist() if value.dtype.kind in "US" else value)
         else:
             ignored.append(key)
     if ignored:
         logger.info("%s: ignoring %s (not per-node columns)", source, ", ".join(sorted(ignored)))
-    edges = _as_numpy(content["edge_index"])
+    edges = _as_numpy(content["edge_index"], source, "edge_index")
     if not isinstance(edges, np.ndarray) or edges.dtype.kind not in "iu":
         raise InvalidInputError(
             f"{source}: 'edge_index' must be a (2, E) array of integer node ids, got "
@@ -157,7 +177,7 @@ def _table_from_arrays(source: str, content: dict[str, Any]) -> NodeTable:
         )
     edge_index = check_edge_index(f"{source}: 'edge_index'", torch.from_numpy(edges), n)
     declared = content.get("sensitive_name")
-    declared = _as_numpy(declared)
+    declared = _as_numpy(declared, source, "sensitive_name")
     if isinstance(declared, np.ndarray) and declared.ndim == 0:
         declared = declared.item()
     if declared is not None and not isinstance(declared, str):
@@ -177,7 +197,13 @@ def _table_from_arrays(source: str, content: dict[str, Any]) -> NodeTable:
 def _read_pt(path: Path, name: str) -> NodeTable:
     obj = safe_torch_load(path, pyg_data_classes(), name=name)
     if isinstance(obj, Data):
-        obj = obj.to_dict()
+        try:  # a crafted file can hold a Data whose storage is not PyG's
+            obj = obj.to_dict()
+        except Exception as exc:
+            raise InvalidInputError(
+                f"{name}: {str(path)!r} holds a malformed PyG Data (its storage cannot be read: "
+                f"{type(exc).__name__}: {exc}); save data.to_dict() or rebuild the Data"
+            ) from exc
     if not isinstance(obj, dict):
         raise InvalidInputError(
             f"{name}: {str(path)!r} must hold a dict of tensors (Data.to_dict()) or a Data, got "
@@ -255,6 +281,7 @@ def load_graph(
     feature_columns: Sequence[str] | None = None,
     undirected: bool = False,
     name: str = "path",
+    mask_name: str = "mask_column",
 ) -> Data:
     """Load a user's graph from a ``.pt`` file, an ``.npz`` file or a CSV folder.
 
@@ -265,11 +292,14 @@ def load_graph(
     path : a ``.pt`` file, an ``.npz`` file, or a folder holding ``nodes.csv`` and ``edges.csv``.
     label : the label column (default: ``y`` when present, else no label).
     sensitive : the sensitive column or feature (default: the file's ``sensitive_name``).
-    mask_column : a 0/1 or boolean column giving ``data.mask``, the nodes to audit.
+    mask_column : a 0/1 or boolean column giving ``data.mask``, the nodes to audit. It wins
+        over a ``test_mask`` of the file: the audit and the evidence search take ``data.mask``
+        first. A column that selects no node is refused.
     feature_columns : the feature columns, in order (default: all but id, label, splits).
         The sensitive column stays a feature unless it is left out of this list.
     undirected : symmetrise ``edge_index`` and drop self loops and duplicate edges.
     name : the argument name used in error messages (``"--graph"`` from the CLI).
+    mask_name : how messages name ``mask_column`` (``"--mask-column"`` from the CLI).
 
     Returns
     -------
@@ -316,6 +346,7 @@ def load_graph(
         mask_column=mask_column,
         feature_columns=feature_columns,
         mask_names=MASK_COLUMNS,
+        mask_argument=mask_name,
     )
     if undirected:
         data.edge_index = clean_edge_index(data.edge_index, data.num_nodes)

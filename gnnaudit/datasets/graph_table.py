@@ -16,6 +16,7 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data
 
+from gnnaudit._validation import as_float32
 from gnnaudit.datasets.columns import (
     category_codes,
     column_kind,
@@ -173,21 +174,30 @@ def assemble(
     mask_column: str | None,
     feature_columns: Sequence[str] | None,
     mask_names: Sequence[str],
+    mask_argument: str = "mask_column",
 ) -> Data:
-    """Apply the column rules of :mod:`gnnaudit.datasets.graph_files` and build the Data."""
+    """Apply the column rules of :mod:`gnnaudit.datasets.graph_files` and build the Data.
+
+    ``mask_argument`` is how messages name ``mask_column`` (``--mask-column`` from the CLI).
+    """
     if label is not None and label not in table.columns:
         raise InvalidInputError(
             f"label={label!r} is not a column of {table.source} (available: {_available(table)})"
         )
     if mask_column is not None and mask_column not in table.columns:
         raise InvalidInputError(
-            f"mask_column={mask_column!r} is not a column of {table.source} (available: "
+            f"{mask_argument}={mask_column!r} is not a column of {table.source} (available: "
             f"{_available(table)})"
         )
     label_name = label if label is not None else ("y" if "y" in table.columns else None)
     masks = {key: _mask(table, key, key) for key in mask_names if key in table.columns}
     if mask_column is not None:
-        masks["mask"] = _mask(table, mask_column, "mask_column")
+        masks["mask"] = _mask(table, mask_column, mask_argument)
+        if not bool(masks["mask"].any()):
+            raise InvalidInputError(
+                f"{mask_argument}={mask_column!r}: the column of {table.source} selects no node "
+                "(every value is 0 / False); it must mark at least one node to audit"
+            )
     reserved = set(masks) | {c for c in (label_name, mask_column) if c is not None}
     chosen = _choose_features(table, reserved, feature_columns)
     sens_name = sensitive if sensitive is not None else table.declared_sensitive
@@ -202,7 +212,7 @@ def assemble(
         )
     x = _feature_matrix(table, chosen)
     data = Data(
-        x=torch.from_numpy(x.astype(np.float32)),
+        x=torch.from_numpy(as_float32(table.source, x, columns=chosen)),
         edge_index=table.edge_index.long(),
         num_nodes=table.num_nodes,
         feature_names=[str(c) for c in chosen],

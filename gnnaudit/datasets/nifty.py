@@ -58,7 +58,7 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data
 
-from gnnaudit._validation import check_choice, check_int
+from gnnaudit._validation import as_float32, check_choice, check_int, check_seed
 from gnnaudit.datasets.columns import name_list
 from gnnaudit.datasets.fairgnn import read_fairgnn_labels, read_relationships
 from gnnaudit.datasets.nifty_cache import cached_similarity_edges
@@ -258,7 +258,7 @@ def load_nifty(
     name = check_choice("name", name, tuple(NIFTY_DATASETS))
     split = check_choice("split", split, NIFTY_SPLITS)
     if seed is not None:
-        seed = check_int("seed", seed, minimum=0)
+        seed = check_seed("seed", seed)
     if label_number is not None:
         label_number = check_int("label_number", label_number, minimum=2)
     spec = NIFTY_DATASETS[name]
@@ -292,7 +292,7 @@ def load_nifty(
         x = standardise_non_binary(x)
     masks = _split(name, split, targets, seed, label_number)
     data = Data(
-        x=torch.from_numpy(x.astype(np.float32)),
+        x=torch.from_numpy(as_float32(str(csv_path), x, columns=feature_names)),
         y=torch.from_numpy(targets.y),
         edge_index=edge_index,
         feature_names=feature_names,

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from torch_geometric.data import Data
 
-from gnnaudit._validation import check_choice, check_int
+from gnnaudit._validation import check_choice, check_seed
 from gnnaudit.datasets.pyg_raw import (
     PLANETOID_PARTS,
     read_amazon_raw,
@@ -97,7 +97,7 @@ def load_planetoid(
     """
     key = check_choice("name", str(name).lower(), tuple(PLANETOID_DATASETS))
     split = check_choice("split", split, _SPLITS)
-    seed = check_int("seed", seed, minimum=0)
+    seed = check_seed("seed", seed)
     pyg_name = PLANETOID_DATASETS[key]
     raw = _raw_dir(root, pyg_name, tuple(f"ind.{key}.{part}" for part in PLANETOID_PARTS))
     return _finish(read_planetoid_raw(raw, key), split, seed)
@@ -115,6 +115,6 @@ def load_pyg(
     """
     name = check_choice("name", name, tuple(PYG_DATASETS))
     split = check_choice("split", split, _SPLITS)
-    seed = check_int("seed", seed, minimum=0)
+    seed = check_seed("seed", seed)
     raw = _raw_dir(root, name, PYG_DATASETS[name])
     return _finish(_PYG_READERS[name](raw), split, seed)

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from gnnaudit._validation import check_edge_index
+from gnnaudit._validation import as_float32, check_edge_index
 from gnnaudit.datasets.columns import name_list
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io import load_npy, load_npz, load_planetoid_pickle, load_text_array, read_json
@@ -153,7 +153,7 @@ def read_facebook_raw(raw_dir: str | Path) -> Data:
         f"{ARG}: edges of {str(path)!r}", torch.from_numpy(edges.T.astype(np.int64)), n
     )
     return Data(
-        x=torch.from_numpy(x.astype(np.float32)),
+        x=torch.from_numpy(as_float32(f"{ARG}: {str(path)!r}", x)),
         y=torch.from_numpy(y.astype(np.int64)),
         edge_index=edge_index,
         num_nodes=n,
@@ -192,7 +192,7 @@ def read_amazon_raw(raw_dir: str | Path) -> Data:
     try:
         ids = np.fromiter(map(int, class_map.keys()), dtype=np.int64, count=n)
         labels = np.asarray(list(class_map.values()), dtype=np.int64)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInputError(f"{ARG}: {str(class_path)!r}: {exc}") from None
     if ids.min() < 0 or ids.max() >= n or np.unique(ids).size != n:
         raise InvalidInputError(f"{ARG}: {str(class_path)!r} must list node ids 0..{n - 1} once")
@@ -213,7 +213,7 @@ def read_amazon_raw(raw_dir: str | Path) -> Data:
         mask[torch.from_numpy(members)] = True
         masks[key] = mask
     return Data(
-        x=torch.from_numpy(x.astype(np.float32)),
+        x=torch.from_numpy(as_float32(f"{ARG}: {str(raw / 'feats.npy')!r}", x)),
         y=torch.from_numpy(y),
         edge_index=edge_index,
         num_nodes=n,

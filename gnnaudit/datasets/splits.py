@@ -19,7 +19,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
-from gnnaudit._validation import check_edge_index, check_float, check_int
+from gnnaudit._validation import check_edge_index, check_float, check_int, check_seed
 from gnnaudit.errors import InvalidInputError
 
 __all__ = [
@@ -104,7 +104,7 @@ def stratified_masks(
     seed : seed of the numpy generator; the same seed gives the same masks.
     """
     fractions = _check_fractions(train, val, test)
-    seed = check_int("seed", seed, minimum=0)
+    seed = check_seed("seed", seed)
     labels = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
     if labels.ndim != 1 or labels.size == 0:
         raise InvalidInputError(f"y must be a non-empty 1-D array, got shape {labels.shape}")
@@ -134,7 +134,7 @@ def random_masks(
     stratified). Same rounding rule as :func:`stratified_masks` with a single stratum."""
     fractions = _check_fractions(train, val, test)
     num_nodes = check_int("num_nodes", num_nodes, minimum=1)
-    seed = check_int("seed", seed, minimum=0)
+    seed = check_seed("seed", seed)
     rank = np.empty(num_nodes, dtype=np.int64)
     rank[np.random.default_rng(seed).permutation(num_nodes)] = np.arange(num_nodes)
     return _split_by_rank(rank, np.full(num_nodes, num_nodes), fractions)

@@ -31,7 +31,7 @@ import torch
 from scipy.spatial import cKDTree
 from torch_geometric.data import Data
 
-from gnnaudit._validation import check_float, check_int
+from gnnaudit._validation import MAX_SYNTHETIC_NODES, check_float, check_int, check_seed
 from gnnaudit.datasets.splits import DEFAULT_FRACTIONS, stratified_masks
 
 __all__ = ["synthetic_credit_graph", "SYNTHETIC_FEATURES"]
@@ -205,7 +205,7 @@ def synthetic_credit_graph(
 
     Parameters
     ----------
-    num_nodes : number of individuals, at least 20.
+    num_nodes : number of individuals, 20 to ``MAX_SYNTHETIC_NODES`` (10^7).
     bias : weight of ``gender`` in the credit score (finite, may be negative; 0 = no bias).
         The non-sensitive part of the score has standard deviation about 2, so ``bias = 1.5``
         is a strong effect.
@@ -219,10 +219,10 @@ def synthetic_credit_graph(
     (stratified 50/25/25, seeded), ``sensitive`` (LongTensor, 1 = female),
     ``sensitive_name = "gender"`` and ``sensitive_index`` (the column of ``gender`` in ``x``).
     """
-    num_nodes = check_int("num_nodes", num_nodes, minimum=_MIN_NODES)
+    num_nodes = check_int("num_nodes", num_nodes, minimum=_MIN_NODES, maximum=MAX_SYNTHETIC_NODES)
     bias = check_float("bias", bias)
     homophily = check_float("homophily", homophily, minimum=0.0, maximum=1.0)
-    seed = check_int("seed", seed, minimum=0)
+    seed = check_seed("seed", seed)
 
     rng = np.random.default_rng(seed)
     gender = (rng.random(num_nodes) < 0.5).astype(np.int64)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from gnnaudit._validation import check_float, check_int
+from gnnaudit._validation import check_float, check_int, check_seed
 from gnnaudit.datasets.columns import category_codes, column_kind, numeric_column
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io import read_csv
@@ -159,7 +159,7 @@ def three_moons(n_per_moon: int = 500, noise: float = 0.05, seed: int = 0) -> Ta
     """
     n_per_moon = check_int("n_per_moon", n_per_moon, minimum=2)
     noise = check_float("noise", noise, minimum=0.0)
-    seed = check_int("seed", seed, minimum=0)
+    seed = check_seed("seed", seed)
     rng = np.random.default_rng(seed)
     t = np.linspace(0.0, np.pi, n_per_moon)
     upper = np.column_stack([np.cos(t), np.sin(t)])

@@ -62,7 +62,13 @@ from torch_geometric.data import Batch, Data, HeteroData
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.transforms import BaseTransform
 
-from gnnaudit._validation import check_device, check_edge_index, check_float, check_int
+from gnnaudit._validation import (
+    MAX_NUM_HOPS,
+    check_device,
+    check_edge_index,
+    check_float,
+    check_int,
+)
 from gnnaudit.errors import InvalidInputError
 
 __all__ = [
@@ -263,7 +269,7 @@ def ks_input_bound(dtype: torch.dtype, num_hops: int) -> float:
     ``finfo(dtype).max / (2 (num_hops + 1))`` -- ``x^agg`` sums ``num_hops + 1`` vectors none
     larger than ``x`` (module doc, Numerics); the factor 2 is a margin for rounding. With
     ``num_hops = 0`` the output is ``x`` itself: ``finfo(dtype).max``."""
-    num_hops = check_int("num_hops", num_hops, minimum=0)
+    num_hops = check_int("num_hops", num_hops, minimum=0, maximum=MAX_NUM_HOPS)
     largest = float(torch.finfo(dtype).max)
     return largest if num_hops == 0 else largest / (2 * (num_hops + 1))
 
@@ -318,7 +324,8 @@ def ks_embedding(
         inputs are propagated in float32 and the result cast back). Rows of very large or very
         small magnitude are handled exactly (module doc, Numerics).
     edge_index : (2, E) integer tensor of ``source -> target`` edges.
-    num_hops : L >= 0 (``0`` returns a copy of ``x``).
+    num_hops : 0 <= L <= :data:`~gnnaudit._validation.MAX_NUM_HOPS` (256; more hops are
+        refused before any work, see its note; ``0`` returns a copy of ``x``).
     alpha : trade-off in ``[0, 1]`` between a node's own vector and its neighbourhood.
     progress : show a tqdm bar over the hops.
     device : where the propagation runs: ``None`` / ``"auto"`` (default) the device of ``x``,
@@ -341,7 +348,7 @@ def ks_embedding(
     x = x.to(target)
     num_nodes = x.size(0)
     edge_index = check_edge_index("edge_index", edge_index, num_nodes).to(target)
-    num_hops = check_int("num_hops", num_hops, minimum=0)
+    num_hops = check_int("num_hops", num_hops, minimum=0, maximum=MAX_NUM_HOPS)
     alpha = check_float("alpha", alpha, minimum=0.0, maximum=1.0)
 
     out_dtype = x.dtype
@@ -410,7 +417,7 @@ class KSEmbedding(BaseTransform):
     """
 
     def __init__(self, num_hops: int = 3, alpha: float = 0.5) -> None:
-        self.num_hops = check_int("num_hops", num_hops, minimum=0)
+        self.num_hops = check_int("num_hops", num_hops, minimum=0, maximum=MAX_NUM_HOPS)
         self.alpha = check_float("alpha", alpha, minimum=0.0, maximum=1.0)
 
     def forward(self, data: Data) -> Data:
@@ -512,7 +519,7 @@ def l_hop_subgraph(
     from torch_geometric.utils import k_hop_subgraph
 
     num_nodes = check_int("num_nodes", num_nodes, minimum=1)
-    num_hops = check_int("num_hops", num_hops, minimum=0)
+    num_hops = check_int("num_hops", num_hops, minimum=0, maximum=MAX_NUM_HOPS)
     edge_index = check_edge_index("edge_index", edge_index, num_nodes)
     nodes = torch.as_tensor(node, dtype=torch.long).view(-1)
     if nodes.numel() == 0 or int(nodes.min()) < 0 or int(nodes.max()) >= num_nodes:

@@ -44,7 +44,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gnnaudit._validation import check_choice, check_edge_index, check_float, check_int
+from gnnaudit._validation import (
+    MAX_NUM_HOPS,
+    check_choice,
+    check_edge_index,
+    check_float,
+    check_int,
+)
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops.neighbourhood import KSGraph, KSPropagation, as_features, ks_embedding
 
@@ -155,7 +161,7 @@ def partitioned_ks(
     x = as_features(x).cpu()
     num_nodes = x.size(0)
     edge_index = check_edge_index("edge_index", edge_index, num_nodes).cpu()
-    num_hops = check_int("num_hops", num_hops, minimum=0)
+    num_hops = check_int("num_hops", num_hops, minimum=0, maximum=MAX_NUM_HOPS)
     alpha = check_float("alpha", alpha, minimum=0.0, maximum=1.0)
     mode = check_choice("mode", mode, ("halo", "exchange"))
     parts, num_parts = _check_parts(parts, num_nodes)

@@ -14,7 +14,12 @@ from typing import Any
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io.paths import PathLike, check_input_file, one_line, os_reason
 
-__all__ = ["pyg_data_classes", "safe_torch_load"]
+__all__ = ["pyg_data_classes", "safe_torch_load", "tensor_problem", "MAX_WALK_ITEMS"]
+
+#: :func:`safe_torch_load` inspects at most this many objects of a loaded file for unusable
+#: tensors (a state dict or graph holds a few hundred; the walk is iterative, so nesting depth
+#: never matters)
+MAX_WALK_ITEMS = 1_000_000
 
 
 def pyg_data_classes() -> tuple[type, ...]:
@@ -75,6 +80,54 @@ def _torch_pickle_globals(name: str, p: Path) -> set[str]:
     return found
 
 
+def tensor_problem(tensor: Any) -> str | None:
+    """Why ``tensor``, read from a file, cannot serve as plain data, or ``None`` if it can.
+
+    Refused: a non-strided layout (sparse COO / CSR / CSC / BSR / BSC, nested / jagged), the
+    ``meta`` device (shape only, no values) and quantized tensors; each would fail later, deep
+    inside numpy or ``load_state_dict``, with an unclear message.
+    """
+    import torch
+
+    if getattr(tensor, "is_nested", False):
+        return "is a nested tensor; store a dense tensor"
+    if tensor.layout != torch.strided:
+        return (
+            f"is a {str(tensor.layout).replace('torch.', '')} tensor; store a dense tensor "
+            "(tensor.to_dense())"
+        )
+    if tensor.device.type == "meta":
+        return "is on the meta device, which holds no values; save real tensors"
+    if tensor.is_quantized:
+        return f"is a quantized tensor ({tensor.dtype}); store a float tensor (dequantize())"
+    return None
+
+
+def _check_loaded(name: str, p: Path, obj: Any) -> None:
+    """Walk ``obj`` (iteratively, bounded) and refuse the first unusable tensor, naming it."""
+    import torch
+
+    stack: list[tuple[str, Any]] = [("", obj)]
+    seen = 0
+    while stack and seen < MAX_WALK_ITEMS:
+        where, item = stack.pop()
+        seen += 1
+        if isinstance(item, torch.Tensor):
+            problem = tensor_problem(item)
+            if problem is not None:
+                at = f"entry {where!r}" if where else "its tensor"
+                raise InvalidInputError(f"{name}: {str(p)!r} refused: {at} {problem}")
+        elif isinstance(item, dict):
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+        elif hasattr(item, "__dict__") and not isinstance(item, type):
+            # an allow-listed object (a PyG Data and its storage): its attributes
+            for k, v in vars(item).items():  # a Data's own storage is not named
+                inner = where if k in ("_store", "_mapping") else (f"{where}.{k}" if where else k)
+                stack.append((inner, v))
+
+
 def safe_torch_load(
     path: PathLike,
     allowed: Iterable[Any] = (),
@@ -93,7 +146,9 @@ def safe_torch_load(
     refused too unless listed in ``allowed``: the file's globals are scanned before loading.
 
     A file that would need full unpickling, is not a torch zip file, or cannot be read raises
-    :class:`InvalidInputError` naming ``name``, the file and the refused globals.
+    :class:`InvalidInputError` naming ``name``, the file and the refused globals; so does a
+    file holding a sparse, nested, quantized or ``meta``-device tensor
+    (:func:`tensor_problem`), naming the entry.
     """
     import torch
 
@@ -117,12 +172,24 @@ def safe_torch_load(
         )
     try:
         with torch.serialization.safe_globals(list(allowed)):
-            return torch.load(p, map_location=map_location, weights_only=True)
+            obj = torch.load(p, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
         raise InvalidInputError(
             f"{name}: {str(p)!r} refused by the weights-only loader: {one_line(exc)}"
         ) from exc
-    except (RuntimeError, EOFError, OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+    except (
+        RuntimeError,
+        EOFError,
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        RecursionError,
+        zipfile.BadZipFile,
+    ) as exc:
         raise InvalidInputError(
             f"{name}: cannot read {str(p)!r} as a torch file: {one_line(exc)}"
         ) from exc
+    _check_loaded(name, p, obj)
+    return obj

@@ -47,7 +47,7 @@ import pandas as pd
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from gnnaudit._validation import check_choice, check_float, check_int
+from gnnaudit._validation import MAX_NUM_HOPS, check_choice, check_float, check_int
 from gnnaudit.audit.fairness.discrimination import arrays_to_table, code_features, score_arrays
 from gnnaudit.audit.search import sorted_scan as search_sorted
 from gnnaudit.audit.search.base import SearchSpace
@@ -121,7 +121,7 @@ class CounterfactualAuditCallback(Callback):
         self.every_n_epochs = check_int("every_n_epochs", every_n_epochs, minimum=1)
         self.k = check_int("k", k, minimum=1)
         self.stage = check_choice("stage", stage, ("train", "val", "test"))
-        self.num_hops = check_int("num_hops", num_hops, minimum=0)
+        self.num_hops = check_int("num_hops", num_hops, minimum=0, maximum=MAX_NUM_HOPS)
         self.alpha = check_float("alpha", alpha, minimum=0.0, maximum=1.0)
         self.top_features = check_int("top_features", top_features, minimum=0)
         self.features = features

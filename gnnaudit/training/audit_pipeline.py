@@ -161,7 +161,7 @@ def run_audit(
         ``data.sensitive``.
     units : the statistics to run, each configured by its own constructor (default:
         :func:`default_units` built from ``config``).
-    mask : the audited nodes (default ``data.test_mask``, else ``data.mask``, else all).
+    mask : the audited nodes (default ``data.mask``, else ``data.test_mask``, else all).
     config : the default units' options (:class:`AuditConfig`); only without ``units``.
     random_state : seed of every random choice (bootstrap, permutations, approximate search).
     progress : tqdm bars.

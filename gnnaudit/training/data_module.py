@@ -25,7 +25,13 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from torch_geometric.data import Data
 
-from gnnaudit._validation import check_edge_index, check_finite_tensor, check_int
+from gnnaudit._validation import (
+    MAX_NUM_HOPS,
+    check_edge_index,
+    check_finite_tensor,
+    check_int,
+    check_seed,
+)
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.khop_loader import khop_loader
 
@@ -112,9 +118,9 @@ class GraphDataModule(L.LightningDataModule):
             ]
             if not self.num_neighbors:
                 raise InvalidInputError("num_neighbors must list at least one hop")
-        self.num_hops = check_int("num_hops", num_hops, minimum=1)
+        self.num_hops = check_int("num_hops", num_hops, minimum=1, maximum=MAX_NUM_HOPS)
         self.num_workers = check_int("num_workers", num_workers, minimum=0)
-        self.seed = check_int("seed", seed, minimum=0)
+        self.seed = check_seed("seed", seed)
         sampled = self.batch_size is not None and self.num_neighbors is not None
         if sampled and not neighbor_sampling_available():
             raise InvalidInputError(

@@ -68,7 +68,15 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.data import Data
 
-from gnnaudit._validation import check_choice, check_float, check_int
+from gnnaudit._validation import (
+    MAX_EPOCHS,
+    MAX_LEARNING_RATE,
+    MAX_WEIGHT_DECAY,
+    check_choice,
+    check_float,
+    check_int,
+    check_seed,
+)
 from gnnaudit.audit.interventions import FeatureSpec, alternatives, feature_columns, resolve_feature
 from gnnaudit.audit.search.inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
 from gnnaudit.audit.search.results import GlobalEvidence
@@ -230,9 +238,13 @@ class FairFinetune(L.LightningModule):
         if not self.scopes or len(set(self.scopes)) != len(self.scopes):
             raise InvalidInputError(f"scopes must list distinct entries of {SCOPES}, got {scopes}")
         self.divergence = check_choice("divergence", divergence, DIVERGENCES)
-        self.lr = check_float("lr", lr, minimum=0.0, inclusive=(False, True))
-        self.weight_decay = check_float("weight_decay", weight_decay, minimum=0.0)
-        self.random_state = check_int("random_state", random_state, minimum=0)
+        self.lr = check_float(
+            "lr", lr, minimum=0.0, maximum=MAX_LEARNING_RATE, inclusive=(False, True)
+        )
+        self.weight_decay = check_float(
+            "weight_decay", weight_decay, minimum=0.0, maximum=MAX_WEIGHT_DECAY
+        )
+        self.random_state = check_seed("random_state", random_state)
         self.spec = resolve_sensitive_feature(data, sensitive)
         self.alternatives = alternatives(data, self.spec)
         self.columns = torch.tensor(self.spec.columns, dtype=torch.long)
@@ -387,8 +399,8 @@ class FairFinetune(L.LightningModule):
         arguments (``scopes, divergence, lr, weight_decay, num_hops, max_nodes, evidence,
         ev_pairs, ev_min_share``); ``trainer_kwargs``: see :func:`make_trainer`.
         """
-        epochs = check_int("epochs", epochs, minimum=1)
-        random_state = check_int("random_state", random_state, minimum=0)
+        epochs = check_int("epochs", epochs, minimum=1, maximum=MAX_EPOCHS)
+        random_state = check_seed("random_state", random_state)
         if not isinstance(model, nn.Module):
             raise InvalidInputError(
                 f"model must be a torch.nn.Module called as model(x, edge_index), got "

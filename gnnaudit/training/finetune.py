@@ -57,7 +57,7 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data
 
-from gnnaudit._validation import check_choice, check_float, check_int
+from gnnaudit._validation import MAX_EPOCHS, MAX_LEARNING_RATE, check_choice, check_float, check_int
 from gnnaudit.audit.model_adapter import resolve_device
 from gnnaudit.audit.report.section import ReportSection
 from gnnaudit.audit.search.inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
@@ -288,8 +288,8 @@ def finetune_on_evidences(
     """
     data = check_node_data(data)
     m = check_int("m", m, minimum=1)
-    epochs = check_int("epochs", epochs, minimum=1)
-    lr = check_float("lr", lr, minimum=0.0, inclusive=(False, True))
+    epochs = check_int("epochs", epochs, minimum=1, maximum=MAX_EPOCHS)
+    lr = check_float("lr", lr, minimum=0.0, maximum=MAX_LEARNING_RATE, inclusive=(False, True))
     role = check_choice("role", role, ("train", "validation"))
     given = [seeds] if isinstance(seeds, (int, np.integer)) else seeds
     seeds = [check_int("seeds entry", s, minimum=0) for s in given]

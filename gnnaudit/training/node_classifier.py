@@ -33,12 +33,39 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.data import Data
 
-from gnnaudit._validation import check_choice, check_float, check_int
+from gnnaudit._validation import (
+    MAX_HIDDEN_CHANNELS,
+    MAX_LEARNING_RATE,
+    MAX_NUM_CLASSES,
+    MAX_NUM_LAYERS,
+    MAX_WEIGHT_DECAY,
+    check_choice,
+    check_float,
+    check_int,
+)
+from gnnaudit.errors import InvalidInputError
 
-__all__ = ["BACKBONES", "NodeClassifier"]
+__all__ = ["BACKBONES", "MAX_MODEL_WEIGHTS", "NodeClassifier", "estimated_weights"]
 
 #: Supported ``backbone`` names.
 BACKBONES: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
+
+#: a NodeClassifier (built, trained or loaded from a checkpoint) may hold at most this many
+#: weights, checked before any allocation: 10^8 float32 weights = 400 MB, three orders of
+#: magnitude above the largest model of the benchmarks (about 10^5)
+MAX_MODEL_WEIGHTS = 100_000_000
+
+
+def estimated_weights(
+    in_channels: int, hidden_channels: int, num_layers: int, out_channels: int
+) -> int:
+    """An upper estimate of a NodeClassifier's weight count: the largest backbone (mpnn / gin)
+    holds a few ``hidden x hidden`` matrices per layer, so ``4 (d_in h + L h^2 + h d_out)``."""
+    return 4 * (
+        in_channels * hidden_channels
+        + num_layers * hidden_channels * hidden_channels
+        + hidden_channels * out_channels
+    )
 
 
 def _conv(backbone: str, in_channels: int, out_channels: int) -> nn.Module:
@@ -66,11 +93,13 @@ class NodeClassifier(L.LightningModule):
     in_channels : number of input features.
     out_channels : number of classes.
     backbone : one of :data:`BACKBONES`.
-    num_layers : number of message-passing layers (>= 1; default 3).
-    hidden_channels : width of the hidden layers (default 16).
+    num_layers : number of message-passing layers, 1 to ``MAX_NUM_LAYERS`` (256; default 3).
+    hidden_channels : width of the hidden layers, 1 to ``MAX_HIDDEN_CHANNELS`` (65,536;
+        default 16). The whole model may hold at most :data:`MAX_MODEL_WEIGHTS` weights
+        (:func:`estimated_weights`), checked before any weight is allocated.
     dropout : dropout probability after each hidden layer, in [0, 1).
-    lr : Adam learning rate (> 0).
-    weight_decay : Adam weight decay (>= 0).
+    lr : Adam learning rate in (0, ``MAX_LEARNING_RATE`` = 10].
+    weight_decay : Adam weight decay in [0, ``MAX_WEIGHT_DECAY`` = 1].
 
     Batches are :class:`~torch_geometric.data.Data` objects with ``x``, ``edge_index``, ``y``
     and ``train_mask`` / ``val_mask`` / ``test_mask``. A ``NeighborLoader`` mini-batch (which
@@ -92,13 +121,25 @@ class NodeClassifier(L.LightningModule):
     ) -> None:
         super().__init__()
         in_channels = check_int("in_channels", in_channels, minimum=1)
-        out_channels = check_int("out_channels", out_channels, minimum=2)
+        out_channels = check_int("out_channels", out_channels, minimum=2, maximum=MAX_NUM_CLASSES)
         backbone = check_choice("backbone", backbone, BACKBONES)
-        num_layers = check_int("num_layers", num_layers, minimum=1)
-        hidden_channels = check_int("hidden_channels", hidden_channels, minimum=1)
+        num_layers = check_int("num_layers", num_layers, minimum=1, maximum=MAX_NUM_LAYERS)
+        hidden_channels = check_int(
+            "hidden_channels", hidden_channels, minimum=1, maximum=MAX_HIDDEN_CHANNELS
+        )
+        size = estimated_weights(in_channels, hidden_channels, num_layers, out_channels)
+        if size > MAX_MODEL_WEIGHTS:
+            raise InvalidInputError(
+                f"a NodeClassifier with in_channels={in_channels}, hidden_channels="
+                f"{hidden_channels}, num_layers={num_layers}, out_channels={out_channels} "
+                f"holds about {size:.3g} weights, more than MAX_MODEL_WEIGHTS = "
+                f"{MAX_MODEL_WEIGHTS:.0e}; lower hidden_channels or num_layers"
+            )
         dropout = check_float("dropout", dropout, minimum=0.0, maximum=1.0, inclusive=(True, False))
-        lr = check_float("lr", lr, minimum=0.0, inclusive=(False, True))
-        weight_decay = check_float("weight_decay", weight_decay, minimum=0.0)
+        lr = check_float("lr", lr, minimum=0.0, maximum=MAX_LEARNING_RATE, inclusive=(False, True))
+        weight_decay = check_float(
+            "weight_decay", weight_decay, minimum=0.0, maximum=MAX_WEIGHT_DECAY
+        )
         self.save_hyperparameters(
             {
                 "in_channels": in_channels,

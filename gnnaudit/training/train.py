@@ -26,11 +26,12 @@ from lightning.pytorch.callbacks import Callback, EarlyStopping
 from torch_geometric.data import Data
 
 from gnnaudit._threads import thread_limits
-from gnnaudit._validation import check_int
+from gnnaudit._validation import MAX_EPOCHS, check_int, check_seed
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io import atomic_file, safe_torch_load
 from gnnaudit.training.data_module import GraphDataModule, check_node_data
-from gnnaudit.training.node_classifier import NodeClassifier
+from gnnaudit.training.divergence import DivergenceGuard
+from gnnaudit.training.node_classifier import MAX_MODEL_WEIGHTS, NodeClassifier, estimated_weights
 
 __all__ = [
     "TrainResult",
@@ -132,8 +133,13 @@ def make_trainer(
     ``devices=1``, ``deterministic=True``, no logger, no checkpoint files, no progress bar or
     model summary and no sanity validation. ``overrides`` (gnnaudit's own settings) and then
     ``trainer_kwargs`` (the user's: ``accelerator``, ``devices``, ``strategy``, ``logger``,
-    ``precision`` ...) replace any of these.
+    ``precision`` ...) replace any of these. A
+    :class:`~gnnaudit.training.divergence.DivergenceGuard` is always added to the callbacks:
+    a non-finite loss or weight stops ``fit`` with
+    :class:`~gnnaudit.errors.TrainingDivergedError`. ``max_epochs`` must lie in
+    ``[1, MAX_EPOCHS]``.
     """
+    max_epochs = check_int("max_epochs", max_epochs, minimum=1, maximum=MAX_EPOCHS)
     settings: dict[str, Any] = {
         "accelerator": "auto",
         "devices": 1,
@@ -153,6 +159,11 @@ def make_trainer(
                 f"{type(trainer_kwargs).__name__}"
             )
         settings.update(trainer_kwargs)
+    callbacks = settings.get("callbacks") or []
+    callbacks = list(callbacks) if isinstance(callbacks, list | tuple) else [callbacks]
+    if not any(isinstance(c, DivergenceGuard) for c in callbacks):
+        callbacks.append(DivergenceGuard())
+    settings["callbacks"] = callbacks
     try:
         return L.Trainer(**settings)
     except (TypeError, ValueError) as exc:
@@ -203,7 +214,9 @@ def train_node_classifier(
         :class:`GraphDataModule`).
     patience : stop after this many epochs without a lower ``val_loss`` (``None``: never).
     keep_best : restore the weights of the best validation epoch at the end.
-    checkpoint_path : where to write the Lightning checkpoint of the returned module.
+    checkpoint_path : where to write the Lightning checkpoint of the returned module (never
+        written when training diverges: a non-finite loss or weight raises
+        :class:`~gnnaudit.errors.TrainingDivergedError` instead).
     enable_progress_bar : show Lightning's progress bar.
     verbose : keep Lightning's informational messages and warnings.
     trainer_kwargs : extra ``lightning.Trainer`` arguments (``accelerator``, ``devices``,
@@ -220,8 +233,8 @@ def train_node_classifier(
     under the default ``accelerator="auto"`` on a GPU machine).
     """
     data = check_node_data(data)
-    max_epochs = check_int("max_epochs", max_epochs, minimum=1)
-    seed = check_int("seed", seed, minimum=0)
+    max_epochs = check_int("max_epochs", max_epochs, minimum=1, maximum=MAX_EPOCHS)
+    seed = check_seed("seed", seed)
     if patience is not None:
         patience = check_int("patience", patience, minimum=1)
     num_classes = max(int(data.y.max()) + 1, 2)
@@ -278,9 +291,8 @@ def train_node_classifier(
 
 
 #: a checkpoint whose hyper-parameters describe more weights than this is refused before any
-#: allocation (10^8 float32 weights = 400 MB; the largest NodeClassifier of the benchmarks has
-#: about 10^5)
-MAX_CHECKPOINT_WEIGHTS = 100_000_000
+#: allocation (= :data:`~gnnaudit.training.node_classifier.MAX_MODEL_WEIGHTS`)
+MAX_CHECKPOINT_WEIGHTS = MAX_MODEL_WEIGHTS
 
 
 def _check_size(hparams: dict[str, Any], path: str) -> None:
@@ -298,8 +310,7 @@ def _check_size(hparams: dict[str, Any], path: str) -> None:
         dims[key] = int(value or 1)
     d_in, d_out = dims["in_channels"], dims["out_channels"]
     hidden, layers = dims["hidden_channels"], dims["num_layers"]
-    # the largest backbone (mpnn) holds a few hidden x hidden matrices per layer
-    estimate = 4 * (d_in * hidden + layers * hidden * hidden + hidden * d_out)
+    estimate = estimated_weights(d_in, hidden, layers, d_out)
     if estimate > MAX_CHECKPOINT_WEIGHTS:
         raise InvalidInputError(
             f"{path}: hyper-parameters describe about {estimate:.3g} weights (in {d_in}, hidden "

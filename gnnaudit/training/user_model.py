@@ -166,6 +166,18 @@ def _check_state(model: torch.nn.Module, state: Any, name: str, path: str) -> No
         raise InvalidInputError(f"{name}: {path} holds NaN or inf weights in {bad[:MAX_LISTED]}")
 
 
+def _load_state(model: torch.nn.Module, state: Any, name: str, path: str) -> None:
+    """``model.load_state_dict(state)``; a value it cannot copy (a non-tensor entry, a dtype
+    torch cannot convert) raises :class:`InvalidInputError` naming ``name`` and the file."""
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
+        raise InvalidInputError(
+            f"{name}: {path} cannot be loaded into {type(model).__name__}: "
+            f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        ) from exc
+
+
 def load_weights(
     model: torch.nn.Module, path: str | os.PathLike[str], *, name: str = "--weights"
 ) -> torch.nn.Module:
@@ -177,7 +189,7 @@ def load_weights(
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
     _check_state(model, state, name, os.fspath(path))
-    model.load_state_dict(state)
+    _load_state(model, state, name, os.fspath(path))
     return model.eval()
 
 
@@ -211,7 +223,7 @@ def load_lightning_checkpoint(
             raise InvalidInputError(f"{name}: the checkpoint has no hyper_parameters")
         model = build_model(cls, in_channels, out_channels, name="--model")
     _check_state(model, ckpt["state_dict"], name, os.fspath(path))
-    model.load_state_dict(ckpt["state_dict"])
+    _load_state(model, ckpt["state_dict"], name, os.fspath(path))
     return model.eval()
 
 

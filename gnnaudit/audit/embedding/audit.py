@@ -230,7 +230,7 @@ class EmbeddingAudit(BaseEstimator):
         evidence : counterfactual evidence pairs for the tree's cannot-links: a
             :class:`~gnnaudit.audit.GlobalEvidence` or a DataFrame with ``node_u``,
             ``node_v`` (most similar first); None: no cannot-link.
-        mask : audited nodes (default ``data.test_mask``, else ``data.mask``, else all).
+        mask : audited nodes (default ``data.mask``, else ``data.test_mask``, else all).
         explain : a node id (one of the audited nodes) to find counterparts of; None: the
             noise nodes, up to ``max_explained``.
         """

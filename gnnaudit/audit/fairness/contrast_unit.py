@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from gnnaudit._validation import check_int
+from gnnaudit._validation import MAX_RESAMPLES, check_int
 from gnnaudit.audit.fairness.evidence_contrast import ContrastResult, evidence_contrast
 from gnnaudit.audit.report.section import Finding, ReportSection
 from gnnaudit.audit.unit import AuditResult, AuditUnit
@@ -152,7 +152,7 @@ class EvidenceContrastUnit(AuditUnit):
         self, k: int | None = None, n_perm: int = 1000, max_nodes: int = MAX_CONTRAST_NODES
     ) -> None:
         self.k = None if k is None else check_int("k", k, minimum=1)
-        self.n_perm = check_int("n_perm", n_perm, minimum=1)
+        self.n_perm = check_int("n_perm", n_perm, minimum=1, maximum=MAX_RESAMPLES)
         self.max_nodes = check_int("max_nodes", max_nodes, minimum=2)
 
     def evidence_needed(self, ctx: AuditContext) -> tuple[int, int]:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from gnnaudit._validation import check_class_array, check_int
+from gnnaudit._validation import MAX_RESAMPLES, check_class_array, check_int
 from gnnaudit.audit.bootstrap import rate_interval
 from gnnaudit.audit.report.section import Figure, Finding, ReportSection
 from gnnaudit.audit.search.inputs import fitted_test_nodes, is_estimator, mask_nodes
@@ -123,7 +123,7 @@ def error_verification(
     ks_list = sorted({check_int("ks entry", v, minimum=1) for v in ks})
     if not ks_list:
         raise InvalidInputError("ks must hold at least one positive integer, got an empty list")
-    n_boot = check_int("n_boot", n_boot, minimum=1)
+    n_boot = check_int("n_boot", n_boot, minimum=1, maximum=MAX_RESAMPLES)
 
     if is_estimator(evidence):
         test_nodes = fitted_test_nodes(evidence)

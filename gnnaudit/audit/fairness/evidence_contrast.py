@@ -60,7 +60,13 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from gnnaudit._validation import check_choice, check_fitted, check_int
+from gnnaudit._validation import (
+    MAX_RESAMPLES,
+    check_allocation,
+    check_choice,
+    check_fitted,
+    check_int,
+)
 from gnnaudit.audit.bootstrap import (
     bootstrap_mean,
     check_confidence,
@@ -143,7 +149,8 @@ def same_prediction_neighbours(
     k : neighbours per query (>= 1).
     block_bytes : memory budget of one similarity block (float32), default 64 MiB.
 
-    Returns ``(positions, similarity)``, each ``(q, k)``: per query the positions of its ``k``
+    Returns ``(positions, similarity)``, each ``(q, k')`` with ``k' = min(k, largest class - 1)``
+    (wider would be padding only; an array the memory cannot hold is refused): per query the positions of its ``k``
     most similar rows of the same class, itself excluded, by similarity descending and ties by
     the smaller position (= smaller node id when positions follow ascending node ids); padded
     with ``-1`` / ``-inf`` when the class has fewer than ``k + 1`` members.
@@ -163,6 +170,9 @@ def same_prediction_neighbours(
     q = np.asarray(queries, dtype=np.int64).reshape(-1)
     if q.size and (q.min() < 0 or q.max() >= pred.size):
         raise InvalidInputError(f"queries must be positions in [0, {pred.size - 1}]")
+    if q.size:  # at most (largest class - 1) neighbours exist: k beyond that is only padding
+        k = max(1, min(k, int(np.bincount(pred - pred.min()).max()) - 1))
+    check_allocation("k", 12.0 * q.size * k, "the (queries x k) neighbour arrays")
     positions = np.full((q.size, k), -1, dtype=np.int64)
     similarity = np.full((q.size, k), -np.inf, dtype=np.float32)
     qclass = pred[q]
@@ -350,8 +360,8 @@ def evidence_contrast(
     check_fitted(evidence, "space_")
     inference = check_choice("inference", inference, INFERENCES)
     k = check_int("k", k, minimum=1)
-    n_perm = check_int("n_perm", n_perm, minimum=1)
-    n_boot = check_int("n_boot", n_boot, minimum=1)
+    n_perm = check_int("n_perm", n_perm, minimum=1, maximum=MAX_RESAMPLES)
+    n_boot = check_int("n_boot", n_boot, minimum=1, maximum=MAX_RESAMPLES)
     random_state = check_int("random_state", random_state, minimum=0)
     confidence = check_confidence(confidence)
     x = getattr(data, "x", None)

@@ -42,7 +42,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from gnnaudit._validation import check_array, check_class_array, check_float, check_int
+from gnnaudit._validation import (
+    MAX_RESAMPLES,
+    check_array,
+    check_class_array,
+    check_float,
+    check_int,
+)
 from gnnaudit.audit.bootstrap import binomial_rates, finite_interval, gap_interval
 from gnnaudit.audit.report.section import Figure, Finding, ReportSection
 from gnnaudit.audit.unit import AuditResult, AuditUnit
@@ -284,7 +290,7 @@ def group_fairness(
                 f"{name} must have the same length as y_pred ({n}), got {arr.shape[0]}"
             )
     positive_class = check_int("positive_class", positive_class)
-    n_boot = check_int("n_boot", n_boot, minimum=1)
+    n_boot = check_int("n_boot", n_boot, minimum=1, maximum=MAX_RESAMPLES)
     confidence = check_float(
         "confidence", confidence, minimum=0.5, maximum=1.0, inclusive=(True, False)
     )

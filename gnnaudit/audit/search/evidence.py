@@ -32,7 +32,14 @@ from sklearn.base import BaseEstimator
 
 from gnnaudit._distributed import check_client
 from gnnaudit._params import RANDOM_STATE, InstanceOf, Integer, Options, Real, validate_parameters
-from gnnaudit._validation import check_device, check_edge_index, check_fitted, check_int
+from gnnaudit._validation import (
+    MAX_NUM_HOPS,
+    check_allocation,
+    check_device,
+    check_edge_index,
+    check_fitted,
+    check_int,
+)
 from gnnaudit.audit.search.backends import (
     AUTO_FAISS_MIN_DIMS,
     AUTO_FAISS_MIN_NODES,
@@ -119,7 +126,7 @@ class CounterfactualEvidence(BaseEstimator):
     """
 
     _parameter_constraints: dict[str, list[Any]] = {
-        "num_hops": [Integer(0, None)],
+        "num_hops": [Integer(0, MAX_NUM_HOPS)],
         "alpha": [Real(0.0, 1.0)],
         "backend": [Options(*BACKENDS)],
         "index_params": [InstanceOf(Mapping, "a dict of backend keyword arguments"), None],
@@ -172,7 +179,8 @@ class CounterfactualEvidence(BaseEstimator):
             ``torch.no_grad()``. An exception it raises propagates as itself, with a note
             naming the stage.
         mask : the test nodes: a boolean mask of length n or integer node ids. Default:
-            ``data.test_mask`` if present, else every node.
+            ``data.mask`` (an explicit audit selection) if present, else ``data.test_mask``,
+            else every node.
         """
         validate_parameters(self)
         client = check_client(self.client)
@@ -317,6 +325,10 @@ class CounterfactualEvidence(BaseEstimator):
         counts = np.bincount(np.searchsorted(self.classes_, self.predictions_))
         query_class = np.searchsorted(self.classes_, self.predictions_[pos])
         kk = min(k, int((self.node_ids_.size - counts[query_class]).max()))
+        # node, similarity, prediction per entry (+ the backend's own copy): ~32 bytes
+        check_allocation("k", 32.0 * pos.size * kk, "the (queries x k) evidence arrays")
+        # node, similarity, prediction per entry (+ the backend's own copy): ~32 bytes
+        check_allocation("k", 32.0 * pos.size * kk, "the (queries x k) evidence arrays")
         res = self.searcher_.local(pos, kk)
         if not isinstance(res, LocalEvidence) or res.evidence.shape != (pos.size, kk):
             raise GnnAuditError(f"backend {self.backend_!r} returned a malformed local result")
@@ -344,6 +356,8 @@ class CounterfactualEvidence(BaseEstimator):
             return GlobalEvidence.empty()
         counts = np.unique(self.predictions_, return_counts=True)[1].astype(object)
         total = (int(counts.sum()) ** 2 - int((counts * counts).sum())) // 2
+        check_allocation("k", 48.0 * min(k, total), "the top-k global pair arrays")
+        check_allocation("k", 48.0 * min(k, total), "the top-k global pair arrays")
         res = self.searcher_.global_pairs(min(k, total))
         if not isinstance(res, GlobalEvidence) or len(res) > min(k, total):
             raise GnnAuditError(f"backend {self.backend_!r} returned a malformed global result")

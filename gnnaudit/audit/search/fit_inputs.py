@@ -96,12 +96,15 @@ def stored_ks(data: Any, n: int, num_hops: int, alpha: float) -> torch.Tensor | 
 
 def resolve_mask(mask: Any, data: Any, n: int) -> np.ndarray:
     """Ascending ids of the test nodes: ``mask`` (a boolean mask of length ``n`` or node ids),
-    else ``data.test_mask``, else every node; an empty selection raises."""
+    else ``data.mask`` (an explicit audit selection), else ``data.test_mask``, else every
+    node; an empty selection raises."""
     name = "mask"
-    if mask is None:
-        mask = getattr(data, "test_mask", None)
-        name = "data.test_mask"
-        if mask is None:
+    if mask is None:  # data.mask (an explicit audit selection) wins over the test split
+        for attr in ("mask", "test_mask"):
+            mask, name = getattr(data, attr, None), f"data.{attr}"
+            if mask is not None:
+                break
+        else:
             return np.arange(n, dtype=np.int64)
     if isinstance(mask, torch.Tensor):
         mask = mask.detach().cpu().numpy()

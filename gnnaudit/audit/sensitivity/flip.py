@@ -60,7 +60,7 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit._distributed import check_client
-from gnnaudit._validation import check_choice, check_int
+from gnnaudit._validation import MAX_RESAMPLES, check_choice, check_int
 from gnnaudit.audit.bootstrap import bootstrap_group_rates, bootstrap_mean, check_confidence
 from gnnaudit.audit.interventions import (
     MAX_CATEGORIES,
@@ -271,7 +271,7 @@ def sensitivity_results(
     """
     opts = FlipOptions.resolve("sensitivity_results", options)
     scope = check_choice("scope", scope, SCOPES)
-    n_boot = check_int("n_boot", n_boot, minimum=1)
+    n_boot = check_int("n_boot", n_boot, minimum=1, maximum=MAX_RESAMPLES)
     random_state = check_int("random_state", random_state, minimum=0)
     check_int("max_nodes", opts.max_nodes, minimum=1)
     confidence = check_confidence(opts.confidence)

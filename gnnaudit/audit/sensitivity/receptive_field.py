@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from gnnaudit._validation import check_edge_index, check_int
+from gnnaudit._validation import MAX_NUM_HOPS, check_edge_index, check_int
 from gnnaudit.audit.bootstrap import as_generator
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops.segments import expand_ranges
@@ -92,7 +92,7 @@ def resolve_num_hops(adapter: Any, num_hops: Any) -> int:
     """``num_hops`` if given (an int >= 0), else inferred from the adapter's model (see
     :func:`infer_num_hops`); :class:`InvalidInputError` when it cannot be inferred."""
     if num_hops is not None:
-        return check_int("num_hops", num_hops, minimum=0)
+        return check_int("num_hops", num_hops, minimum=0, maximum=MAX_NUM_HOPS)
     model = None if getattr(adapter, "predict_fn", None) is not None else adapter.model
     hops = infer_num_hops(model)
     if hops is None:
@@ -134,7 +134,7 @@ def l_hop_conflicts(
     """``(m, m)`` boolean CSR: ``True`` where two audited ``nodes`` are within ``num_hops`` hops
     (symmetric, empty diagonal). ``adj`` from :func:`hop_adjacency`. Memory: see the module
     docstring."""
-    num_hops = check_int("num_hops", num_hops, minimum=0)
+    num_hops = check_int("num_hops", num_hops, minimum=0, maximum=MAX_NUM_HOPS)
     max_entries = check_int("max_entries", max_entries, minimum=1)
     nodes = np.asarray(nodes, dtype=np.int64)
     n, m = adj.shape[0], nodes.size
