@@ -133,7 +133,7 @@ def test_counterfactual_evidence_refuses_huge_num_hops():
 
     data = _graph()
     ce = CounterfactualEvidence(num_hops=10**6)
-    with pytest.raises(InvalidInputError, match="num_hops must be <= 256"):
+    with pytest.raises(InvalidInputError, match="num_hops must be an integer >= 0 and <= 256"):
         ce.fit(data, predictions=np.zeros(data.num_nodes, dtype=np.int64))
 
 

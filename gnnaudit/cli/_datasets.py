@@ -16,6 +16,8 @@ import argparse
 import os
 from typing import Any
 
+from gnnaudit.cli.options import SEED, count_type
+
 __all__ = [
     "GRAPH_DATASETS",
     "add_dataset_arguments",
@@ -73,13 +75,13 @@ def add_dataset_arguments(parser: argparse.ArgumentParser, *, include_seed: bool
     )
     group.add_argument(
         "--label-number",
-        type=int,
+        type=count_type(2),
         default=None,
         help="nifty/fairgnn split: training cap (default: the published one)",
     )
     group.add_argument(
         "--split-seed",
-        type=int,
+        type=SEED,
         default=None,
         help="seed of the split (default: --seed for stratified, 20 as published for "
         "nifty/fairgnn)",
@@ -91,7 +93,7 @@ def add_dataset_arguments(parser: argparse.ArgumentParser, *, include_seed: bool
         "(SHA-256 checked)",
     )
     from gnnaudit._validation import MAX_SYNTHETIC_NODES
-    from gnnaudit.cli.options import SEED, FloatRange, IntRange
+    from gnnaudit.cli.options import FloatRange, IntRange
 
     group.add_argument(
         "--num-nodes",
