@@ -426,7 +426,6 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
             )
             warnings.warn(msg, UserWarning, stacklevel=4)
 
-    @staticmethod
     def fit_predict(self, X: Any, y: Any = None, *args: Any, **kwargs: Any) -> np.ndarray:
         """``fit(X, y, *args, **kwargs)`` and return ``labels_`` (noise and excluded: -1)."""
         return self.fit(X, y, *args, **kwargs).labels_

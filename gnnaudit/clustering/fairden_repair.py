@@ -25,8 +25,8 @@ with those counts: per sensitive group, an exact quota assignment
 .. math::
 
     C_{ic} = [c \\ne a_i] \\Big(\\varepsilon + \\frac{\\big(D_{ic} - D_{i a_i}\\big)^+}
-    {\\max d_{dc}} + \\lambda \\frac{\\lVert h_i - \\mu_c \\rVert^2}{\\max_j \\lVert h_j -
-    \\mu_{a_j} \\rVert^2 + \\ldots}\\Big),
+    {\\max d_{dc}} + \\lambda \\frac{\\lVert h_i - \\mu_c \\rVert^2}
+    {\\max_{j, c'} \\lVert h_j - \\mu_{c'} \\rVert^2}\\Big),
 
 where :math:`a_i` is the paper's cluster of point ``i``, :math:`D_{ic}` its dc-distance to the
 nearest other member of cluster ``c`` (:func:`cluster_dc_distances`), ``h`` / ``mu`` the
