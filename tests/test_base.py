@@ -106,11 +106,12 @@ LAYERS = {
     # safe_io (every file read and write) are leaves every package may use; _distributed (the
     # optional dask client= support, a leaf importing only errors) is for the packages that
     # split work into independent blocks; _threads (the thread policy, a leaf importing only
-    # errors and _validation) is applied by the entry points in training
+    # errors and _validation) is applied by the entry points in training; _params (declarative
+    # estimator parameters, a leaf importing only errors) serves the estimators
     "safe_io": {"errors", "_validation"},
     "graph_ops": {"errors", "_validation", "safe_io"},
     "audit": {"errors", "_validation", "_distributed", "safe_io", "graph_ops", "clustering"},
-    "clustering": {"errors", "_validation", "_distributed", "safe_io", "graph_ops"},
+    "clustering": {"errors", "_validation", "_params", "_distributed", "safe_io", "graph_ops"},
     "datasets": {"errors", "_validation", "safe_io"},
     "training": {
         "errors",
