@@ -165,21 +165,23 @@ def pareto_rounding(
     alg: Alg1Result,
     keep: np.ndarray,
     min_balance: float,
-) -> tuple[np.ndarray, float, pd.DataFrame]:
-    """The repair path's front (balance and DCSI over all points, excluded ones as noise) and
-    the labels and step of its best step: the highest DCSI among the steps reaching
-    ``min_balance``, else the most balanced step."""
+) -> tuple[np.ndarray, float, str | None, pd.DataFrame]:
+    """The repair paths' front (balance and DCSI over all points, excluded ones as noise) and
+    the labels, step and path of its best row: the highest DCSI among the rows reaching
+    ``min_balance``, else the most balanced row (path ``None``: the paper's labels)."""
     factor = float(keep.sum()) / inp.X.shape[0]
-    _, t_min = repair_to_step(tree, alg.emb.H, alg.lab, keep, inp.g_used, min_balance, factor)
-    steps = np.union1d(PARETO_STEPS, [t_min])
     Xu = inp.X[inp.used]
-    front, labs = repair_front(tree, alg.emb.H, Xu, alg.lab, keep, inp.g_used, inp.min_pts, steps)
+    args = (tree, alg.emb.H, Xu, alg.lab, keep, inp.g_used)
+    _, t_min, _ = repair_to_step(*args, min_balance, inp.min_pts, factor)
+    front, labs = repair_front(*args, inp.min_pts, np.union1d(PARETO_STEPS, [t_min]))
     front["balance"] *= inp.used.size / inp.X.shape[0]  # excluded points are noise
     front["dcsi"] *= inp.used.size / inp.X.shape[0]
     ok = front["balance"] >= min_balance - 1e-12
     if ok.any():
-        best = front[ok].sort_values(["dcsi", "balance"], ascending=False).index[0]
+        best = front[ok].sort_values(["dcsi", "n_moved"], ascending=[False, True]).index[0]
     else:
         best = front.sort_values(["balance", "dcsi"], ascending=False).index[0]
     front["chosen"] = front.index == best
-    return np.where(labs[best] >= 0, labs[best], alg.lab), float(front.loc[best, "t"]), front
+    path = str(front.loc[best, "path"])
+    labels = np.where(labs[best] >= 0, labs[best], alg.lab)
+    return labels, float(front.loc[best, "t"]), None if path == "paper" else path, front

@@ -145,12 +145,16 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         also when a repair was not needed), ``"repair"``, ``"pareto"`` or ``"balanced"``.
     repair_step_ : the step ``t`` of the repair path (0: the paper's labels; ``nan`` for
         ``"kmeans"`` / ``"balanced"``).
+    repair_path_ : the repair path used, ``"exchange"`` (cluster sizes kept) or
+        ``"min_moves"`` (fewest moves; :mod:`gnnaudit.clustering.fairden_repair`); ``None``
+        when no repair ran.
     balance_ : noise-adjusted balance of ``labels_`` over the combined groups.
     dcsi_ : noise-adjusted DCSI of ``labels_`` on the numerical features, squared distances
         (as the paper's tables), with ``minPts``.
     paper_labels_, paper_balance_, paper_dcsi_ : the same for the paper's rounding (Alg. 1).
     pareto_front_ : ``rounding="pareto"`` only (else ``None``): DataFrame with columns
-        ``t``, ``n_moved``, ``balance``, ``dcsi``, ``pareto`` (not dominated) and ``chosen``.
+        ``path``, ``t``, ``n_moved``, ``balance``, ``dcsi``, ``pareto`` (not dominated) and
+        ``chosen``.
     groups_ : (n,) combined sensitive group code of every point.
     group_values_ : the combined sensitive values of the codes (one row per group).
     excluded_ : (n,) bool, points left out for belonging to a too-small group.
@@ -375,20 +379,23 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         factor = float(keep.sum()) / n  # non-noise fraction of all points
         lab, used_rounding, step = alg.lab, "kmeans", float("nan")
         self.pareto_front_ = None
+        self.repair_path_: str | None = None
         one_group = inp.g_used.max() == 0 or self.n_clusters == 1
         if self.rounding == "balanced" and not one_group:
             lab, used_rounding = balanced_rounding(alg, inp.g_used)
         elif self.rounding == "repair":
             step = 0.0
             if not one_group:
-                lab, step = repair_to_step(
-                    tree, alg.emb.H, alg.lab, keep, inp.g_used, self.min_balance, factor
+                Xu = inp.X[inp.used]
+                g_used, target = inp.g_used, self.min_balance
+                lab, step, self.repair_path_ = repair_to_step(
+                    tree, alg.emb.H, Xu, alg.lab, keep, g_used, target, inp.min_pts, factor
                 )
             used_rounding = "repair" if step > 0 else "kmeans"
         elif self.rounding == "pareto":
             used_rounding, step = "pareto", 0.0
             if not one_group:
-                lab, step, self.pareto_front_ = pareto_rounding(
+                lab, step, self.repair_path_, self.pareto_front_ = pareto_rounding(
                     inp, tree, alg, keep, self.min_balance
                 )
         timings["rounding"] = time.perf_counter() - t0
@@ -400,6 +407,7 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         if self.rounding in ("repair", "pareto") and self.balance_ < self.paper_balance_:
             # never dominated by the paper's rounding (integer effects; not seen in tests)
             labels, used_rounding, step, self.balance_ = paper, "kmeans", 0.0, self.paper_balance_
+            self.repair_path_ = None
         self.paper_dcsi_ = dcsi(inp.X, paper, inp.min_pts, squared=True)
         same = np.array_equal(labels, paper)
         self.dcsi_ = self.paper_dcsi_ if same else dcsi(inp.X, labels, inp.min_pts, squared=True)

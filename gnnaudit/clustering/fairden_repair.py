@@ -35,8 +35,21 @@ embedding rows and the paper clusters' centres (a tie-break, :math:`\\lambda = 1
 nothing moves, and the points that move first are those hanging loosely on their own cluster
 and close (in dc-distance) to the one they join.
 
-A step ``t`` on a grid plus the chosen one gives the (balance, DCSI) front
-(:func:`repair_front`).
+Two paths. ``"exchange"`` keeps the cluster sizes (``Q`` as above); ``"min_moves"`` lets them
+change and takes the proportional table that moves the fewest points
+(:func:`min_move_quotas`), so a cluster short of a group mostly *receives* points instead of
+exchanging them. Which is kinder to the density structure depends on the data: moving many
+points of a compact cluster into a wide one makes them core points of their new cluster
+inside the compact one (the separation, hence DCSI, collapses), while the opposite direction
+spreads them thinly. :func:`repair_to_step` takes each path's smallest step and keeps the one
+with the higher DCSI. Where balance and density truly conflict (separated clusters with very
+different group shares: reaching ``min_balance`` needs many points inside foreign clusters)
+no path keeps the DCSI; the balance target is still met and ``rounding="pareto"`` shows the
+trade-off.
+
+Steps ``t`` on a grid plus the chosen one give the (balance, DCSI) front
+(:func:`repair_front`). Memory ``O(n k)`` (costs and dc-distances to the clusters); time
+per step: the quota assignments plus, in :func:`repair_to_step`, one DCSI per path.
 """
 
 from __future__ import annotations
@@ -54,6 +67,8 @@ from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.graph_ops.dc_tree import DCTree
 
 __all__ = [
+    "PATHS",
+    "min_move_quotas",
     "cluster_dc_distances",
     "counts_balance",
     "round_table",
@@ -70,6 +85,9 @@ logger = logging.getLogger(__name__)
 MOVE_PRICE = 1e-6
 #: weight of the embedding distance, a tie-break between moves of equal dc cost
 EMBEDDING_WEIGHT = 1e-3
+#: the repair paths: ``"exchange"`` keeps the cluster sizes (:func:`proportional_quotas`),
+#: ``"min_moves"`` lets them change to move the fewest points (:func:`min_move_quotas`)
+PATHS = ("exchange", "min_moves")
 
 
 def cluster_dc_distances(tree: DCTree, labels: np.ndarray, k: int) -> np.ndarray:
@@ -117,15 +135,24 @@ def counts_balance(counts: np.ndarray) -> float:
 
 
 def round_table(T: np.ndarray) -> np.ndarray:
-    """Integer table with the (integer) row and column sums of ``T`` and every entry the floor
-    or the ceiling of ``T`` (controlled rounding; a transportation LP with a totally
-    unimodular matrix, so HiGHS' vertex is integral)."""
+    """Integer table with the (integer) column sums of ``T`` and every entry the floor or the
+    ceiling of ``T``. When the row sums of ``T`` are integers too they are kept (controlled
+    rounding: a transportation LP with a totally unimodular matrix, so HiGHS' vertex is
+    integral); otherwise every column is rounded on its own by largest remainders (rows
+    free)."""
     T = np.asarray(T, dtype=np.float64)
-    rows = np.rint(T.sum(axis=1)).astype(np.int64)
+    row_sums = T.sum(axis=1)
     cols = np.rint(T.sum(axis=0)).astype(np.int64)
     base = np.floor(T + 1e-9).astype(np.int64)
     frac = np.clip(T - base, 0.0, 1.0)
-    row_def, col_def = rows - base.sum(axis=1), cols - base.sum(axis=0)
+    col_def = cols - base.sum(axis=0)
+    if not np.allclose(row_sums, np.rint(row_sums), rtol=0, atol=1e-6):
+        order = np.argsort(-frac, axis=0, kind="stable")
+        rank = np.empty_like(order)
+        np.put_along_axis(rank, order, np.arange(T.shape[0])[:, None], axis=0)
+        return base + (rank < col_def[None, :]).astype(np.int64)
+    rows = np.rint(row_sums).astype(np.int64)
+    row_def = rows - base.sum(axis=1)
     if not row_def.any() and not col_def.any():
         return base
     k, g = T.shape
@@ -144,6 +171,34 @@ def round_table(T: np.ndarray) -> np.ndarray:
     if res.status != 0:  # cannot happen for integer margins
         raise InfeasibleError(f"no controlled rounding of the table {T.tolist()}")
     return base + np.rint(res.x).astype(np.int64).reshape(k, g)
+
+
+def min_move_quotas(N0: np.ndarray) -> np.ndarray:
+    """Proportional target table (every row has the data's group shares) whose cluster sizes
+    minimise the number of points to move, :math:`\tfrac12 \\sum_{c,g} |s_c r_g - N^0_{cg}|`
+    over sizes :math:`s_c \\ge 0` with :math:`\\sum_c s_c = N` (a small LP), sizes rounded by
+    largest remainders. Points then mostly move one way, into the clusters short of a
+    group, instead of being exchanged."""
+    N0 = np.asarray(N0, dtype=np.float64)
+    k, g = N0.shape
+    total = N0.sum()
+    r = N0.sum(axis=0) / total
+    # variables: s (k), e (k * g) with e >= +-(s_c r_g - N0_cg)
+    c_obj = np.concatenate([np.zeros(k), np.ones(k * g)])
+    S = np.kron(np.eye(k), r[:, None])  # (k g, k): row (c, g) picks s_c r_g
+    E = np.eye(k * g)
+    A_ub = np.vstack([np.hstack([S, -E]), np.hstack([-S, -E])])
+    b_ub = np.concatenate([N0.ravel(), -N0.ravel()])
+    A_eq = np.concatenate([np.ones(k), np.zeros(k * g)])[None, :]
+    bounds = [(0.5 * n_c, None) for n_c in N0.sum(axis=1)] + [(0, None)] * (k * g)
+    res = linprog(
+        c_obj, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=[total], bounds=bounds, method="highs"
+    )
+    sizes = res.x[:k] if res.status == 0 else N0.sum(axis=1)
+    base = np.floor(sizes + 1e-9).astype(np.int64)
+    short = int(round(total)) - int(base.sum())
+    base[np.argsort(-(sizes - base), kind="stable")[:short]] += 1
+    return proportional_quotas(base, N0.sum(axis=0).astype(np.int64))
 
 
 def _table(N0: np.ndarray, Q: np.ndarray, t: float) -> np.ndarray:
@@ -198,7 +253,10 @@ class _Repairer:
         self.n_groups = int(groups.max()) + 1
         self.N0 = np.zeros((k, self.n_groups), dtype=np.int64)
         np.add.at(self.N0, (labels, groups), 1)
-        self.Q = proportional_quotas(self.N0.sum(axis=1), self.N0.sum(axis=0))
+        self.targets = {
+            "exchange": proportional_quotas(self.N0.sum(axis=1), self.N0.sum(axis=0)),
+            "min_moves": min_move_quotas(self.N0),
+        }
         n = labels.size
         own = D[np.arange(n), labels]
         scale = max(float(max_dc), np.finfo(float).tiny)
@@ -213,8 +271,8 @@ class _Repairer:
         C[np.arange(n), labels] = 0.0
         self.C = C
 
-    def at(self, t: float) -> RepairResult:
-        counts = self.N0.copy() if t == 0.0 else _table(self.N0, self.Q, t)
+    def at(self, t: float, path: str = "exchange") -> RepairResult:
+        counts = self.N0.copy() if t == 0.0 else _table(self.N0, self.targets[path], t)
         out = self.labels.copy()
         for g in range(self.n_groups):  # loop over sensitive groups (few)
             idx = np.flatnonzero(self.groups == g)
@@ -247,22 +305,34 @@ def _problem(
 def repair_to_step(
     tree: DCTree,
     H: np.ndarray,
+    X: np.ndarray,
     labels: np.ndarray,
     keep: np.ndarray,
     groups: np.ndarray,
     min_balance: float,
+    min_pts: int,
     factor: float = 1.0,
-) -> tuple[np.ndarray, float]:
+) -> tuple[np.ndarray, float, str]:
     """Repair ``labels`` (ids of the paper's rounding; only points with ``keep`` are clustered,
     the others are noise) to the smallest step whose balance, times ``factor`` (the non-noise
-    fraction), reaches ``min_balance``. Returns the new labels (same ids, unkept points
-    unchanged) and the step ``t`` (0: the paper's labels, unchanged)."""
+    fraction), reaches ``min_balance``, on each path (:data:`PATHS`), and keep the one with
+    the higher DCSI (squared, on ``X``, the tree's points; ties: fewer moves). Returns the
+    new labels (same ids, unkept points unchanged), the step ``t`` (0: the paper's labels,
+    unchanged) and the path."""
     rep, ids = _problem(tree, H, labels, keep, groups)
-    t = smallest_step(rep.N0, rep.Q, min_balance, factor)
-    out = labels.copy()
-    if t > 0.0:
-        out[keep] = ids[rep.at(t).labels]
-    return out, t
+    best: tuple[float, int, np.ndarray, float, str] | None = None
+    for path in PATHS:  # two paths
+        t = smallest_step(rep.N0, rep.targets[path], min_balance, factor)
+        if t == 0.0:
+            return labels.copy(), 0.0, path
+        res = rep.at(t, path)
+        out = labels.copy()
+        out[keep] = ids[res.labels]
+        score = dcsi(X, np.where(keep, out, -1), min_pts, squared=True)
+        if best is None or (score, -res.n_moved) > (best[0], -best[1]):
+            best = (score, res.n_moved, out, t, path)
+    assert best is not None
+    return best[2], best[3], best[4]
 
 
 def pareto_mask(balance_values: np.ndarray, dcsi_values: np.ndarray) -> np.ndarray:
@@ -287,20 +357,23 @@ def repair_front(
 ) -> tuple[pd.DataFrame, list[np.ndarray]]:
     """Balance and DCSI (squared, as the paper's tables) along the repair path.
 
-    Returns a DataFrame with columns ``t``, ``n_moved``, ``balance``, ``dcsi``, ``pareto``
-    (not dominated by another step) and the labels of every step (same ids as ``labels``,
-    unkept points -1). ``balance`` is the noise-adjusted balance over the rows of ``labels``
+    Returns a DataFrame with columns ``path`` (:data:`PATHS`), ``t``, ``n_moved``,
+    ``balance``, ``dcsi``, ``pareto`` (not dominated by another row) and the labels of every
+    row (same ids as ``labels``, unkept points -1); ``t = 0`` (the paper's labels) comes once. ``balance`` is the noise-adjusted balance over the rows of ``labels``
     (times ``factor`` for points outside them, e.g. excluded ones).
     """
     rep, ids = _problem(tree, H, labels, keep, groups)
     rows, all_labels = [], []
-    for t in np.unique(np.clip(np.asarray(steps, dtype=np.float64), 0.0, 1.0)):
-        res = rep.at(float(t))
+    ts = np.unique(np.clip(np.asarray(steps, dtype=np.float64), 0.0, 1.0))
+    runs = [("paper", 0.0)] + [(p, float(t)) for p in PATHS for t in ts if t > 0]
+    for path, t in runs:
+        res = rep.at(t, "exchange" if path == "paper" else path)
         lab = np.full(labels.size, -1, dtype=np.int64)
         lab[keep] = ids[res.labels]
         rows.append(
             {
-                "t": float(t),
+                "path": path,
+                "t": t,
                 "n_moved": res.n_moved,
                 "balance": factor * balance(lab, groups),
                 "dcsi": dcsi(X, lab, min_pts, squared=True),

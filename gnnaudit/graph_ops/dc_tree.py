@@ -56,8 +56,9 @@ __all__ = ["DCTree", "DENSE_MAX_N"]
 logger = logging.getLogger(__name__)
 
 #: ``mst_method="auto"`` uses the dense MST up to this many points: the measured crossover
-#: (``benchmarks/results/mst_crossover.md``: Boruvka is at least as fast from 150 points in
-#: 2, 5 and 10 dimensions and 14-24x faster at 2,000; the dense method is faster below 100)
+#: (``benchmarks/results/mst_crossover.md``: in 2, 5 and 10 dimensions the two are within 5%
+#: of each other at 150 points (0.1 ms apart), the dense method is faster at 100 and below,
+#: Boruvka from 200 on and 18-28x faster at 2,000)
 DENSE_MAX_N = 150
 
 
