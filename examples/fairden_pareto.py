@@ -18,6 +18,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from gnnaudit.clustering import FairDen  # noqa: E402
 from gnnaudit.datasets.tabular import three_moons  # noqa: E402
@@ -47,19 +48,14 @@ def main() -> None:
     )
 
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 5))
-    ax.plot(front["balance"], front["dcsi"], "-", color="0.7", zorder=1, label="repair path")
+    paper_row = front[front["path"] == "paper"]
+    for path, style in (("exchange", "-"), ("min_moves", "--")):
+        rows = pd.concat([paper_row, front[front["path"] == path]])
+        ax.plot(rows["balance"], rows["dcsi"], style, color="0.7", zorder=1, label=f"{path} path")
     on = front[front["pareto"]]
     ax.scatter(on["balance"], on["dcsi"], c="tab:blue", zorder=2, label="Pareto front")
     off = front[~front["pareto"]]
     ax.scatter(off["balance"], off["dcsi"], c="0.6", marker="x", zorder=2, label="dominated")
-    for row in front.itertuples():
-        ax.annotate(
-            f"t={row.t:.2f}",
-            (row.balance, row.dcsi),
-            fontsize=7,
-            xytext=(4, 4),
-            textcoords="offset points",
-        )
     ax.scatter(
         [model.paper_balance_],
         [model.paper_dcsi_],
@@ -76,6 +72,16 @@ def main() -> None:
         marker="*",
         c="tab:green",
         label=f"default (min_balance={args.min_balance})",
+        zorder=3,
+    )
+    ax.scatter(
+        [model.balance_],
+        [model.dcsi_],
+        s=90,
+        marker="D",
+        facecolors="none",
+        edgecolors="k",
+        label="pareto choice",
         zorder=3,
     )
     ax.axvline(args.min_balance, ls="--", c="0.5", lw=0.8)
