@@ -137,6 +137,7 @@ def _check_balance_promises(model: FairDen) -> None:
     if model.paper_balance_ >= model.min_balance:
         assert np.array_equal(model.labels_, model.paper_labels_)
         assert model.rounding_ == "kmeans" and model.repair_step_ == 0.0
+        assert model.repair_path_ is None
     else:
         assert model.balance_ >= model.min_balance
 

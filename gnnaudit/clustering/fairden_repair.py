@@ -312,19 +312,19 @@ def repair_to_step(
     min_balance: float,
     min_pts: int,
     factor: float = 1.0,
-) -> tuple[np.ndarray, float, str]:
+) -> tuple[np.ndarray, float, str | None]:
     """Repair ``labels`` (ids of the paper's rounding; only points with ``keep`` are clustered,
     the others are noise) to the smallest step whose balance, times ``factor`` (the non-noise
     fraction), reaches ``min_balance``, on each path (:data:`PATHS`), and keep the one with
     the higher DCSI (squared, on ``X``, the tree's points; ties: fewer moves). Returns the
     new labels (same ids, unkept points unchanged), the step ``t`` (0: the paper's labels,
-    unchanged) and the path."""
+    unchanged) and the path (``None`` when nothing moves)."""
     rep, ids = _problem(tree, H, labels, keep, groups)
     best: tuple[float, int, np.ndarray, float, str] | None = None
     for path in PATHS:  # two paths
         t = smallest_step(rep.N0, rep.targets[path], min_balance, factor)
-        if t == 0.0:
-            return labels.copy(), 0.0, path
+        if t == 0.0:  # the target is met: nothing moves
+            return labels.copy(), 0.0, None
         res = rep.at(t, path)
         out = labels.copy()
         out[keep] = ids[res.labels]
