@@ -10,7 +10,9 @@ Variants (all on one dc-tree per data set):
 * ``paper``: ``rounding="kmeans", noise_loop="fixed"``, Alg. 1 as published (k-means on ``H``;
   noise loop with ``k + 1`` k-means clusters on the same embedding).
 * ``recompute``: ``rounding="kmeans", noise_loop="recompute"``, gnnaudit before issue 16.
-* ``balanced``: ``rounding="balanced", noise_loop="fixed"``, the default after issue 16.
+* ``balanced``: ``rounding="balanced", noise_loop="fixed"``, the default from issue 16 to 29.
+* ``repair``: ``rounding="repair", noise_loop="fixed"``, the default since issue 29 (the
+  paper's labels repaired until ``min_balance=0.8``).
 * ``balanced+recompute``: ``rounding="balanced", noise_loop="recompute"``.
 
 Diagnosis columns (for the ``paper`` variant's embedding ``H``, ``n x n_clusters``):
@@ -57,6 +59,7 @@ VARIANTS = {
     "recompute": {"rounding": "kmeans", "noise_loop": "recompute"},
     "balanced": {"rounding": "balanced", "noise_loop": "fixed"},
     "balanced+recompute": {"rounding": "balanced", "noise_loop": "recompute"},
+    "repair": {"rounding": "repair", "noise_loop": "fixed"},
 }
 #: the default rounding may lower the paper's DCSI (Euclidean and squared) by at most this much
 #: at the paper's settings (the data sets and k the paper and bench_fairden.py use)

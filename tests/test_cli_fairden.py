@@ -70,5 +70,7 @@ def test_cli_fairden_errors(moons_csv, capsys):
     assert "not found" in capsys.readouterr().err
     assert main(["fairden", "/nonexistent.csv", "--sensitive", "g"]) == 2
     args = ["fairden", str(moons_csv), "--sensitive", "group", "--ignore", "colour", "moon"]
-    assert main([*args, "--k", "1"]) == 2
-    assert "n_clusters" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # a usage error (n_clusters=1 is one cluster)
+        main([*args, "--k", "0"])
+    assert stop.value.code == 2
+    assert "argument --k" in capsys.readouterr().err

@@ -145,7 +145,7 @@ def test_gender_split_embedding_is_flagged_and_fairden_balanced(split_audit):
     assert a.n_clusters_ >= 2
     assert a.balance_ < 0.2  # gender-pure clusters
     assert a.balance_p_value_ < 0.05
-    assert a.fair_balance_ >= 0.9 > a.balance_
+    assert a.fair_balance_ >= 0.8 > a.balance_  # FairDen's default min_balance
     assert np.all(np.isin(a.fair_labels_, np.r_[-1, np.arange(a.fair_n_clusters_)]))
 
 

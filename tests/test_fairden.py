@@ -164,10 +164,15 @@ def test_duplicates_constant_features_and_single_group():
     assert single.n_clusters_ >= 2 and single.balance_ == pytest.approx(
         1.0 - np.mean(single.labels_ == -1)
     )
-    same = FairDen(n_clusters=2, min_pts=2).fit(
+    # identical points cannot be put apart: refused, as tree-cluster refuses them
+    with pytest.raises(InfeasibleError, match=r"identical-points.*all 12 points.*n_clusters <= 1"):
+        FairDen(n_clusters=2, min_pts=2).fit(
+            np.ones((12, 2)), sensitive_features=np.tile([0, 1], 6)
+        )
+    same = FairDen(n_clusters=1, min_pts=2).fit(
         np.ones((12, 2)), sensitive_features=np.tile([0, 1], 6)
     )
-    assert np.isfinite(same.embedding_).all()
+    assert np.array_equal(same.labels_, np.zeros(12)) and same.balance_ == 1.0
 
 
 def test_small_groups_error_or_exclusion():
@@ -183,8 +188,8 @@ def test_small_groups_error_or_exclusion():
 
 def test_parameter_and_input_errors():
     X, s = _blobs(50, seed=0)
-    with pytest.raises(InvalidInputError, match="n_clusters"):
-        FairDen(n_clusters=1).fit(X, sensitive_features=s)
+    with pytest.raises(InvalidInputError, match="n_clusters must be an integer >= 1; got 0"):
+        FairDen(n_clusters=0).fit(X, sensitive_features=s)
     with pytest.raises(InvalidInputError, match="solver"):
         FairDen(solver="qr").fit(X, sensitive_features=s)
     with pytest.raises(InvalidInputError, match="rows"):

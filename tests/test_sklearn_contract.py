@@ -1,9 +1,8 @@
-"""scikit-learn contract of ExDBSCAN, FairDen and TreeClustering: the estimator checks,
-clone / get_params / set_params, Pipeline and GridSearchCV, FairDen's fit signature."""
+"""scikit-learn contract of ExDBSCAN, FairDen and TreeClustering beyond scikit-learn's own
+checks: clone / get_params / set_params, Pipeline and GridSearchCV, clear errors, FairDen's fit
+signature."""
 
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 import pytest
@@ -13,70 +12,20 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from gnnaudit.clustering import ExDBSCAN, FairDen, TreeClustering
 from gnnaudit.errors import InvalidInputError, NotFittedError
 
-ONE_CLUSTER = (
-    "the check sets n_clusters=1; {name} needs n_clusters >= 2 (one cluster has no balance "
-    "to enforce / no split to optimise) and rejects it with InvalidInputError; the property "
-    "is tested at n_clusters=2 in this module"
-)
-N_CLUSTERS_ONE_CHECKS = (
-    "check_dont_overwrite_parameters",
-    "check_methods_subset_invariance",
-    "check_fit2d_1feature",
-    "check_fit2d_predict1d",
-)
-
-
-def expected_failed_checks(estimator) -> dict[str, str]:
-    """Checks that cannot hold for the method's nature, with the reason (xfail, strict)."""
-    if isinstance(estimator, FairDen):
-        reason = ONE_CLUSTER.format(name=type(estimator).__name__)
-        return dict.fromkeys(N_CLUSTERS_ONE_CHECKS, reason)
-    return {}
-
-
-# small, fast instances: k-means restarts kept low for the generic checks (ExDBSCAN and
-# TreeClustering: tests/test_sklearn_trees_exdbscan.py, without expected failures)
-ESTIMATORS = [FairDen(n_init=2)]
-
-
-@parametrize_with_checks(
-    ESTIMATORS, expected_failed_checks=expected_failed_checks, xfail_strict=True
-)
-def test_sklearn_estimator_checks(estimator, check):
-    with warnings.catch_warnings():
-        # FairDen without sensitive_features (or with the deprecated positional y) warns
-        warnings.simplefilter("ignore", UserWarning)
-        warnings.simplefilter("ignore", FutureWarning)
-        check(estimator)
-
-
-# ----------------------------------------------------------------------------- the xfailed
-# properties, checked here with n_clusters=2
+# small, fast instances: k-means restarts and tree depth kept low. scikit-learn's own estimator
+# checks run, without expected failures, in tests/test_sklearn_fairden.py (FairDen) and
+# tests/test_sklearn_trees_exdbscan.py (ExDBSCAN, TreeClustering)
+ESTIMATORS = [ExDBSCAN(), FairDen(n_init=2), TreeClustering(depth=2)]
 
 
 @pytest.fixture(scope="module")
 def small(fair_blobs):
     X, s = fair_blobs
     return X[::4], s[::4]  # 60 points, 3 features
-
-
-@pytest.mark.parametrize("est", [FairDen(n_init=2), TreeClustering(depth=2)], ids=repr)
-def test_fit_keeps_parameters_and_adds_only_fitted_attributes(est, small):
-    X, s = small
-    est = clone(est)
-    before = dict(est.get_params())
-    public_before = {k for k in vars(est) if not k.startswith("_")}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        est.fit(X)
-    assert est.get_params() == before
-    added = {k for k in vars(est) if not k.startswith("_")} - public_before
-    assert added and all(k.endswith("_") for k in added)
 
 
 def test_tree_predict_is_subset_invariant_and_needs_2d(small):
@@ -88,18 +37,6 @@ def test_tree_predict_is_subset_invariant_and_needs_2d(small):
     np.testing.assert_array_equal(whole, m.labels_)
     with pytest.raises(InvalidInputError, match="2D array"):
         m.predict(X[0])
-
-
-@pytest.mark.parametrize("est", [FairDen(n_init=2), TreeClustering(depth=2)], ids=repr)
-def test_one_feature_is_fine(est, small):
-    X, s = small
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        fitted = clone(est).fit(X[:, :1])
-    assert fitted.labels_.shape == (len(X),) and fitted.n_features_in_ == 1
-
-
-# ----------------------------------------------------------------------------- API basics
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=repr)

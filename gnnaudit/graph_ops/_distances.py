@@ -11,6 +11,15 @@ but the rounding of the input itself). Cosine distance is by nature not translat
 * :func:`condensed_index` / :func:`pairs_from_condensed` -- the pair layout of
   :func:`scipy.spatial.distance.pdist` (row-major upper triangle).
 
+Scale safety. Squares of differences below about ``1e-154`` underflow and above about
+``1e154`` overflow float64. Euclidean distances whose sum of squares leaves the safe range are
+recomputed with each difference divided by its row's largest magnitude (as BLAS ``nrm2``
+does); cosine distances normalise every vector by its largest magnitude first. Tree searches
+(scipy / scikit-learn KD- and ball trees square internally) run on data divided by
+:func:`power_of_two_scale`, a power of two, so the scaled coordinates and every distance are
+exact multiples of the originals: data at ``1e-160`` or ``1e160`` give the same neighbours,
+trees and clusterings as the same data at scale 1.
+
 A private module: the public names are re-exported where they belong
 (:mod:`gnnaudit.graph_ops.core_graph` for the metric helpers).
 """
@@ -33,6 +42,8 @@ __all__ = [
     "radius_pairs",
     "condensed_index",
     "pairs_from_condensed",
+    "power_of_two_scale",
+    "unit_scale",
 ]
 
 #: Metrics the core graph (and ExDBSCAN) support; aliases map onto these.
@@ -58,9 +69,43 @@ def canonical_metric(metric: Any) -> str:
     return str(check_choice("metric", name, SUPPORTED_METRICS))
 
 
+#: sums of squares outside ``[SAFE_LOW, SAFE_HIGH]`` are recomputed rescaled (nrm2 style)
+SAFE_LOW = 2.0**-960
+SAFE_HIGH = 2.0**960
+
+
+def power_of_two_scale(X: np.ndarray) -> float:
+    """A power of two ``p`` with ``max |X| / p`` in ``[1, 2)`` (1 for all-zero or empty ``X``).
+
+    Dividing by ``p`` is exact in floating point, so ``X / p`` keeps every digit and every
+    distance of ``X / p`` is exactly the distance of ``X`` divided by ``p``.
+    """
+    if X.size == 0:
+        return 1.0
+    m = float(np.max(np.abs(X)))
+    if m == 0.0 or not np.isfinite(m):
+        return 1.0
+    return float(np.ldexp(1.0, np.frexp(m)[1] - 1))
+
+
+def _euclidean(diff: np.ndarray) -> np.ndarray:
+    """Euclidean norms of the rows of ``diff``; rows whose sum of squares under- or overflows
+    are recomputed scaled by their largest magnitude."""
+    sq = np.einsum("...i,...i->...", diff, diff)
+    bad = (sq < SAFE_LOW) | (sq > SAFE_HIGH)
+    out = np.sqrt(sq)
+    if bad.any():
+        rows = diff[bad]
+        m = np.abs(rows).max(axis=-1)
+        safe = np.where(m > 0, m, 1.0)
+        r = rows / safe[:, None]
+        out[bad] = m * np.sqrt(np.einsum("...i,...i->...", r, r))
+    return out
+
+
 def _reduce(diff: np.ndarray, metric: str) -> np.ndarray:
     if metric == "euclidean":
-        return np.sqrt(np.einsum("...i,...i->...", diff, diff))
+        return _euclidean(diff)
     if metric == "manhattan":
         return np.abs(diff).sum(axis=-1)
     if metric == "chebyshev":
@@ -68,7 +113,14 @@ def _reduce(diff: np.ndarray, metric: str) -> np.ndarray:
     raise AssertionError(metric)  # pragma: no cover
 
 
+def unit_scale(a: np.ndarray) -> np.ndarray:
+    """Every vector divided by its largest magnitude (cosine is scale invariant per vector)."""
+    m = np.abs(a).max(axis=-1, keepdims=True) if a.shape[-1] else np.ones(a.shape[:-1] + (1,))
+    return a / np.where(m > 0, m, 1.0)
+
+
 def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a, b = unit_scale(a), unit_scale(b)
     na = np.sqrt(np.einsum("...i,...i->...", a, a))
     nb = np.sqrt(np.einsum("...i,...i->...", b, b))
     dot = np.einsum("...i,...i->...", a, b)
@@ -116,14 +168,20 @@ def radius_pairs(
 
     Candidates come from a tree (brute force for cosine) with a slightly larger radius; the
     exact direct distance then decides, so the pairs agree with :func:`metric_distances` at
-    exact ties. Returns ``(rows, cols, distances)``. Memory: the pairs plus chunks of
-    ``2**22`` float64 temporaries.
+    exact ties. The tree searches the points divided by :func:`power_of_two_scale` (exact), so
+    tiny and huge magnitudes find the same candidates. Returns ``(rows, cols, distances)``.
+    Memory: the pairs plus chunks of ``2**22`` float64 temporaries.
     """
     from sklearn.neighbors import NearestNeighbors
 
     algorithm = "brute" if metric == "cosine" else "ball_tree"
-    nn = NearestNeighbors(radius=eps * (1 + 1e-9), metric=metric, algorithm=algorithm)
-    graph = nn.fit(points).radius_neighbors_graph(mode="connectivity").tocoo()
+    if metric == "cosine":  # scale invariant per vector
+        p, search = 1.0, unit_scale(points)
+    else:
+        p = power_of_two_scale(points)
+        search = points / p
+    nn = NearestNeighbors(radius=eps / p * (1 + 1e-9), metric=metric, algorithm=algorithm)
+    graph = nn.fit(search).radius_neighbors_graph(mode="connectivity").tocoo()
     row, col = graph.row.astype(np.int64), graph.col.astype(np.int64)
     keep = row != col
     row, col = row[keep], col[keep]

@@ -32,7 +32,13 @@ from scipy.sparse import csgraph
 
 from gnnaudit._validation import check_array, check_float, check_int
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.graph_ops._distances import canonical_metric, radius_pairs, rowwise_distances
+from gnnaudit.graph_ops._distances import (
+    canonical_metric,
+    power_of_two_scale,
+    radius_pairs,
+    rowwise_distances,
+    unit_scale,
+)
 
 __all__ = ["CoreGraph", "MIN_WEIGHT_REL"]
 
@@ -44,18 +50,28 @@ MIN_WEIGHT_REL = 1e-12
 
 class _NeighbourIndex:
     """k-nearest core search. A ``BallTree`` (distances from coordinate differences, exact at
-    any offset, no joblib overhead per query); cosine is no tree metric and goes brute force."""
+    any offset, no joblib overhead per query); cosine is no tree metric and goes brute force.
+    Points and queries are divided by the same power of two (exact), so magnitudes whose
+    squares under- or overflow keep their neighbour order."""
 
     def __init__(self, points: np.ndarray, metric: str) -> None:
         from sklearn.neighbors import BallTree, NearestNeighbors
 
+        self._cosine = metric == "cosine"
+        self._p = 1.0 if self._cosine else power_of_two_scale(points)
+        points = self._scaled(points)
         if metric == "cosine":
             self._nn = NearestNeighbors(metric=metric, algorithm="brute").fit(points)
             self._tree = None
         else:
             self._tree = BallTree(points, metric=metric)
 
+    def _scaled(self, pts: np.ndarray) -> np.ndarray:
+        return unit_scale(pts) if self._cosine else pts / self._p
+
     def kneighbors(self, pts: np.ndarray, n_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
+        """Indices (and distances of the scaled points, for ordering only) of the nearest."""
+        pts = self._scaled(pts)
         if self._tree is not None:
             return self._tree.query(pts, k=n_neighbors)
         return self._nn.kneighbors(pts, n_neighbors=n_neighbors)

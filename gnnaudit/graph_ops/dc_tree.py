@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 
 from gnnaudit._validation import check_array, check_choice, check_fitted, check_float, check_int
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.graph_ops._distances import power_of_two_scale
 from gnnaudit.graph_ops.mst import (
     BORUVKA_KNN,
     MSTEdges,
@@ -50,9 +51,15 @@ from gnnaudit.graph_ops.mst import (
     mst_dense,
 )
 
-__all__ = ["DCTree"]
+__all__ = ["DCTree", "DENSE_MAX_N"]
 
 logger = logging.getLogger(__name__)
+
+#: ``mst_method="auto"`` uses the dense MST up to this many points: the measured crossover
+#: (``benchmarks/results/mst_crossover.md``: in 2, 5 and 10 dimensions the two are within 5%
+#: of each other at 150 points (0.1 ms apart), the dense method is faster at 100 and below,
+#: Boruvka from 200 on and 18-28x faster at 2,000)
+DENSE_MAX_N = 150
 
 
 def _single_linkage(n: int, mst: MSTEdges) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -98,7 +105,8 @@ class DCTree:
         ``"boruvka"`` (KD-tree Boruvka, ``O(n k)`` memory) or ``"auto"`` (dense up to
         ``dense_max_n`` points).
     dense_max_n:
-        Size limit of ``"auto"`` for the dense method.
+        Size limit of ``"auto"`` for the dense method (default :data:`DENSE_MAX_N`, the
+        measured crossover).
     progress:
         Show a tqdm progress bar over the three stages.
 
@@ -116,7 +124,7 @@ class DCTree:
         self,
         min_pts: int = 5,
         mst_method: Literal["auto", "dense", "boruvka"] = "auto",
-        dense_max_n: int = 2000,
+        dense_max_n: int = DENSE_MAX_N,
         progress: bool = False,
     ) -> None:
         self.min_pts = min_pts
@@ -126,7 +134,12 @@ class DCTree:
 
     # ------------------------------------------------------------------ fit
     def fit(self, X: Any) -> DCTree:
-        """Compute core distances, the exact :math:`d_m` MST and the ultrametric tree."""
+        """Compute core distances, the exact :math:`d_m` MST and the ultrametric tree.
+
+        Scale-safe: the work runs on ``X`` divided by a power of two (exact, see
+        :func:`~gnnaudit.graph_ops._distances.power_of_two_scale`) and the core distances and
+        MST weights are multiplied back, so data at ``1e-160`` or ``1e160`` give the tree of
+        the same data at scale 1, scaled."""
         min_pts = check_int("min_pts", self.min_pts, minimum=1)
         check_choice("mst_method", self.mst_method, ("auto", "dense", "boruvka"))
         check_int("dense_max_n", self.dense_max_n, minimum=1)
@@ -134,6 +147,9 @@ class DCTree:
         if X.shape[1] == 0:
             raise InvalidInputError("X must have at least one column, got shape (n, 0)")
         X = np.ascontiguousarray(X, dtype=np.float64)
+        scale = power_of_two_scale(X)
+        if scale != 1.0:
+            X = X / scale
         n = X.shape[0]
         self.n_ = n
         method = self.mst_method
@@ -158,6 +174,9 @@ class DCTree:
             self.mst_ = mst_boruvka(X, self.core_distances_, tree=tree, knn=(nd, ni))
             del nd, ni
         bar.update()
+        if scale != 1.0:  # exact: powers of two
+            self.core_distances_ = self.core_distances_ * scale
+            self.mst_ = MSTEdges(self.mst_.u, self.mst_.v, self.mst_.weight * scale)
         t1 = time.perf_counter()
         timings["mst"] = t1 - t0 - timings["core_distances"]
         self._build_tree()

@@ -32,6 +32,7 @@ from sklearn.neighbors import NearestNeighbors
 from gnnaudit._validation import check_array, check_int
 from gnnaudit.clustering.goodall import encode_columns
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.graph_ops._distances import power_of_two_scale
 
 __all__ = [
     "balance",
@@ -165,6 +166,7 @@ def dcsi(X: Any, labels: Any, min_pts: int = 5, *, squared: bool = False) -> flo
     Memory ``O(n * minPts)`` plus one Euclidean MST per cluster.
     """
     X = check_array("X", X, ndim=2)
+    X = X / power_of_two_scale(X)  # exact; DCSI is a ratio, the scale cancels (scale-safe)
     lab = _labels("labels", labels, X.shape[0]).copy()
     min_pts = check_int("min_pts", min_pts, minimum=1)
     if not isinstance(squared, bool | np.bool_):

@@ -1,0 +1,187 @@
+"""The steps of :class:`gnnaudit.clustering.FairDen`'s fit: Alg. 1's spectral loop and the
+roundings of its partition (paper's, repair path front, exact quotas), with the relabelling
+of the surviving clusters. Private; see :mod:`gnnaudit.clustering.fairden` for the method.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.cluster import KMeans
+from sklearn.utils import check_random_state
+
+from gnnaudit.clustering.fair_spectral import (
+    AffinityOperator,
+    FairEmbedding,
+    fair_embedding_dense,
+    fair_embedding_matrix_free,
+    fairness_matrix,
+)
+from gnnaudit.clustering.fairden_repair import repair_front, repair_to_step
+from gnnaudit.clustering.fairden_rounding import balanced_kmeans_rounding
+from gnnaudit.clustering.goodall import Goodall1
+from gnnaudit.clustering.metrics.fairness import balance
+from gnnaudit.errors import InfeasibleError
+from gnnaudit.graph_ops.dc_tree import DCTree
+
+__all__ = [
+    "PARETO_STEPS",
+    "FitInputs",
+    "Alg1Result",
+    "run_alg1",
+    "relabel",
+    "balanced_rounding",
+    "pareto_rounding",
+]
+
+logger = logging.getLogger(__name__)
+
+#: steps ``t`` of the repair path evaluated by ``rounding="pareto"`` (plus the default's)
+PARETO_STEPS = np.linspace(0.0, 1.0, 11)
+
+
+@dataclass
+class FitInputs:
+    """Validated fit inputs: ``X`` (n, d_n), combined group codes and their values,
+    categorical codes (or None), ``minPts``, excluded points and the used ones."""
+
+    X: np.ndarray
+    groups: np.ndarray
+    group_values: np.ndarray
+    cat: np.ndarray | None
+    min_pts: int
+    excluded: np.ndarray
+    used: np.ndarray
+    g_used: np.ndarray
+
+
+@dataclass
+class Alg1Result:
+    """Result of Alg. 1's loop: k-means labels ``lab`` of the used points (``0..k-1``),
+    which clusters are big enough (``big``), the final ``k`` and the embedding."""
+
+    lab: np.ndarray
+    big: np.ndarray
+    k: int
+    emb: FairEmbedding
+
+
+def run_alg1(
+    est: Any, inp: FitInputs, tree: DCTree, solver: str, timings: dict[str, float], bar: Any
+) -> Alg1Result:
+    """Affinity, constrained embedding and Alg. 1's k-means / noise loop (``est``: the
+    FairDen estimator, read only). Adds to ``timings``."""
+    k0, m, min_pts = est.n_clusters, inp.used.size, inp.min_pts
+    rng = check_random_state(est.random_state)
+    t0 = time.perf_counter()
+    d_n = inp.X.shape[1]
+    d_c = 0 if inp.cat is None else inp.cat.shape[1]
+    goodall = Goodall1(inp.cat[inp.used]) if inp.cat is not None else None
+    op = AffinityOperator(tree, goodall, d_n / (d_n + d_c), d_c / (d_n + d_c))
+    F = fairness_matrix(inp.g_used)
+    emb_cap = m - F.shape[1] - 1  # largest embedding dimension
+    if emb_cap < k0:
+        raise InfeasibleError(
+            f"n_clusters={k0} is too large for {m} points with {F.shape[1]} fairness constraints"
+        )
+    k_cap = min(max(k0, m // min_pts), m)
+    if est.noise_loop == "recompute":
+        k_cap = min(k_cap, emb_cap)
+    A_dense = op.to_dense() if solver == "dense" else None
+    timings["affinity"] = time.perf_counter() - t0
+    bar.update()
+
+    def embed(dim: int) -> FairEmbedding:
+        t = time.perf_counter()
+        if A_dense is not None:
+            out = fair_embedding_dense(A_dense, F, dim)
+        else:
+            out = fair_embedding_matrix_free(op, F, dim, random_state=rng)
+        timings["eigensolver"] += time.perf_counter() - t
+        return out
+
+    k = k0
+    emb = embed(k0)
+    while True:
+        if k > k0 and est.noise_loop == "recompute":
+            emb = embed(k)
+        t1 = time.perf_counter()
+        lab = KMeans(n_clusters=k, n_init=est.n_init, random_state=rng).fit(emb.H).labels_
+        timings["kmeans"] += time.perf_counter() - t1
+        bar.set_postfix_str(f"k={k}")
+        big = np.bincount(lab, minlength=k) >= min_pts
+        if big.sum() >= k0 or k >= k_cap:
+            if big.sum() < k0:
+                logger.warning(
+                    "FairDen: only %d clusters with >= minPts=%d points at the cap k=%d",
+                    int(big.sum()),
+                    min_pts,
+                    k,
+                )
+            break
+        logger.info("FairDen: k=%d gave %d non-noise clusters; trying k=%d", k, big.sum(), k + 1)
+        k += 1
+    bar.update()
+    return Alg1Result(lab.astype(np.int64), big, k, emb)
+
+
+def relabel(lab: np.ndarray, alg: Alg1Result, inp: FitInputs) -> np.ndarray:
+    """Surviving clusters renumbered ``0..`` in order of first appearance in the paper's
+    labels (so a repaired cluster keeps its paper id); small clusters and excluded
+    points -1."""
+    k = alg.big.size
+    new_id = np.full(k, -1, dtype=np.int64)
+    survivors = np.flatnonzero(alg.big)
+    first = np.full(k, alg.lab.size, dtype=np.int64)
+    np.minimum.at(first, alg.lab, np.arange(alg.lab.size))
+    new_id[survivors[np.argsort(first[survivors], kind="stable")]] = np.arange(survivors.size)
+    labels = np.full(inp.X.shape[0], -1, dtype=np.int64)
+    labels[inp.used] = new_id[lab]
+    return labels
+
+
+def balanced_rounding(alg: Alg1Result, groups: np.ndarray) -> tuple[np.ndarray, str]:
+    """Exact-quota re-rounding of the kept points; kept only when it raises the balance."""
+    keep = alg.big[alg.lab]
+    ids = np.flatnonzero(alg.big)
+    compact = np.searchsorted(ids, alg.lab[keep])
+    result = balanced_kmeans_rounding(alg.emb.H[keep], compact, groups[keep])
+    new = alg.lab.copy()
+    new[keep] = ids[result.labels]
+    old_b = balance(np.where(keep, alg.lab, -1), groups)
+    if balance(np.where(keep, new, -1), groups) > old_b:
+        return new, "balanced"
+    return alg.lab, "kmeans"
+
+
+def pareto_rounding(
+    inp: FitInputs,
+    tree: DCTree,
+    alg: Alg1Result,
+    keep: np.ndarray,
+    min_balance: float,
+) -> tuple[np.ndarray, float, str | None, pd.DataFrame]:
+    """The repair paths' front (balance and DCSI over all points, excluded ones as noise) and
+    the labels, step and path of its best row: the highest DCSI among the rows reaching
+    ``min_balance``, else the most balanced row (path ``None``: the paper's labels)."""
+    factor = float(keep.sum()) / inp.X.shape[0]
+    Xu = inp.X[inp.used]
+    args = (tree, alg.emb.H, Xu, alg.lab, keep, inp.g_used)
+    _, t_min, _ = repair_to_step(*args, min_balance, inp.min_pts, factor)
+    front, labs = repair_front(*args, inp.min_pts, np.union1d(PARETO_STEPS, [t_min]))
+    front["balance"] *= inp.used.size / inp.X.shape[0]  # excluded points are noise
+    front["dcsi"] *= inp.used.size / inp.X.shape[0]
+    ok = front["balance"] >= min_balance - 1e-12
+    if ok.any():
+        best = front[ok].sort_values(["dcsi", "n_moved"], ascending=[False, True]).index[0]
+    else:
+        best = front.sort_values(["balance", "dcsi"], ascending=False).index[0]
+    front["chosen"] = front.index == best
+    path = str(front.loc[best, "path"])
+    labels = np.where(labs[best] >= 0, labs[best], alg.lab)
+    return labels, float(front.loc[best, "t"]), None if path == "paper" else path, front
