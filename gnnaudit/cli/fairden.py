@@ -16,6 +16,7 @@ import argparse
 
 from gnnaudit.cli.options import (
     SEED,
+    FloatRange,
     add_force_argument,
     add_out_argument,
     add_progress_argument,
@@ -56,6 +57,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--label", default=None, help="ground-truth column (not a feature; ARI is printed)"
     )
     p.add_argument("--ignore", nargs="*", default=(), metavar="COL", help="columns to drop")
+    p.add_argument(
+        "--rounding",
+        default="repair",
+        choices=("repair", "pareto", "kmeans", "balanced"),
+        help="how the spectral embedding becomes clusters: repair (default) starts from the "
+        "paper's k-means rounding and moves the fewest, density-cheapest points until the "
+        "balance reaches --min-balance; kmeans is the paper's Alg. 1 unchanged; pareto picks "
+        "the densest step of the repair path that reaches --min-balance; balanced forces full "
+        "balance",
+    )
+    p.add_argument(
+        "--min-balance",
+        type=FloatRange(0.0, 1.0, why="a balance lies in [0, 1]"),
+        default=0.8,
+        help="balance the repair aims for (default 0.8, the four-fifths rule)",
+    )
     p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
     add_out_argument(p, kind="file", what="CSV file for the cluster labels (one per row)")
     add_force_argument(p, kind="file")
@@ -96,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         solver=args.solver,
         random_state=args.seed,
         min_group_size=args.min_group_size,
+        rounding=args.rounding,
+        min_balance=args.min_balance,
         progress=progress_enabled(args),
     ).fit(data.X, sensitive_features=data.sensitive, categorical=data.categorical)
     sens = frame[list(args.sensitive)].to_numpy(dtype=object)
@@ -103,7 +122,11 @@ def run(args: argparse.Namespace) -> int:
         f"FairDen: {model.n_clusters_} clusters (k={model.k_}, minPts={model.min_pts_}, "
         f"solver={model.solver_}) on {data.n_samples} rows"
     )
-    print(f"balance (combined groups): {model.balance_:.4f}")
+    print(
+        f"balance (combined groups): {model.balance_:.4f} (paper's rounding "
+        f"{model.paper_balance_:.4f}); DCSI (squared): {model.dcsi_:.4f} (paper's rounding "
+        f"{model.paper_dcsi_:.4f})"
+    )
     if len(args.sensitive) > 1:
         for j, col in enumerate(args.sensitive):
             print(f"balance ({col}): {balance(model.labels_, sens[:, j]):.4f}")

@@ -80,6 +80,10 @@ logger = logging.getLogger(__name__)
 AUTO_DENSE_MAX_N = 1000
 #: ``solver="dense"`` refuses more points than this (``O(n^3)`` time, ``O(n^2)`` memory).
 DENSE_MAX_N = 5000
+#: ``fit`` warns when a repaired clustering keeps less than this share of the paper rounding's
+#: DCSI: the balance target was met by giving up the density structure
+DENSITY_WARNING_SHARE = 0.7
+
 #: ``fit`` warns when the fitted clustering's balance is below this value.
 BALANCE_WARNING_THRESHOLD = 0.5
 
@@ -436,6 +440,21 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
                 self.rounding,
             )
             warnings.warn(msg, UserWarning, stacklevel=4)
+        if (
+            used_rounding in ("repair", "pareto")
+            and self.paper_dcsi_ > 0
+            and self.dcsi_ < DENSITY_WARNING_SHARE * self.paper_dcsi_
+        ):
+            warnings.warn(
+                f"FairDen: reaching balance {self.balance_:.3f} (the paper's rounding gives "
+                f"{self.paper_balance_:.3f}) cost most of the density structure: DCSI "
+                f"{self.dcsi_:.3f} against {self.paper_dcsi_:.3f} (below "
+                f"{DENSITY_WARNING_SHARE:.0%} of it); the groups' shares differ too much between "
+                "the density clusters. See the trade-off with rounding='pareto' "
+                "(pareto_front_) or lower min_balance",
+                UserWarning,
+                stacklevel=4,
+            )
 
     def fit_predict(self, X: Any, y: Any = None, *args: Any, **kwargs: Any) -> np.ndarray:
         """``fit(X, y, *args, **kwargs)`` and return ``labels_`` (noise and excluded: -1)."""
