@@ -366,7 +366,7 @@ class TreeClustering(TreeFitSteps, DenseInputTagsMixin, ClusterMixin, BaseEstima
             err = InfeasibleError(f"contradictory constraints: {why.message}")
             err.infeasibility = why  # type: ignore[attr-defined]
             raise err
-        logger.warning("TreeClustering: %s", why.message)
+        logger.info("TreeClustering: %s", why.message)  # status_ and infeasibility_ say it
         self.status_ = "infeasible"
         self.fit_time_ = time.perf_counter() - t_start
         return True

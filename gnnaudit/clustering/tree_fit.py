@@ -187,7 +187,7 @@ class TreeFitSteps:
                     f"no clustering into at most {enc.x.shape[1] + 1} clusters honours the "
                     "constraints",
                 )  # fmt: skip
-            logger.warning("TreeClustering: %s", why.message)
+            logger.info("TreeClustering: %s", why.message)  # status_ and infeasibility_ say it
             self.status_, self.infeasibility_ = "infeasible", why
             self.fit_time_ = time.perf_counter() - t_start
             return None
