@@ -136,8 +136,7 @@ def test_bad_output_path_fails_before_the_computation(command, table, tmp_path, 
     if command in ("train", "evidence", "audit"):
         # a dataset that cannot load (no --root); out-of-range sizes are usage errors now
         argv += ["--dataset", "german", "--root", str(tmp_path / "no-such-root")]
-    else:
-        argv[1] = str(tmp_path / "missing.csv")
+    # (a missing input file is named even earlier, before any import: tests/test_cli_pipes.py)
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "--out" in err and "which is a file" in err

@@ -41,3 +41,21 @@ def test_closed_stdout_pipe_exits_0_without_a_traceback(tmp_path):
     err = proc.stderr.decode()
     assert proc.returncode == 0, err
     assert "Traceback" not in err and "Broken pipe" not in err
+
+
+def test_missing_input_fails_before_torch_is_imported(tmp_path):
+    """A typo in an input path is named at once, before torch / PyG / Lightning load."""
+    code = (
+        "import sys\n"
+        "from gnnaudit.cli.main import main\n"
+        f"rc = main(['audit', '--graph', {str(tmp_path / 'nope')!r}, '--out', "
+        f"{str(tmp_path / 'out')!r}])\n"
+        "assert rc == 2, rc\n"
+        "assert 'torch' not in sys.modules, 'torch was imported before the input check'\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "--graph" in proc.stderr and "does not exist" in proc.stderr

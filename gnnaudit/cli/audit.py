@@ -305,21 +305,23 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gnnaudit audit`` on the parsed ``args``; return the exit code."""
     import time
 
-    import pandas as pd
-
     from gnnaudit._validation import check_int
-    from gnnaudit.cli.options import progress_enabled
     from gnnaudit.safe_io import atomic_output_dir, check_output_dir
-    from gnnaudit.training.audit_config import AuditConfig
-    from gnnaudit.training.audit_pipeline import run_audit
 
     start = time.perf_counter()
     check_output_dir("--out", args.out, force=args.force, planned=AUDIT_OUTPUTS)
     check_int("--k", args.k, minimum=1)
     check_int("--top", args.top, minimum=0)
+    # the checks above run before torch, PyG and the audit are imported (a bad --out fails now)
+    import pandas as pd
+
     # --threads is a global option (gnnaudit.cli.main applies it); without it run_audit sizes
     # the thread count to the graph (gnnaudit._threads)
     from tqdm.auto import tqdm
+
+    from gnnaudit.cli.options import progress_enabled
+    from gnnaudit.training.audit_config import AuditConfig
+    from gnnaudit.training.audit_pipeline import run_audit
 
     progress = progress_enabled(args)
     with (

@@ -33,7 +33,12 @@ import zipfile
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from gnnaudit.cli.guards import Terminated, check_out_apart, terminating_signals_raise
+from gnnaudit.cli.guards import (
+    Terminated,
+    check_inputs_exist,
+    check_out_apart,
+    terminating_signals_raise,
+)
 from gnnaudit.errors import GnnAuditError, model_error_stage
 
 __all__ = ["run_command", "file_error_message", "one_line_warnings"]
@@ -159,6 +164,7 @@ def run_command(args: argparse.Namespace) -> int:
     debug = bool(getattr(args, "debug", False))
     with one_line_warnings(), terminating_signals_raise():
         try:
+            check_inputs_exist(args)  # before any heavy import: a typo fails at once
             check_out_apart(args)  # before any work: an output never goes where an input is
             return int(args.func(args) or 0)
         except GnnAuditError as exc:
