@@ -172,3 +172,21 @@ def test_node_classifier_checkpoint_size_is_bounded_before_allocation(tmp_path):
     torch.save({"state_dict": {}, "hyper_parameters": {**hp, "num_layers": -1}}, path)
     with pytest.raises(InvalidInputError, match="not a positive int"):
         load_node_classifier(path)
+
+
+def test_model_file_imports_its_sibling_module(tmp_path):
+    """``--model path/to/file.py:NAME`` imports a sibling module of that file (issue 26)."""
+    import sys
+
+    from gnnaudit.training.user_model import import_object
+
+    pkg = tmp_path / "project"
+    pkg.mkdir()
+    (pkg / "gnnaudit_sibling_layers.py").write_text("WIDTH = 7\n")
+    (pkg / "net.py").write_text(
+        "from gnnaudit_sibling_layers import WIDTH\n\ndef build():\n    return WIDTH\n"
+    )
+    before = list(sys.path)
+    build = import_object(f"{pkg / 'net.py'}:build")
+    assert build() == 7
+    assert sys.path == before  # the import path is restored

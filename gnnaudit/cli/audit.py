@@ -84,7 +84,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--model",
         default="gcn",
         help="a gnnaudit backbone to train (gcn, gat, gin, sage, mpnn; default gcn) or your "
-        "model as MODULE:NAME (an importable module or path/to/file.py, and a class or factory "
+        "model as MODULE:NAME (an importable module or path/to/file.py, imported with its own "
+        "folder on the import path so its sibling modules import; and a class or factory "
         "called as NAME(in_channels, out_channels) or NAME())",
     )
     weights = model.add_mutually_exclusive_group()

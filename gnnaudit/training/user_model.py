@@ -46,7 +46,10 @@ MAX_LISTED = 5
 def import_object(spec: str, *, name: str = "--model") -> Any:
     """The object named by ``MODULE:NAME`` (``MODULE`` importable or a ``.py`` file path).
 
-    This imports and therefore runs the user's module: the one trusted step of an audit.
+    This imports and therefore runs the user's module: the one trusted step of an audit. A
+    ``.py`` file runs with its own folder at the front of the import path, so its imports of
+    sibling modules (``from layers import MyConv``) work as they do in the user's scripts; the
+    import path is restored afterwards (the imported siblings stay in ``sys.modules``).
     """
     if not isinstance(spec, str) or spec.count(":") < 1:
         raise InvalidInputError(
@@ -66,6 +69,10 @@ def import_object(spec: str, *, name: str = "--model") -> Any:
             raise InvalidInputError(f"{name}={spec!r}: {module_part!r} is not a Python file")
         module = importlib.util.module_from_spec(file_spec)
         sys.modules[mod_name] = module
+        folder = os.path.dirname(path)
+        added = folder not in sys.path
+        if added:  # the file's sibling modules import as in the user's own scripts
+            sys.path.insert(0, folder)
         try:
             file_spec.loader.exec_module(module)
         except Exception as exc:
@@ -73,6 +80,9 @@ def import_object(spec: str, *, name: str = "--model") -> Any:
             raise InvalidInputError(
                 f"{name}={spec!r}: importing {module_part!r} failed: {type(exc).__name__}: {exc}"
             ) from exc
+        finally:
+            if added and folder in sys.path:
+                sys.path.remove(folder)
     else:
         try:
             module = importlib.import_module(module_part)
