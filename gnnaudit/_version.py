@@ -1,4 +1,4 @@
 """The version of gnnaudit, in its own leaf module so that every layer may read it without
 importing the package root."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
