@@ -112,3 +112,39 @@ def test_refit_after_set_params_uses_the_new_value(credit):
     est.set_params(num_hops=2)
     _fit(est, credit)
     assert not torch.allclose(first, est.ks_)
+
+
+API_CHECKS = (
+    "check_estimator_cloneable",
+    "check_estimator_repr",
+    "check_no_attributes_set_in_init",
+    "check_do_not_raise_errors_in_init_or_set_params",
+    "check_get_params_invariance",
+    "check_set_params",
+    "check_parameters_default_constructible",
+    "check_estimator_tags_renamed",
+    "check_valid_tag_types",
+    "check_mixin_order",
+)
+
+
+@pytest.mark.parametrize("check_name", API_CHECKS)
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_scikit_learn_api_checks_pass(cls, check_name):
+    """scikit-learn's own checks of the estimator API (those that need no array ``fit``)."""
+    from sklearn.utils import estimator_checks
+
+    getattr(estimator_checks, check_name)(cls.__name__, cls())
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_check_estimator_runs_clean_on_the_declared_input(cls):
+    """``check_estimator`` passes with no failure and no expected failure: the estimator
+    declares (tags) that ``fit`` takes a model and a graph, so the array checks are skipped."""
+    from sklearn.exceptions import SkipTestWarning
+    from sklearn.utils.estimator_checks import check_estimator
+
+    assert cls().__sklearn_tags__().input_tags.two_d_array is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SkipTestWarning)
+        check_estimator(cls())
