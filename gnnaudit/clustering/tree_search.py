@@ -27,17 +27,22 @@ unsatisfiable relaxation is unsatisfiable in full, so ``optimal`` and ``infeasib
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import multiprocessing as mp
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from gnnaudit.clustering._tree_process import (
+    _can_fork,
+    _expired,
+    _forked,
+    _remaining,
+    _unpack_model,
+    _with_timer,
+)
 from gnnaudit.clustering.tree_encoding import TreeEncoding
 
 __all__ = ["SolveResult", "SOLVERS", "solve_auto", "solve_rc2", "solve_lsu", "solve_binary"]
@@ -66,23 +71,6 @@ def _values(model: list[int], n_vars: int) -> np.ndarray:
     values = np.zeros(n_vars + 1, dtype=bool)
     values[m] = True
     return values
-
-
-def _remaining(deadline: float | None) -> float | None:
-    return None if deadline is None else deadline - time.perf_counter()
-
-
-def _expired(deadline: float | None) -> bool:
-    return deadline is not None and time.perf_counter() >= deadline
-
-
-def _with_timer(deadline: float | None, interrupt: Any) -> threading.Timer | None:
-    if deadline is None:
-        return None
-    timer = threading.Timer(max(0.0, deadline - time.perf_counter()), interrupt)
-    timer.daemon = True
-    timer.start()
-    return timer
 
 
 #: Progress callback of a search, ``report(kind, *values)``: in a search child process it
@@ -304,11 +292,6 @@ def _rc2_child(enc: TreeEncoding, sat_solver: str, conn: Any) -> None:  # pragma
             rc2.add_clause(clause)
 
 
-def _can_fork() -> bool:
-    """A child process is possible (not inside a daemonic process, e.g. a Dask worker)."""
-    return "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
-
-
 def _rc2_in_process(
     enc: TreeEncoding,
     deadline: float | None,
@@ -349,29 +332,6 @@ def _rc2_in_process(
     return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, "rc2")
 
 
-@contextlib.contextmanager
-def _forked(target: Callable[..., None], *args: Any) -> Iterator[Any]:
-    """Run ``target(*args, conn)`` in a forked child; yield the reading end of its pipe. On
-    exit the child is killed if still running and reaped."""
-    ctx = mp.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=target, args=(*args, child), daemon=True)
-    proc.start()
-    child.close()
-    try:
-        yield parent
-    finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join(timeout=5)
-        parent.close()
-
-
-def _unpack_model(packed: bytes, n_vars: int) -> np.ndarray:
-    """Truth values sent by a child as packed bits (index 0 unused)."""
-    return np.unpackbits(np.frombuffer(packed, dtype=np.uint8))[: n_vars + 1].astype(bool)
-
-
 def solve_rc2(
     enc: TreeEncoding, deadline: float | None, sat_solver: str, report: Report = _silent
 ) -> SolveResult:
@@ -399,9 +359,26 @@ def solve_rc2(
         return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, "rc2")
     if best_cost is not None and best_cost <= lower:
         return SolveResult("optimal", best, best_cost, time.perf_counter() - t0, lower, "rc2")
-    status = "feasible"
     if not _can_fork():
         return _rc2_in_process(enc, deadline, sat_solver, best, best_cost, t0, report)
+    status, best, best_cost, lower = _follow_rc2_child(enc, deadline, sat_solver, best, best_cost)
+    if status == "infeasible" and best is not None:  # cannot happen: the SAT call found one
+        status = "feasible"  # pragma: no cover
+    if status == "feasible" and best_cost is not None and lower >= best_cost:
+        status = "optimal"
+    return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, "rc2")
+
+
+def _follow_rc2_child(
+    enc: TreeEncoding,
+    deadline: float | None,
+    sat_solver: str,
+    best: np.ndarray | None,
+    best_cost: int | None,
+) -> tuple[str, np.ndarray | None, int | None, int]:
+    """Run RC2 in a forked child until the deadline, keeping its better models and bounds:
+    ``(status, best values, best cost, lower bound)``."""
+    status, lower = "feasible", enc.lower_bound
     with _forked(_rc2_child, enc, sat_solver) as parent:
         while True:
             left = _remaining(deadline)
@@ -424,11 +401,7 @@ def solve_rc2(
                 if status == "optimal":
                     lower = best_cost if best_cost is not None else lower
                 break
-    if status == "infeasible" and best is not None:  # cannot happen: the SAT call found one
-        status = "feasible"  # pragma: no cover
-    if status == "feasible" and best_cost is not None and lower >= best_cost:
-        status = "optimal"
-    return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, "rc2")
+    return status, best, best_cost, lower
 
 
 def _search_child(search: Any, enc: TreeEncoding, deadline: float | None, sat_solver: str,
