@@ -54,7 +54,7 @@ def note_model_error(exc: BaseException, stage: str) -> BaseException:
         if hasattr(exc, "add_note"):
             exc.add_note(note)
         else:  # pragma: no cover - Python 3.10 has no add_note
-            exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined]
+            exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined,unused-ignore]
     return exc
 
 

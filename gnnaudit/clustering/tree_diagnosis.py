@@ -65,7 +65,7 @@ class Infeasibility:
     pairs: tuple[tuple[int, int, str], ...]
     remedies: tuple[str, ...]
     detail: str
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def message(self) -> str:
@@ -100,7 +100,8 @@ def _groups(graph: ConstraintGraph, Xs: np.ndarray | None) -> tuple[int, np.ndar
         cols.append(first[inv])
     r, c = np.concatenate(rows), np.concatenate(cols)
     g = sp.csr_matrix((np.ones(len(r)), (r, c)), shape=(n, n))
-    return connected_components(g, directed=False)
+    n_comp, labels = connected_components(g, directed=False)
+    return int(n_comp), np.asarray(labels)
 
 
 def _odd_cycle(adj: dict[int, list[int]], start: int, colour: dict[int, int]) -> list[int] | None:

@@ -57,7 +57,7 @@ def estimate_classes(Xs: np.ndarray, eps: float) -> float:
     distance_classes(Xs[:: max(1, n // m)][:m], eps)
     dt = time.perf_counter() - t
     P, Pm = n * (n - 1) / 2, m * (m - 1) / 2
-    return dt * (P / Pm) * (np.log2(P + 2) / np.log2(Pm + 2))
+    return float(dt * (P / Pm) * (np.log2(P + 2) / np.log2(Pm + 2)))
 
 
 class TreeFitSteps:

@@ -256,7 +256,7 @@ def _rc2(enc: TreeEncoding, sat_solver: str, on_core: Callable[[int], None]) -> 
     from pysat.examples.rc2 import RC2
     from pysat.formula import WCNF
 
-    class _RC2(RC2):  # type: ignore[misc]
+    class _RC2(RC2):
         def process_core(self) -> None:
             super().process_core()
             on_core(int(self.cost))

@@ -129,7 +129,7 @@ def greedy_labels(
             move = conflicted & (top < np.arange(n_comp))
             cost = adj @ np.eye(k)[clab] + pref / scale  # conflicts per label, then distance
             clab = np.where(move, np.argmin(cost, axis=1), clab)
-    return clab[comp].astype(np.int64)
+    return np.asarray(clab[comp].astype(np.int64))
 
 
 def _complete(sk_tree: object, Xs: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
@@ -165,7 +165,7 @@ def _apply(Xs: np.ndarray, feature: np.ndarray, threshold: np.ndarray, depth: in
     rows = np.arange(len(Xs))
     for _ in range(depth):
         node = 2 * node + 1 + (Xs[rows, feature[node]] > threshold[node])
-    return node - (2**depth - 1)
+    return np.asarray(node - (2**depth - 1))
 
 
 def _relabel_leaves(

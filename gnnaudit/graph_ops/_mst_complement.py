@@ -40,7 +40,7 @@ def forest_of_choices(
     # map chosen forest edges back to the point edges through their (unique) ranks
     sel = np.rint(f.data).astype(np.int64) - 1
     by_rank = keep[np.argsort(cw[keep], kind="stable")]
-    return by_rank[sel]
+    return np.asarray(by_rank[sel])
 
 
 def resolve_pending(

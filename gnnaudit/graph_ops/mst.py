@@ -119,7 +119,7 @@ def mutual_reachability(X: np.ndarray, core: np.ndarray) -> np.ndarray:
     np.maximum(d, core[:, None], out=d)
     np.maximum(d, core[None, :], out=d)
     np.fill_diagonal(d, 0.0)
-    return d
+    return np.asarray(d)
 
 
 def _exact_pair_distance(X: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

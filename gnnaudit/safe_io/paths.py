@@ -32,7 +32,7 @@ __all__ = [
     "os_reason",
 ]
 
-PathLike = str | os.PathLike
+PathLike = str | os.PathLike[str]
 
 
 def one_line(exc: BaseException) -> str:
