@@ -231,6 +231,28 @@ def epoch_times(space, sorted_searcher) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- worker
+def load_config(name: str, quick: bool) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    """Features, edges, predictions, test nodes and extra info of the config ``name``."""
+    import numpy as np
+    import torch
+
+    if name == "cora":
+        return load_cora()
+    if name == "pubmed-syn":
+        n_nodes, n_edges = (2000, 9000) if quick else (20000, 90000)
+        return (*make_unstructured(n_nodes, 500, n_edges), {})
+    if name == "clustered":
+        n_nodes, n_edges = (2000, 9000) if quick else (20000, 90000)
+        return (*make_clustered(n_nodes, 500, n_edges), {})
+    if name == "million":
+        n, m = (50_000, 250_000) if quick else (1_000_000, 5_000_000)
+        rng = np.random.default_rng(0)
+        x = torch.from_numpy(rng.standard_normal((n, 100), dtype=np.float32))
+        ei = undirected_random_edges(n, m, rng)
+        return x, ei, rng.integers(0, 3, size=n), np.arange(n), {}
+    raise SystemExit(f"unknown config {name}")
+
+
 def worker(name: str, quick: bool, threads: int) -> dict[str, Any]:
     import faiss
     import numpy as np
@@ -246,24 +268,8 @@ def worker(name: str, quick: bool, threads: int) -> dict[str, Any]:
     from gnnaudit.audit.search.sorted_scan import DEFAULT_MAX_NODES, SortedSimilaritySearcher
     from gnnaudit.graph_ops import ks_embedding
 
-    info: dict[str, Any] = {}
     t0 = time.perf_counter()
-    if name == "cora":
-        x, ei, pred, test, info = load_cora()
-    elif name == "pubmed-syn":
-        x, ei, pred, test = make_unstructured(
-            2000 if quick else 20000, 500, 9000 if quick else 90000
-        )
-    elif name == "clustered":
-        x, ei, pred, test = make_clustered(2000 if quick else 20000, 500, 9000 if quick else 90000)
-    elif name == "million":
-        n, m = (50_000, 250_000) if quick else (1_000_000, 5_000_000)
-        rng = np.random.default_rng(0)
-        x = torch.from_numpy(rng.standard_normal((n, 100), dtype=np.float32))
-        ei = undirected_random_edges(n, m, rng)
-        pred, test = rng.integers(0, 3, size=n), np.arange(n)
-    else:
-        raise SystemExit(f"unknown config {name}")
+    x, ei, pred, test, info = load_config(name, quick)
     row: dict[str, Any] = {
         "config": name,
         "nodes": int(x.size(0)),

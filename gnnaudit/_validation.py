@@ -122,7 +122,7 @@ def check_int(
         raise InvalidInputError(f"{name} must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
         raise InvalidInputError(f"{name} must be <= {maximum}, got {value}")
-    return value
+    return int(value)
 
 
 def check_seed(name: str, value: Any) -> int:
@@ -196,7 +196,7 @@ def check_float(
     if maximum is not None and (value > maximum or (not hi_inc and value == maximum)):
         op = "<=" if hi_inc else "<"
         raise InvalidInputError(f"{name} must be {op} {maximum}, got {value}")
-    return value
+    return float(value)
 
 
 def check_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:
@@ -391,7 +391,7 @@ def validate_estimator_data(
     from sklearn.utils.validation import validate_data
 
     try:
-        return validate_data(
+        checked = validate_data(
             estimator,
             X,
             reset=reset,
@@ -407,3 +407,4 @@ def validate_estimator_data(
         if isinstance(exc, InvalidInputError):
             raise
         raise InvalidInputError(f"{name}: {exc}") from exc
+    return np.asarray(checked)

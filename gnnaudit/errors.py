@@ -15,6 +15,7 @@ __all__ = [
     "note_model_error",
     "model_error_stage",
     "TrainingDivergedError",
+    "MissingDependencyError",
 ]
 
 
@@ -53,7 +54,7 @@ def note_model_error(exc: BaseException, stage: str) -> BaseException:
         if hasattr(exc, "add_note"):
             exc.add_note(note)
         else:  # pragma: no cover - Python 3.10 has no add_note
-            exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined]
+            exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined,unused-ignore]
     return exc
 
 
@@ -69,3 +70,9 @@ def model_error_stage(exc: BaseException) -> str | None:
 class TrainingDivergedError(InvalidInputError):
     """Training (or fine-tuning) produced a non-finite loss or non-finite weights: the
     learning rate is too large for the data's scale. Nothing (no checkpoint) is written."""
+
+
+class MissingDependencyError(GnnAuditError, ImportError):
+    """A feature that needs an optional dependency was asked for explicitly, and the
+    dependency is not installed; the message names the ``pip install 'gnnaudit[<extra>]'``
+    that provides it."""

@@ -107,20 +107,31 @@ LAYERS = {
     # optional dask client= support, a leaf importing only errors) is for the packages that
     # split work into independent blocks; _threads (the thread policy, a leaf importing only
     # errors and _validation) is applied by the entry points in training; _params (the
-    # estimators' declarative parameter rules, a leaf importing only errors) is for estimators
+    # estimators' declarative parameter rules, a leaf importing only errors) is for estimators;
+    # _optional (optional dependencies and their extras, a leaf importing only errors) is for
+    # every package that imports faiss, networkx or matplotlib
     "safe_io": {"errors", "_validation"},
-    "graph_ops": {"errors", "_validation", "safe_io"},
+    "graph_ops": {"errors", "_validation", "safe_io", "_optional"},
     "audit": {
         "errors",
         "_validation",
         "_params",
         "_distributed",
         "_threads",
+        "_optional",
         "safe_io",
         "graph_ops",
         "clustering",
     },
-    "clustering": {"errors", "_validation", "_params", "_distributed", "safe_io", "graph_ops"},
+    "clustering": {
+        "errors",
+        "_validation",
+        "_params",
+        "_distributed",
+        "_optional",
+        "safe_io",
+        "graph_ops",
+    },
     "datasets": {"errors", "_validation", "safe_io"},
     "training": {
         "_version",
@@ -128,6 +139,7 @@ LAYERS = {
         "_validation",
         "_params",
         "_threads",
+        "_optional",
         "safe_io",
         "graph_ops",
         "audit",
@@ -174,6 +186,11 @@ def test_distributed_is_a_leaf():
     names = {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in top if isinstance(n, ast.ImportFrom) and n.module}
     assert not any(str(m).split(".")[0] in {"dask", "distributed"} for m in names)
+
+
+def test_optional_is_a_leaf():
+    """``gnnaudit._optional`` imports only ``errors``; the optional packages lazily."""
+    assert _gnnaudit_imports(PACKAGE / "_optional.py") <= {"errors"}
 
 
 def test_threads_is_a_leaf():

@@ -34,7 +34,7 @@ class _UF:
         return u
 
 
-def reference_smart_pairs(n, ml, cl, classes):
+def reference_smart_pairs(n, ml, cl, classes):  # noqa: C901  # Alg. 1 verbatim: the oracle
     """Alg. 1 literally: one pair at a time, union-find, exclusion edges scanned each time."""
     pos_of = {(int(i), int(j)): p for p, (i, j) in enumerate(classes.pairs)}
     cls = classes.class_of

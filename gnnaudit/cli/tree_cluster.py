@@ -100,19 +100,11 @@ def _read_pairs(path: str | None, name: str) -> Any:
     return numeric.to_numpy()
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run ``gnnaudit tree-cluster`` on the parsed ``args``; return the exit code."""
-    import numpy as np
-    import pandas as pd
-
-    from gnnaudit.clustering import TreeClustering
+def _check_numbers(args: argparse.Namespace) -> None:
+    """``--time-limit``, ``--k`` and ``--depth`` within their ranges (NaN fails too)."""
     from gnnaudit.clustering.tree_clustering import TIME_LIMIT_RANGE
-    from gnnaudit.datasets import load_tabular
-    from gnnaudit.errors import InfeasibleError, InvalidInputError
-    from gnnaudit.safe_io import atomic_file, check_output_file, read_csv
+    from gnnaudit.errors import InvalidInputError
 
-    if args.out is not None:
-        check_output_file("--out", args.out, force=args.force)
     low, high = TIME_LIMIT_RANGE
     if args.time_limit is not None and not low <= args.time_limit <= high:  # NaN fails too
         raise InvalidInputError(
@@ -124,6 +116,14 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidInputError(
                 f"{flag} must be between 1 and {12 if flag == '--depth' else 10**6}; got {value}"
             )
+
+
+def _load_data(args: argparse.Namespace) -> Any:
+    """The table of ``--data`` without the ``--ignore`` columns, as a tabular dataset."""
+    from gnnaudit.datasets import load_tabular
+    from gnnaudit.errors import InvalidInputError
+    from gnnaudit.safe_io import read_csv
+
     frame = read_csv("data", args.data)
     if args.ignore:
         missing = [c for c in args.ignore if c not in frame.columns]
@@ -133,23 +133,13 @@ def run(args: argparse.Namespace) -> int:
     data = load_tabular(frame, label=args.label, name=f"data {args.data!r}")
     if data.X.shape[1] == 0:
         raise InvalidInputError("data: no numeric feature column")
-    ml = _read_pairs(args.must_link, "--must-link")
-    cl = _read_pairs(args.cannot_link, "--cannot-link")
-    model = TreeClustering(
-        n_clusters=args.k,
-        depth=args.depth,
-        objective=args.objective,
-        epsilon=args.epsilon,
-        min_clusters=args.min_clusters,
-        smart_pairs=not args.no_smart_pairs,
-        solver=args.solver,
-        time_limit=args.time_limit,
-        tree=not args.no_tree,
-    ).fit(data.X, must_link=ml, cannot_link=cl)
+    return data
 
-    if model.tree_ is not None:
-        print(model.export_text(feature_names=data.feature_names))
-        print()
+
+def _summary(model: Any, data: Any) -> dict[str, Any]:
+    """The rows of the summary table printed after the tree."""
+    import numpy as np
+
     rows = {
         "status": model.status_,
         "max_diameter": model.max_diameter_,
@@ -168,6 +158,39 @@ def run(args: argparse.Namespace) -> int:
         from sklearn.metrics import adjusted_rand_score
 
         rows["ARI vs label"] = round(float(adjusted_rand_score(data.labels, model.labels_)), 4)
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gnnaudit tree-cluster`` on the parsed ``args``; return the exit code."""
+    import pandas as pd
+
+    from gnnaudit.clustering import TreeClustering
+    from gnnaudit.errors import InfeasibleError
+    from gnnaudit.safe_io import atomic_file, check_output_file
+
+    if args.out is not None:
+        check_output_file("--out", args.out, force=args.force)
+    _check_numbers(args)
+    data = _load_data(args)
+    ml = _read_pairs(args.must_link, "--must-link")
+    cl = _read_pairs(args.cannot_link, "--cannot-link")
+    model = TreeClustering(
+        n_clusters=args.k,
+        depth=args.depth,
+        objective=args.objective,
+        epsilon=args.epsilon,
+        min_clusters=args.min_clusters,
+        smart_pairs=not args.no_smart_pairs,
+        solver=args.solver,
+        time_limit=args.time_limit,
+        tree=not args.no_tree,
+    ).fit(data.X, must_link=ml, cannot_link=cl)
+
+    if model.tree_ is not None:
+        print(model.export_text(feature_names=data.feature_names))
+        print()
+    rows = _summary(model, data)
     table = pd.DataFrame({"value": pd.Series(rows, dtype=object)})
     print(table.to_string())
     if model.status_ == "feasible_soft":

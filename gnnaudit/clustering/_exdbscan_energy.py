@@ -210,7 +210,7 @@ class CandidateCores:
             if e[i] < best_e:
                 best_e, best = float(e[i]), combos[i].tolist()
         assert best is not None
-        return best
+        return [int(v) for v in best]
 
     def place(self, sel: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Counterfactuals of the selected candidates and their validity mask."""

@@ -82,7 +82,7 @@ def project_to_box(points: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.nda
     fixed = lo == hi
     if np.any(fixed):
         out = np.where(fixed, x, out)
-    return out
+    return np.asarray(out)
 
 
 def eligible_cores(
@@ -146,7 +146,7 @@ def valid_counterfactuals(
     is_t = cg.labels[idx] == target[:, None]
     dt = np.minimum(dq, np.where(is_t, dist, np.inf).min(axis=1))
     dn = np.where(is_t, np.inf, dist).min(axis=1)
-    return (dt <= cg.eps * (1.0 - VERIFY_REL)) & (dt < dn * (1.0 - TIE_REL))
+    return np.asarray((dt <= cg.eps * (1.0 - VERIFY_REL)) & (dt < dn * (1.0 - TIE_REL)))
 
 
 def place_counterfactuals(

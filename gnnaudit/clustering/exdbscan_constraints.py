@@ -155,56 +155,76 @@ def parse_constraints(
     if isinstance(immutable, (str, numbers.Integral)):
         immutable = (immutable,)
     imm = sorted({_feature_index("immutable", f, names, n_features) for f in immutable})
-    mono: dict[int, tuple[str, float]] = {}
-    if monotone is not None:
-        if not isinstance(monotone, dict):
-            raise InvalidInputError(
-                "monotone must be a dict {feature: 'increase' | 'decrease' | (direction, bound)}, "
-                f"got {type(monotone).__name__}"
-            )
-        for ref, spec in monotone.items():
-            f = _feature_index("monotone", ref, names, n_features)
-            bound = np.inf
-            if isinstance(spec, (tuple, list)):
-                if len(spec) != 2:
-                    raise InvalidInputError(
-                        f"monotone[{ref!r}] must be (direction, bound), got {spec!r}"
-                    )
-                spec, bound = spec
-                if (
-                    isinstance(bound, bool)
-                    or not isinstance(bound, numbers.Real)
-                    or not (np.isfinite(float(bound)) and float(bound) >= 0)
-                ):
-                    raise InvalidInputError(
-                        f"monotone[{ref!r}] bound must be a finite number >= 0, got {bound!r}"
-                    )
-            if spec not in ("increase", "decrease"):
-                raise InvalidInputError(
-                    f"monotone[{ref!r}] direction must be 'increase' or 'decrease', got {spec!r}"
-                )
-            if f in imm:
-                raise InvalidInputError(f"monotone: feature {ref!r} is also immutable")
-            mono[f] = (spec, float(bound))
-    corr: list[tuple[int, int, int]] = []
-    if correlated is not None:
-        for item in correlated:
-            if not isinstance(item, (tuple, list)) or len(item) != 3:
-                raise InvalidInputError(
-                    f"correlated entries must be (feature_a, feature_b, +1 | -1), got {item!r}"
-                )
-            a, b, sign = item
-            f = _feature_index("correlated", a, names, n_features)
-            g = _feature_index("correlated", b, names, n_features)
-            if f == g:
-                raise InvalidInputError(f"correlated: pair {item!r} names one feature twice")
-            if sign not in (1, -1) or isinstance(sign, bool):
-                raise InvalidInputError(
-                    f"correlated: sign of {item!r} must be +1 or -1, got {sign!r}"
-                )
-            corr.append((f, g, int(sign)))
-        if len(corr) > MAX_CORRELATED_PAIRS:
-            raise InvalidInputError(
-                f"correlated: at most {MAX_CORRELATED_PAIRS} pairs are supported, got {len(corr)}"
-            )
+    mono = _parse_monotone(monotone, names, n_features, set(imm))
+    corr = _parse_correlated(correlated, names, n_features)
     return FeatureConstraints(n_features, np.asarray(imm, dtype=np.int64), mono, corr)
+
+
+def _parse_monotone(
+    monotone: Any, names: Sequence[str] | None, n_features: int, immutable: set[int]
+) -> dict[int, tuple[str, float]]:
+    """``monotone`` as ``{feature index: (direction, bound)}`` (``bound`` inf: unbounded)."""
+    mono: dict[int, tuple[str, float]] = {}
+    if monotone is None:
+        return mono
+    if not isinstance(monotone, dict):
+        raise InvalidInputError(
+            "monotone must be a dict {feature: 'increase' | 'decrease' | (direction, bound)}, "
+            f"got {type(monotone).__name__}"
+        )
+    for ref, spec in monotone.items():
+        f = _feature_index("monotone", ref, names, n_features)
+        direction, bound = _monotone_spec(ref, spec)
+        if f in immutable:
+            raise InvalidInputError(f"monotone: feature {ref!r} is also immutable")
+        mono[f] = (direction, bound)
+    return mono
+
+
+def _monotone_spec(ref: Any, spec: Any) -> tuple[str, float]:
+    """One ``monotone`` value: ``'increase'``, ``'decrease'`` or ``(direction, bound >= 0)``."""
+    bound: Any = np.inf
+    if isinstance(spec, (tuple, list)):
+        if len(spec) != 2:
+            raise InvalidInputError(f"monotone[{ref!r}] must be (direction, bound), got {spec!r}")
+        spec, bound = spec
+        if (
+            isinstance(bound, bool)
+            or not isinstance(bound, numbers.Real)
+            or not (np.isfinite(float(bound)) and float(bound) >= 0)
+        ):
+            raise InvalidInputError(
+                f"monotone[{ref!r}] bound must be a finite number >= 0, got {bound!r}"
+            )
+    if spec not in ("increase", "decrease"):
+        raise InvalidInputError(
+            f"monotone[{ref!r}] direction must be 'increase' or 'decrease', got {spec!r}"
+        )
+    return str(spec), float(bound)
+
+
+def _parse_correlated(
+    correlated: Any, names: Sequence[str] | None, n_features: int
+) -> list[tuple[int, int, int]]:
+    """``correlated`` as ``[(feature a, feature b, sign)]``, at most ``MAX_CORRELATED_PAIRS``."""
+    corr: list[tuple[int, int, int]] = []
+    if correlated is None:
+        return corr
+    for item in correlated:
+        if not isinstance(item, (tuple, list)) or len(item) != 3:
+            raise InvalidInputError(
+                f"correlated entries must be (feature_a, feature_b, +1 | -1), got {item!r}"
+            )
+        a, b, sign = item
+        f = _feature_index("correlated", a, names, n_features)
+        g = _feature_index("correlated", b, names, n_features)
+        if f == g:
+            raise InvalidInputError(f"correlated: pair {item!r} names one feature twice")
+        if sign not in (1, -1) or isinstance(sign, bool):
+            raise InvalidInputError(f"correlated: sign of {item!r} must be +1 or -1, got {sign!r}")
+        corr.append((f, g, int(sign)))
+    if len(corr) > MAX_CORRELATED_PAIRS:
+        raise InvalidInputError(
+            f"correlated: at most {MAX_CORRELATED_PAIRS} pairs are supported, got {len(corr)}"
+        )
+    return corr

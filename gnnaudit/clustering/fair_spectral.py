@@ -61,7 +61,7 @@ def _operand(name: str, V: Any, n: int) -> np.ndarray:
     V = check_array(name, V, ndim=(1, 2), min_rows=0)
     if V.shape[0] != n:
         raise InvalidInputError(f"{name} must have shape (n,) or (n, c) with n={n}, got {V.shape}")
-    return V
+    return np.asarray(V)
 
 
 def fairness_matrix(groups: np.ndarray) -> np.ndarray:
@@ -74,7 +74,7 @@ def fairness_matrix(groups: np.ndarray) -> np.ndarray:
     onehot = np.zeros((n, g - 1))
     mask = groups < g - 1
     onehot[np.flatnonzero(mask), groups[mask]] = 1.0
-    return onehot - onehot.mean(axis=0, keepdims=True)
+    return np.asarray(onehot - onehot.mean(axis=0, keepdims=True))
 
 
 class AffinityOperator:
@@ -101,7 +101,7 @@ class AffinityOperator:
             out -= (self.w_num * self.scale) * self.tree.matvec(V2)
         if self.goodall is not None and self.w_cat:
             out += self.w_cat * (self.goodall.matvec(V2) - self.goodall.diagonal[:, None] * V2)
-        return out.reshape(V.shape)
+        return np.asarray(out.reshape(V.shape))
 
     def to_dense(self) -> np.ndarray:
         """Dense affinity (small ``n``)."""
@@ -124,7 +124,7 @@ class FairEmbedding:
 def _regularised(degree: np.ndarray) -> np.ndarray:
     top = float(degree.max()) if degree.size else 0.0
     floor = max(1e-12 * top, np.finfo(float).tiny)
-    return np.maximum(degree, floor)
+    return np.asarray(np.maximum(degree, floor))
 
 
 def _check_k(k: int, n: int, n_con: int) -> None:

@@ -335,7 +335,7 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
                 int((sizes < mgs).sum()),
                 mgs,
             )
-        return excluded
+        return np.asarray(excluded)
 
     def _fit(self, inp: FitInputs, dc_tree: DCTree | None) -> FairDen:
         k0, m = self.n_clusters, inp.used.size

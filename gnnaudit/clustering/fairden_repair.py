@@ -150,7 +150,7 @@ def round_table(T: np.ndarray) -> np.ndarray:
         order = np.argsort(-frac, axis=0, kind="stable")
         rank = np.empty_like(order)
         np.put_along_axis(rank, order, np.arange(T.shape[0])[:, None], axis=0)
-        return base + (rank < col_def[None, :]).astype(np.int64)
+        return np.asarray(base + (rank < col_def[None, :]).astype(np.int64))
     rows = np.rint(row_sums).astype(np.int64)
     row_def = rows - base.sum(axis=1)
     if not row_def.any() and not col_def.any():
@@ -170,7 +170,7 @@ def round_table(T: np.ndarray) -> np.ndarray:
     )
     if res.status != 0:  # cannot happen for integer margins
         raise InfeasibleError(f"no controlled rounding of the table {T.tolist()}")
-    return base + np.rint(res.x).astype(np.int64).reshape(k, g)
+    return np.asarray(base + np.rint(res.x).astype(np.int64).reshape(k, g))
 
 
 def min_move_quotas(N0: np.ndarray) -> np.ndarray:

@@ -83,7 +83,7 @@ def proportional_quotas(sizes: np.ndarray, group_sizes: np.ndarray) -> np.ndarra
     row_def = sizes - base.sum(axis=1)
     col_def = group_sizes - base.sum(axis=0)
     if row_def.sum() == 0:
-        return base
+        return np.asarray(base)
     k, g = base.shape
     ub = (frac > 0).astype(float).ravel()
     A_eq = np.zeros((k + g, k * g))
@@ -101,7 +101,7 @@ def proportional_quotas(sizes: np.ndarray, group_sizes: np.ndarray) -> np.ndarra
     if res.status != 0:  # cannot happen: a controlled rounding always exists
         raise InfeasibleError(f"no integer quota table for sizes {sizes} and {group_sizes}")
     extra = np.rint(res.x).astype(np.int64).reshape(k, g)
-    return base + extra
+    return np.asarray(base + extra)
 
 
 def _exchange_weights(C: np.ndarray, lab: np.ndarray, k: int) -> np.ndarray:
@@ -308,9 +308,8 @@ def _centers(H: np.ndarray, lab: np.ndarray, k: int) -> np.ndarray:
 
 
 def _sq_dist(H: np.ndarray, centers: np.ndarray) -> np.ndarray:
-    return (
-        (H * H).sum(axis=1)[:, None] - 2.0 * H @ centers.T + (centers * centers).sum(axis=1)[None]
-    )
+    cross = 2.0 * H @ centers.T
+    return np.asarray((H * H).sum(axis=1)[:, None] - cross + (centers * centers).sum(axis=1)[None])
 
 
 def balanced_kmeans_rounding(

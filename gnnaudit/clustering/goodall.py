@@ -89,7 +89,7 @@ class Goodall1:
         V2 = V.reshape(self.n, -1)
         group_sums = self._ind.T @ V2  # (values, cols)
         out = self._ind @ (self._weights[:, None] * group_sums)
-        return out.reshape(V.shape)
+        return np.asarray(out.reshape(V.shape))
 
     def to_dense(self) -> np.ndarray:
         """Dense :math:`S_G` (small ``n`` only)."""

@@ -197,7 +197,7 @@ class TreeClustering(TreeFitSteps, DenseInputTagsMixin, ClusterMixin, BaseEstima
         "max_pairs": [Integer(1, None), None],
     }
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  # estimator: mirrors its documented parameters
         self,
         n_clusters: int = 2,
         depth: int = 3,

@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from gnnaudit._optional import optional
 from gnnaudit.graph_ops.constraints import ConstraintGraph
 
 __all__ = ["Infeasibility", "diagnose_constraints", "diagnose_depth", "MAX_PAIRS"]
@@ -64,7 +65,7 @@ class Infeasibility:
     pairs: tuple[tuple[int, int, str], ...]
     remedies: tuple[str, ...]
     detail: str
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def message(self) -> str:
@@ -99,7 +100,8 @@ def _groups(graph: ConstraintGraph, Xs: np.ndarray | None) -> tuple[int, np.ndar
         cols.append(first[inv])
     r, c = np.concatenate(rows), np.concatenate(cols)
     g = sp.csr_matrix((np.ones(len(r)), (r, c)), shape=(n, n))
-    return connected_components(g, directed=False)
+    n_comp, labels = connected_components(g, directed=False)
+    return int(n_comp), np.asarray(labels)
 
 
 def _odd_cycle(adj: dict[int, list[int]], start: int, colour: dict[int, int]) -> list[int] | None:
@@ -192,6 +194,43 @@ def diagnose_constraints(
     )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class _CannotLinkGraph:
+    """The cannot-link graph over the groups of points: one representative point pair per
+    edge (``edge_pair[(a, b)]``, ``a < b``) and the cluster budget it must fit."""
+
+    edge_pair: dict[tuple[int, int], np.ndarray]
+    n_clusters: int
+    depth: int
+    tree: bool
+
+    def pairs_of(self, nodes: list[int], cycle: bool = False) -> np.ndarray:
+        """The point pairs of the edges of a cycle (in order) or a clique over ``nodes``."""
+        if cycle:
+            links = [(nodes[t], nodes[(t + 1) % len(nodes)]) for t in range(len(nodes))]
+        else:
+            links = [(a, b) for t, a in enumerate(nodes) for b in nodes[t + 1 :]]
+        pairs = [self.edge_pair[(min(a, b), max(a, b))] for a, b in links]
+        return np.array(pairs, dtype=np.int64)
+
+    def remedies_for(self, q: int, what: str) -> tuple[str, ...]:
+        """The changes that let ``q`` mutually separated groups fit."""
+        out = []
+        need_depth = int(np.ceil(np.log2(q)))
+        short_depth = self.tree and 2**self.depth < q
+        if self.n_clusters < q:
+            out.append(
+                f"use n_clusters >= {q}" + (f" and depth >= {need_depth}" if short_depth else "")
+            )
+        elif short_depth:
+            out.append(
+                f"use depth >= {need_depth} ({2**self.depth} leaves cannot hold {q} clusters)"
+            )
+        out.append(f"or remove one of the listed cannot-link pairs (they form {what})")
+        out.append("a longer time_limit cannot help")
+        return tuple(out)
+
+
 def _cannot_link_structure(
     cl: np.ndarray, group: np.ndarray, n_groups: int, *, n_clusters: int, depth: int,
     tree: bool, time_budget: float,
@@ -206,71 +245,68 @@ def _cannot_link_structure(
     edge_pair = {
         (int(k // n_groups), int(k % n_groups)): cl[f] for k, f in zip(keys, first, strict=True)
     }
-    adj: dict[int, list[int]] = {}
-    for a, b in edge_pair:
-        adj.setdefault(a, []).append(b)
-        adj.setdefault(b, []).append(a)
+    graph = _CannotLinkGraph(edge_pair, n_clusters, depth, tree)
+    found = _clique_cause(graph, c, time_budget)
+    if found is not None:
+        return found
+    if c == 2:
+        return _odd_cycle_cause(graph)
+    return _colouring_core(edge_pair, c, time_budget, graph.remedies_for)
 
-    def pairs_of(nodes: list[int], cycle: bool = False) -> np.ndarray:
-        if cycle:
-            links = [(nodes[t], nodes[(t + 1) % len(nodes)]) for t in range(len(nodes))]
-        else:
-            links = [(a, b) for t, a in enumerate(nodes) for b in nodes[t + 1 :]]
-        return np.array([edge_pair[(min(a, b), max(a, b))] for a, b in links], dtype=np.int64)
 
-    def remedies_for(q: int, what: str) -> tuple[str, ...]:
-        out = []
-        need_depth = int(np.ceil(np.log2(q)))
-        if n_clusters < q:
-            out.append(
-                f"use n_clusters >= {q}"
-                + (f" and depth >= {need_depth}" if tree and 2**depth < q else "")
-            )
-        elif tree and 2**depth < q:
-            out.append(f"use depth >= {need_depth} ({2**depth} leaves cannot hold {q} clusters)")
-        out.append(f"or remove one of the listed cannot-link pairs (they form {what})")
-        out.append("a longer time_limit cannot help")
-        return tuple(out)
-
-    # a clique larger than c
-    import networkx as nx
-
+def _clique_cause(graph: _CannotLinkGraph, c: int, time_budget: float) -> Infeasibility | None:
+    """A clique of more than ``c`` groups (networkx's maximal cliques, within ``time_budget``
+    seconds); without networkx (the ``diagnosis`` extra) ``None``: the odd-cycle and colouring
+    checks still find the infeasibility, as a cycle or an unsatisfiable core."""
+    nx = optional("networkx")
+    if nx is None:
+        logger.info("networkx is not installed (pip install 'gnnaudit[diagnosis]'): "
+                    "cannot-link cliques are reported as colouring cores")  # fmt: skip
+        return None
     G = nx.Graph()
-    G.add_edges_from(edge_pair.keys())
+    G.add_edges_from(graph.edge_pair.keys())
     t0 = time.perf_counter()
     for count, clique in enumerate(nx.find_cliques(G)):
         if len(clique) > c:
             q = len(clique)
-            bad = pairs_of(sorted(clique))
-            where = "depth too small for the leaves" if n_clusters >= q else "too few clusters"
+            bad = graph.pairs_of(sorted(clique))
+            where = (
+                "depth too small for the leaves" if graph.n_clusters >= q else "too few clusters"
+            )
             return Infeasibility(
                 "cannot-link-clique",
                 _cl_pairs(bad),
-                remedies_for(q, f"a clique of {q} mutually cannot-linked groups"),
+                graph.remedies_for(q, f"a clique of {q} mutually cannot-linked groups"),
                 f"{q} mutually cannot-linked groups of points need {q} clusters but at most "
                 f"{c} are available ({where})",
                 {"clique_size": q},
             )
         if count > 100_000 or time.perf_counter() - t0 > time_budget:
             break
-    if c == 2:
-        colour: dict[int, int] = {}
-        for start in adj:
-            if start in colour:
-                continue
-            cyc = _odd_cycle(adj, start, colour)
-            if cyc is not None:
-                bad = pairs_of(cyc, cycle=True)
-                return Infeasibility(
-                    "cannot-link-odd-cycle",
-                    _cl_pairs(bad),
-                    remedies_for(3, f"an odd cycle of length {len(cyc)}"),
-                    f"the cannot-link pairs form an odd cycle of {len(cyc)} groups, which two "
-                    "clusters cannot colour",
-                    {"cycle_length": len(cyc)},
-                )
-        return None
-    return _colouring_core(edge_pair, c, time_budget, remedies_for)
+    return None
+
+
+def _odd_cycle_cause(graph: _CannotLinkGraph) -> Infeasibility | None:
+    """An odd cycle of cannot-linked groups, which two clusters cannot colour."""
+    adj: dict[int, list[int]] = {}
+    for a, b in graph.edge_pair:
+        adj.setdefault(a, []).append(b)
+        adj.setdefault(b, []).append(a)
+    colour: dict[int, int] = {}
+    for start in adj:
+        if start in colour:
+            continue
+        cyc = _odd_cycle(adj, start, colour)
+        if cyc is not None:
+            return Infeasibility(
+                "cannot-link-odd-cycle",
+                _cl_pairs(graph.pairs_of(cyc, cycle=True)),
+                graph.remedies_for(3, f"an odd cycle of length {len(cyc)}"),
+                f"the cannot-link pairs form an odd cycle of {len(cyc)} groups, which two "
+                "clusters cannot colour",
+                {"cycle_length": len(cyc)},
+            )
+    return None
 
 
 def _colouring_core(

@@ -48,7 +48,7 @@ from gnnaudit._validation import check_array
 from gnnaudit.clustering.tree_pairs import SmartPairs
 from gnnaudit.graph_ops.distance_classes import DistanceClasses
 
-__all__ = ["TreeEncoding", "build_encoding"]
+__all__ = ["TreeEncoding", "SoftPairs", "build_encoding"]
 
 
 @dataclass
@@ -364,6 +364,19 @@ def _soft_clauses(
     return soft, weights, lower * int(unit_weight)
 
 
+@dataclass(frozen=True)
+class SoftPairs:
+    """Must-link / cannot-link pairs made soft (``(m, 2)`` arrays; ``None``: none), their
+    integer weights (``None``: 1 each) and the integer weight of each objective soft clause
+    (Eq. 37-38) next to them."""
+
+    must_link: np.ndarray | None = None
+    cannot_link: np.ndarray | None = None
+    w_ml: np.ndarray | None = None
+    w_cl: np.ndarray | None = None
+    unit_weight: int = 1
+
+
 def build_encoding(
     Xs: np.ndarray,
     classes: DistanceClasses,
@@ -374,11 +387,7 @@ def build_encoding(
     depth: int,
     objective: str,
     tree: bool = True,
-    soft_ml: np.ndarray | None = None,
-    soft_cl: np.ndarray | None = None,
-    w_ml: np.ndarray | None = None,
-    w_cl: np.ndarray | None = None,
-    unit_weight: int = 1,
+    soft: SoftPairs | None = None,
     max_apart: int | None = None,
 ) -> TreeEncoding:
     """Build the hard and soft clauses of Eq. (7)-(38) (``tree=True``) or of the CC baseline
@@ -392,18 +401,21 @@ def build_encoding(
             that must be non-empty, Eq. 21).
         depth: tree depth ``d`` (ignored when ``tree=False``).
         objective: ``"md"`` (soft Eq. 37) or ``"md-ms"`` (soft Eq. 37 and 38).
-        soft_ml, soft_cl: ``(m, 2)`` must-link / cannot-link pairs made soft: a selector
+        soft: must-link / cannot-link pairs made soft (:class:`SoftPairs`): a selector
             :math:`r_p` with hard clauses :math:`r_p \\to` (Eq. 25-26 / 22-24) and a soft unit
-            :math:`(r_p)` of integer weight ``w_ml`` / ``w_cl``.
-        unit_weight: integer weight of each objective soft clause (Eq. 37-38) next to them.
+            :math:`(r_p)` of integer weight ``soft.w_ml`` / ``soft.w_cl``; ``soft.unit_weight``
+            weighs each objective soft clause (Eq. 37-38) next to them. ``None``: no soft pairs.
         max_apart: encode only the first ``max_apart`` conditional separating pairs
             (``pairs.apart``, sorted by class, descending) now; the rest go to the lazy pool
             (:meth:`TreeEncoding.lazy_check`). ``None``: all now.
     """
-    soft_ml = np.zeros((0, 2), np.int64) if soft_ml is None else soft_ml
-    soft_cl = np.zeros((0, 2), np.int64) if soft_cl is None else soft_cl
-    w_ml = np.ones(len(soft_ml), np.int64) if w_ml is None else np.asarray(w_ml, np.int64)
-    w_cl = np.ones(len(soft_cl), np.int64) if w_cl is None else np.asarray(w_cl, np.int64)
+    soft = SoftPairs() if soft is None else soft
+    none = np.zeros((0, 2), np.int64)
+    soft_ml = none if soft.must_link is None else soft.must_link
+    soft_cl = none if soft.cannot_link is None else soft.cannot_link
+    w_ml = np.ones(len(soft_ml), np.int64) if soft.w_ml is None else np.asarray(soft.w_ml, np.int64)
+    w_cl = np.ones(len(soft_cl), np.int64) if soft.w_cl is None else np.asarray(soft.w_cl, np.int64)
+    unit_weight = soft.unit_weight
     Xs = check_array("Xs", Xs, ndim=2, min_rows=2)
     n, n_feat = Xs.shape
     mu = classes.n_classes
@@ -447,11 +459,11 @@ def build_encoding(
         units.append([-int(bp[pairs.forced_not_plus])])
     fam["smart-pairs units"] = units
     hard, counts = _collect(fam)
-    soft, weights, lower = _soft_clauses(pairs, bm, bp, sel_ml, sel_cl, w_ml, w_cl, unit_weight)
-    counts["soft 37-38"] = len(soft) - len(sel_ml) - len(sel_cl)
+    clauses, weights, lower = _soft_clauses(pairs, bm, bp, sel_ml, sel_cl, w_ml, w_cl, unit_weight)
+    counts["soft 37-38"] = len(clauses) - len(sel_ml) - len(sel_cl)
     counts["soft ML/CL"] = len(sel_ml) + len(sel_cl)
     return TreeEncoding(
-        hard=hard, soft=soft, n_vars=v.top, a=a, s=s, z=z, g=g, x=x, b_minus=bm, b_plus=bp,
+        hard=hard, soft=clauses, n_vars=v.top, a=a, s=s, z=z, g=g, x=x, b_minus=bm, b_plus=bp,
         counts=counts, lower_bound=lower, soft_weights=weights,
         unit_weight=int(unit_weight), sel_ml=sel_ml, sel_cl=sel_cl, w_ml=w_ml, w_cl=w_cl,
         lazy_pairs=pairs.apart[len(apart) :].astype(np.int64),

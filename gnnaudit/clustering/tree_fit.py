@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from gnnaudit.clustering.tree_diagnosis import Infeasibility, diagnose_depth
-from gnnaudit.clustering.tree_encoding import TreeEncoding, build_encoding
+from gnnaudit.clustering.tree_encoding import SoftPairs, TreeEncoding, build_encoding
 from gnnaudit.clustering.tree_inputs import UNIT, lazy_split
 from gnnaudit.clustering.tree_model import (
     ClusteringTree,
@@ -56,7 +57,7 @@ def estimate_classes(Xs: np.ndarray, eps: float) -> float:
     distance_classes(Xs[:: max(1, n // m)][:m], eps)
     dt = time.perf_counter() - t
     P, Pm = n * (n - 1) / 2, m * (m - 1) / 2
-    return dt * (P / Pm) * (np.log2(P + 2) / np.log2(Pm + 2))
+    return float(dt * (P / Pm) * (np.log2(P + 2) / np.log2(Pm + 2)))
 
 
 class TreeFitSteps:
@@ -117,17 +118,21 @@ class TreeFitSteps:
         n_pairs = len(pairs.apart) if max_apart is None else max_apart
         if not _fits(deadline, 0.5 * t_classes + 1e-6 * (n_tree + 3 * k * n_pairs)):
             return self._finish_greedy(warm, X, Xs, None, None, classes, t_start)
-        s_ml, s_cl, w_ml, w_cl = soft if soft is not None else (None,) * 4
 
-        def build(a: Any, b: Any, **kw: Any) -> TreeEncoding:
+        def build(soft_pairs: SoftPairs, **kw: Any) -> TreeEncoding:
             return build_encoding(
                 Xs, classes, kw.pop("pairs", pairs), n_clusters=k, min_clusters=k_min,
-                depth=depth, objective=self.objective, tree=bool(self.tree), soft_ml=a,
-                soft_cl=b, **kw,
+                depth=depth, objective=self.objective, tree=bool(self.tree), soft=soft_pairs,
+                **kw,
             )  # fmt: skip
 
-        enc = build(s_ml, s_cl, w_ml=w_ml, w_cl=w_cl, unit_weight=UNIT if soft else 1,
-                    max_apart=max_apart)  # fmt: skip
+        def diagnose(core_deadline: float | None) -> Infeasibility:
+            """The depth diagnosis: the constraints as soft pairs, no objective clauses."""
+            return diagnose_depth(lambda a, b: build(SoftPairs(a, b), pairs=_no_pairs(classes)),
+                                  hard_graph, depth, core_deadline)  # fmt: skip
+
+        s_ml, s_cl, w_ml, w_cl = soft if soft is not None else (None,) * 4
+        enc = build(SoftPairs(s_ml, s_cl, w_ml, w_cl, UNIT if soft else 1), max_apart=max_apart)
         self.build_time_ = time.perf_counter() - t0
         self.timings_.update({"distance classes": t_classes, "pairs": t_pairs,
                               "encoding": self.build_time_ - t_classes - t_pairs})  # fmt: skip
@@ -145,15 +150,15 @@ class TreeFitSteps:
             enc.phases = np.where(warm_vals[1:], ids, -ids).tolist()
         if not _fits(deadline, 0.3 * self.build_time_):  # loading the SAT oracle
             return self._finish_greedy(warm, X, Xs, enc, warm_vals, classes, t_start)
-        self._search(enc, build, classes, warm, warm_vals, X, Xs, hard_graph, depth, deadline,
-                     t_start)  # fmt: skip
+        self._search(enc, diagnose, classes, warm, warm_vals, X, Xs, deadline, t_start)
 
     def _search(
-        self, enc: TreeEncoding, build: Any, classes: DistanceClasses, warm: GreedyTree | None,
-        warm_vals: np.ndarray | None, X: np.ndarray, Xs: np.ndarray, graph: ConstraintGraph,
-        depth: int, deadline: float | None, t_start: float,
+        self, enc: TreeEncoding, diagnose: Callable[[float | None], Infeasibility],
+        classes: DistanceClasses, warm: GreedyTree | None, warm_vals: np.ndarray | None,
+        X: np.ndarray, Xs: np.ndarray, deadline: float | None, t_start: float,
     ) -> None:  # fmt: skip
-        """Run the chosen search and keep its model, its proof, or the greedy tree."""
+        """Run the chosen search and keep its model, its proof (``diagnose(deadline)`` names
+        the cause), or the greedy tree."""
         soft = self.constraint_weight is not None
         res = SOLVERS[self.solver](enc, deadline, self.sat_solver)
         self.solve_time_ = res.time
@@ -178,8 +183,7 @@ class TreeFitSteps:
             core_deadline = deadline
             if not _fits(deadline, 1.5 * self.build_time_):
                 core_deadline = time.perf_counter()
-            why = diagnose_depth(lambda a, b: build(a, b, pairs=_no_pairs(classes)), graph,
-                                 depth, core_deadline)  # fmt: skip
+            why = diagnose(core_deadline)
             if not self.tree:
                 why = Infeasibility(
                     "cannot-link-colouring", why.pairs,

@@ -47,7 +47,7 @@ class ClusteringTree:
     @property
     def n_leaves(self) -> int:
         """Number of leaves, ``2 ** depth``."""
-        return 2**self.depth
+        return int(2**self.depth)
 
     def apply(self, X: np.ndarray) -> np.ndarray:
         """Leaf index (0 .. 2^d - 1) of every row of ``X`` (original units); one vectorised
@@ -63,11 +63,11 @@ class ClusteringTree:
         for _ in range(self.depth):
             go_right = X[rows, self.feature[node]] > self.threshold[node]
             node = 2 * node + 1 + go_right
-        return node - (2**self.depth - 1)
+        return np.asarray(node - (2**self.depth - 1))
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Cluster of every row of ``X`` (original units)."""
-        return self.leaf_cluster[self.apply(X)]
+        return np.asarray(self.leaf_cluster[self.apply(X)])
 
     def export_text(
         self, feature_names: list[str] | None = None, decimals: int = 3, show_empty: bool = False

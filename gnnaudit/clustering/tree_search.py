@@ -2,7 +2,8 @@
 
 Ways to minimise the cost of a :class:`~gnnaudit.clustering.tree_encoding.TreeEncoding`
 (its soft clauses, Eq. 37-38, plus weighted soft must-link / cannot-link clauses), each a
-function ``(encoding, deadline, sat_solver) ->`` :class:`SolveResult`:
+function ``(encoding, deadline, sat_solver, report) ->`` :class:`SolveResult` (``report``, the
+progress callback, is passed explicitly: there is no module-level state):
 
 * :func:`solve_rc2` -- pysat's core-guided RC2 MaxSAT solver (exact, weighted). It runs in a
   forked child process that is killed at the deadline, so the bound holds whatever RC2 is doing
@@ -26,17 +27,22 @@ unsatisfiable relaxation is unsatisfiable in full, so ``optimal`` and ``infeasib
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import multiprocessing as mp
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from gnnaudit.clustering._tree_process import (
+    _can_fork,
+    _expired,
+    _forked,
+    _remaining,
+    _unpack_model,
+    _with_timer,
+)
 from gnnaudit.clustering.tree_encoding import TreeEncoding
 
 __all__ = ["SolveResult", "SOLVERS", "solve_auto", "solve_rc2", "solve_lsu", "solve_binary"]
@@ -67,38 +73,24 @@ def _values(model: list[int], n_vars: int) -> np.ndarray:
     return values
 
 
-def _remaining(deadline: float | None) -> float | None:
-    return None if deadline is None else deadline - time.perf_counter()
+#: Progress callback of a search, ``report(kind, *values)``: in a search child process it
+#: sends the best models and bounds to the parent; elsewhere it does nothing.
+Report = Callable[..., None]
 
 
-def _expired(deadline: float | None) -> bool:
-    return deadline is not None and time.perf_counter() >= deadline
-
-
-def _with_timer(deadline: float | None, interrupt: Any) -> threading.Timer | None:
-    if deadline is None:
-        return None
-    timer = threading.Timer(max(0.0, deadline - time.perf_counter()), interrupt)
-    timer.daemon = True
-    timer.start()
-    return timer
-
-
-#: In a search child process: sends progress (best models, bounds) to the parent.
-_REPORT: Callable[[tuple[Any, ...]], None] | None = None
-
-
-def _report(*msg: Any) -> None:
-    if _REPORT is not None:
-        _REPORT(msg)
+def _silent(*msg: Any) -> None:
+    """The default :data:`Report`: progress goes nowhere."""
 
 
 class _Anytime:
     """One incremental SAT oracle with the lazy pool and the best model so far."""
 
-    def __init__(self, enc: TreeEncoding, deadline: float | None, sat_solver: str) -> None:
+    def __init__(
+        self, enc: TreeEncoding, deadline: float | None, sat_solver: str, report: Report
+    ) -> None:
         from pysat.solvers import Solver
 
+        self.report = report
         self.enc = enc
         self.deadline = deadline
         self.oracle = Solver(name=sat_solver, bootstrap_with=enc.hard)
@@ -126,7 +118,7 @@ class _Anytime:
             cost = self.enc.cost(vals)
             if self.best_cost is None or cost < self.best_cost:
                 self.best, self.best_cost = vals, cost
-                _report("model", np.packbits(vals).tobytes(), cost, self.enc.lazy_added)
+                self.report("model", np.packbits(vals).tobytes(), cost, self.enc.lazy_added)
             if not extra:
                 self.last = vals
                 return True
@@ -170,7 +162,9 @@ class _Anytime:
         self.oracle.delete()
 
 
-def solve_lsu(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
+def solve_lsu(
+    enc: TreeEncoding, deadline: float | None, sat_solver: str, report: Report = _silent
+) -> SolveResult:
     """Anytime SAT-UNSAT linear search: each model tightens the cost bound with the binary
     clauses of :meth:`TreeEncoding.bound_clauses` (the class chains make a totalizer
     unnecessary). A time limit that stops it with a model yields ``feasible``."""
@@ -179,7 +173,7 @@ def solve_lsu(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> Sol
     t0 = time.perf_counter()
     lower = enc.lower_bound
     status = "unknown"
-    run = _Anytime(enc, deadline, sat_solver)
+    run = _Anytime(enc, deadline, sat_solver, report)
     try:
         while True:
             res = run.probe([])
@@ -201,7 +195,9 @@ def solve_lsu(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> Sol
     return SolveResult(status, run.best, run.best_cost, time.perf_counter() - t0, bound, "lsu")
 
 
-def solve_binary(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
+def solve_binary(
+    enc: TreeEncoding, deadline: float | None, sat_solver: str, report: Report = _silent
+) -> SolveResult:
     """Anytime binary search on the cost with one incremental SAT oracle.
 
     The chains Eq. (32)-(33) make every bound ``cost <= c`` a handful of binary clauses
@@ -218,7 +214,7 @@ def solve_binary(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> 
     status = "unknown"
     lower = enc.lower_bound
     top = enc.n_vars  # activation literals above every variable
-    run = _Anytime(enc, deadline, sat_solver)
+    run = _Anytime(enc, deadline, sat_solver, report)
     try:
         res = run.probe([])
         if res is None:
@@ -243,7 +239,7 @@ def solve_binary(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> 
                 else:
                     run.oracle.add_clause([-top])
                     lower = mid + 1
-                    _report("bound", lower)
+                    report("bound", lower)
                 logger.debug("binary search: cost in [%d, %s]", lower, run.best_cost)
             if run.best_cost is not None and lower >= run.best_cost:
                 status = "optimal"
@@ -260,7 +256,7 @@ def _rc2(enc: TreeEncoding, sat_solver: str, on_core: Callable[[int], None]) -> 
     from pysat.examples.rc2 import RC2
     from pysat.formula import WCNF
 
-    class _RC2(RC2):  # type: ignore[misc]
+    class _RC2(RC2):
         def process_core(self) -> None:
             super().process_core()
             on_core(int(self.cost))
@@ -296,11 +292,6 @@ def _rc2_child(enc: TreeEncoding, sat_solver: str, conn: Any) -> None:  # pragma
             rc2.add_clause(clause)
 
 
-def _can_fork() -> bool:
-    """A child process is possible (not inside a daemonic process, e.g. a Dask worker)."""
-    return "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
-
-
 def _rc2_in_process(
     enc: TreeEncoding,
     deadline: float | None,
@@ -308,10 +299,11 @@ def _rc2_in_process(
     best: np.ndarray | None,
     best_cost: int | None,
     t0: float,
+    report: Report = _silent,
 ) -> SolveResult:
     """RC2 in this process, interrupted by a timer (where no child process can be started):
     RC2 finishes the core it is processing after the interrupt, so it may overrun a little."""
-    rc2 = _rc2(enc, sat_solver, lambda cost: _report("bound", cost))
+    rc2 = _rc2(enc, sat_solver, lambda cost: report("bound", cost))
     timer = _with_timer(deadline, rc2.interrupt)
     status, lower = "feasible", enc.lower_bound
     try:
@@ -325,7 +317,7 @@ def _rc2_in_process(
             cost = enc.cost(vals)
             if best_cost is None or cost <= best_cost:
                 best, best_cost = vals, cost
-                _report("model", np.packbits(vals).tobytes(), cost, enc.lazy_added)
+                report("model", np.packbits(vals).tobytes(), cost, enc.lazy_added)
             if not extra:
                 status = "optimal"
                 break
@@ -340,35 +332,14 @@ def _rc2_in_process(
     return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, "rc2")
 
 
-@contextlib.contextmanager
-def _forked(target: Callable[..., None], *args: Any) -> Iterator[Any]:
-    """Run ``target(*args, conn)`` in a forked child; yield the reading end of its pipe. On
-    exit the child is killed if still running and reaped."""
-    ctx = mp.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=target, args=(*args, child), daemon=True)
-    proc.start()
-    child.close()
-    try:
-        yield parent
-    finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join(timeout=5)
-        parent.close()
-
-
-def _unpack_model(packed: bytes, n_vars: int) -> np.ndarray:
-    """Truth values sent by a child as packed bits (index 0 unused)."""
-    return np.unpackbits(np.frombuffer(packed, dtype=np.uint8))[: n_vars + 1].astype(bool)
-
-
-def solve_rc2(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
+def solve_rc2(
+    enc: TreeEncoding, deadline: float | None, sat_solver: str, report: Report = _silent
+) -> SolveResult:
     """Core-guided RC2 (weighted), stoppable: a first SAT call in this process gives a feasible
     model or the infeasibility proof; RC2 then runs in a forked child process that is killed at
     the deadline (``feasible`` with the first model and RC2's lower bound, or ``unknown``)."""
     t0 = time.perf_counter()
-    run = _Anytime(enc, deadline, sat_solver)
+    run = _Anytime(enc, deadline, sat_solver, report)
     try:
         res = None
         if enc.weighted:  # up to half the time for a model that keeps most constraints
@@ -388,9 +359,26 @@ def solve_rc2(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> Sol
         return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, "rc2")
     if best_cost is not None and best_cost <= lower:
         return SolveResult("optimal", best, best_cost, time.perf_counter() - t0, lower, "rc2")
-    status = "feasible"
     if not _can_fork():
-        return _rc2_in_process(enc, deadline, sat_solver, best, best_cost, t0)
+        return _rc2_in_process(enc, deadline, sat_solver, best, best_cost, t0, report)
+    status, best, best_cost, lower = _follow_rc2_child(enc, deadline, sat_solver, best, best_cost)
+    if status == "infeasible" and best is not None:  # cannot happen: the SAT call found one
+        status = "feasible"  # pragma: no cover
+    if status == "feasible" and best_cost is not None and lower >= best_cost:
+        status = "optimal"
+    return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, "rc2")
+
+
+def _follow_rc2_child(
+    enc: TreeEncoding,
+    deadline: float | None,
+    sat_solver: str,
+    best: np.ndarray | None,
+    best_cost: int | None,
+) -> tuple[str, np.ndarray | None, int | None, int]:
+    """Run RC2 in a forked child until the deadline, keeping its better models and bounds:
+    ``(status, best values, best cost, lower bound)``."""
+    status, lower = "feasible", enc.lower_bound
     with _forked(_rc2_child, enc, sat_solver) as parent:
         while True:
             left = _remaining(deadline)
@@ -413,25 +401,20 @@ def solve_rc2(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> Sol
                 if status == "optimal":
                     lower = best_cost if best_cost is not None else lower
                 break
-    if status == "infeasible" and best is not None:  # cannot happen: the SAT call found one
-        status = "feasible"  # pragma: no cover
-    if status == "feasible" and best_cost is not None and lower >= best_cost:
-        status = "optimal"
-    return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, "rc2")
+    return status, best, best_cost, lower
 
 
 def _search_child(search: Any, enc: TreeEncoding, deadline: float | None, sat_solver: str,
                   conn: Any) -> None:  # pragma: no cover - runs in the child  # fmt: skip
-    global _REPORT
-    _REPORT = conn.send
-    res = search(enc, deadline, sat_solver)
+    res = search(enc, deadline, sat_solver, lambda *msg: conn.send(msg))
     conn.send(("result", res, enc.lazy_added))
 
 
 #: Seconds the parent waits past the deadline for the child's own timer to stop it.
 _GRACE = 0.5
 
-Search = Callable[[TreeEncoding, float | None, str], SolveResult]
+#: ``search(encoding, deadline, sat_solver, report)`` (``report`` defaults to no reporting).
+Search = Callable[..., SolveResult]
 
 
 def _stoppable(search: Search, name: str) -> Search:
@@ -439,9 +422,11 @@ def _stoppable(search: Search, name: str) -> Search:
     the parent kills it ``_GRACE`` seconds after the deadline if the SAT oracle did not stop
     (an interrupt is only seen between conflicts), and returns the best model received."""
 
-    def run(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
+    def run(
+        enc: TreeEncoding, deadline: float | None, sat_solver: str, report: Report = _silent
+    ) -> SolveResult:
         if deadline is None or not _can_fork():
-            return search(enc, deadline, sat_solver)
+            return search(enc, deadline, sat_solver, report)
         t0 = time.perf_counter()
         best: np.ndarray | None = None
         best_cost: int | None = None
@@ -478,13 +463,15 @@ _binary_stoppable = _stoppable(solve_binary, "binary")
 _rc2_stoppable = _stoppable(solve_rc2, "rc2")  # in its child, RC2 runs in-process
 
 
-def solve_auto(enc: TreeEncoding, deadline: float | None, sat_solver: str) -> SolveResult:
+def solve_auto(
+    enc: TreeEncoding, deadline: float | None, sat_solver: str, report: Report = _silent
+) -> SolveResult:
     """The measured default (``benchmarks/results/tree_scale.md``): a plain SAT call first
     (the early tree or the infeasibility proof that made binary search beat RC2 on
     Ionosphere / breast_cancer at kappa 0.5), then RC2 in a killable child (on breast_cancer
     at kappa 0.1 it proved optimality in 2 of 2 sets within 30 s, binary search in 1 of 2), for
     hard and soft constraints alike: this is :func:`solve_rc2`."""
-    return _rc2_stoppable(enc, deadline, sat_solver)
+    return _rc2_stoppable(enc, deadline, sat_solver, report)
 
 
 #: Solver name -> search function (the ``solver`` parameter of ``TreeClustering``). With a

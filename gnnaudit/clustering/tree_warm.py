@@ -129,7 +129,7 @@ def greedy_labels(
             move = conflicted & (top < np.arange(n_comp))
             cost = adj @ np.eye(k)[clab] + pref / scale  # conflicts per label, then distance
             clab = np.where(move, np.argmin(cost, axis=1), clab)
-    return clab[comp].astype(np.int64)
+    return np.asarray(clab[comp].astype(np.int64))
 
 
 def _complete(sk_tree: object, Xs: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
@@ -165,7 +165,7 @@ def _apply(Xs: np.ndarray, feature: np.ndarray, threshold: np.ndarray, depth: in
     rows = np.arange(len(Xs))
     for _ in range(depth):
         node = 2 * node + 1 + (Xs[rows, feature[node]] > threshold[node])
-    return node - (2**depth - 1)
+    return np.asarray(node - (2**depth - 1))
 
 
 def _relabel_leaves(
@@ -369,11 +369,28 @@ def greedy_tree(
         best = _finish(Xs, feature, threshold, target, weight, graph, k, min_clusters, depth)
         if best is not None:
             fits.append((best, target, weight))
+    if best is None:
+        return None
+    return _refined(Xs, graph, fits, best, (k, min_clusters, depth), until=t0 + time_budget)
+
+
+def _refined(
+    Xs: np.ndarray,
+    graph: ConstraintGraph,
+    fits: list[tuple[GreedyTree, np.ndarray, np.ndarray]],
+    best: GreedyTree,
+    shape: tuple[int, int, int],
+    until: float,
+) -> GreedyTree:
+    """The best of ``best`` and the candidates ``fits`` improved by :func:`_refine`, fewest
+    broken first, until none is broken or the clock passes ``until``; ``shape`` is
+    ``(n_clusters, min_clusters, depth)``."""
+    k, min_clusters, depth = shape
     for start, target, weight in sorted(fits, key=lambda f: f[0].broken):  # fewest broken first
-        if best is None or best.broken == 0 or time.perf_counter() - t0 > time_budget:
+        if best.broken == 0 or time.perf_counter() > until:
             break
         feature, threshold = _refine(Xs, start.feature, start.threshold, target, graph, k, depth,
-                                     until=t0 + time_budget)  # fmt: skip
+                                     until=until)  # fmt: skip
         cand = _finish(Xs, feature, threshold, target, weight, graph, k, min_clusters, depth)
         if cand is not None and cand.broken < best.broken:
             best = cand

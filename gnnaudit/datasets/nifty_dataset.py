@@ -40,7 +40,7 @@ class NiftyDataset(InMemoryDataset):
     force_reload : rebuild the processed file.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  # PyG dataset: PyG's hooks plus the documented options
         self,
         root: str | os.PathLike[str],
         name: str,

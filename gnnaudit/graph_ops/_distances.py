@@ -100,16 +100,16 @@ def _euclidean(diff: np.ndarray) -> np.ndarray:
         safe = np.where(m > 0, m, 1.0)
         r = rows / safe[:, None]
         out[bad] = m * np.sqrt(np.einsum("...i,...i->...", r, r))
-    return out
+    return np.asarray(out)
 
 
 def _reduce(diff: np.ndarray, metric: str) -> np.ndarray:
     if metric == "euclidean":
         return _euclidean(diff)
     if metric == "manhattan":
-        return np.abs(diff).sum(axis=-1)
+        return np.asarray(np.abs(diff).sum(axis=-1))
     if metric == "chebyshev":
-        return np.abs(diff).max(axis=-1)
+        return np.asarray(np.abs(diff).max(axis=-1))
     raise AssertionError(metric)  # pragma: no cover
 
 
@@ -201,7 +201,7 @@ def condensed_index(n: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     i = np.asarray(i, dtype=np.int64)
     j = np.asarray(j, dtype=np.int64)
     lo, hi = np.minimum(i, j), np.maximum(i, j)
-    return n * lo - lo * (lo + 1) // 2 + (hi - lo - 1)
+    return np.asarray(n * lo - lo * (lo + 1) // 2 + (hi - lo - 1))
 
 
 def pairs_from_condensed(n: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,6 +1,7 @@
 """Cell-pair search of Boruvka's late rounds (used by :func:`gnnaudit.graph_ops.mst.mst_boruvka`).
 
-faiss k-means cells of the points (centre, exact radius, smallest core distance) bound
+k-means cells of the points (centre, exact radius, smallest core distance; faiss k-means when
+installed, else scikit-learn's, :func:`kmeans_labels`) bound
 :math:`d_m(p, q) \\ge \\max(cd(p), m_j, \\|p - c_j\\| - R_j)` for every ``q`` of cell ``j``; the
 search scans only the (point, cell) pairs whose bound is below the component's best edge.
 See :func:`cell_pair_search` and the module docstring of :mod:`gnnaudit.graph_ops.mst`.
@@ -12,19 +13,22 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from scipy.spatial.distance import cdist
 
+from gnnaudit._optional import optional
 from gnnaudit.graph_ops._distances import rowwise_distances
+from gnnaudit.graph_ops._mst_round import RoundState
 from gnnaudit.graph_ops.segments import expand_ranges
 
-__all__ = ["Cells", "make_cells", "cell_pair_search"]
+__all__ = ["Cells", "kmeans_labels", "make_cells", "cell_pair_search"]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Cells:
-    """A partition of the points into cells (faiss k-means) with exact radii."""
+    """A partition of the points into cells (k-means) with exact radii."""
 
     label: np.ndarray  # (n,) cell of each point
     centre: np.ndarray  # (c, d) float64 centroids
@@ -39,17 +43,47 @@ class Cells:
     own_sorted: np.ndarray  # (n,) those distances, sorted
 
 
-def make_cells(X: np.ndarray, core: np.ndarray, n_cells: int, seed: int = 0) -> Cells:
-    """k-means cells of ``X`` by faiss (imported lazily; float32 is enough: the radii, not the
-    assignment, carry the guarantee), radii recomputed in float64 from differences."""
-    import faiss
+#: k-means iterations and training points per cell (a sample of the points trains the cells)
+_KMEANS_ITER = 8
+_POINTS_PER_CELL = 64
 
+
+def kmeans_labels(X: np.ndarray, n_cells: int, seed: int = 0) -> npt.NDArray[np.int64]:
+    """The k-means cell of each row of ``X`` (float32 is enough: the radii, not the
+    assignment, carry the guarantee): faiss when installed (the ``faiss`` extra), else
+    scikit-learn's k-means on a sample of ``64 * n_cells`` points; every point is then assigned
+    to its nearest centre (scikit-learn's chunked assignment, memory O(chunk x n_cells)). The
+    cells only steer the pruning: the MST found is the same with either."""
     n, d = X.shape
     xf = np.ascontiguousarray(X, dtype=np.float32)
-    km = faiss.Kmeans(d, n_cells, niter=8, seed=seed, max_points_per_centroid=64)
-    km.train(xf)
-    _, lab = km.index.search(xf, 1)
-    label = lab[:, 0].astype(np.int64)
+    faiss = optional("faiss")
+    if faiss is not None:
+        km = faiss.Kmeans(
+            d, n_cells, niter=_KMEANS_ITER, seed=seed, max_points_per_centroid=_POINTS_PER_CELL
+        )
+        km.train(xf)
+        _, lab = km.index.search(xf, 1)
+        return np.asarray(lab[:, 0], dtype=np.int64)
+    from sklearn.cluster import KMeans
+
+    rng = np.random.default_rng(seed)
+    n_train = min(n, _POINTS_PER_CELL * n_cells)
+    train = xf if n_train == n else xf[np.sort(rng.choice(n, n_train, replace=False))]
+    km_sk = KMeans(
+        n_clusters=min(n_cells, n_train),
+        init="random",
+        n_init=1,
+        max_iter=_KMEANS_ITER,
+        random_state=seed,
+    ).fit(train)
+    return np.asarray(km_sk.predict(xf), dtype=np.int64)
+
+
+def make_cells(X: np.ndarray, core: np.ndarray, n_cells: int, seed: int = 0) -> Cells:
+    """k-means cells of ``X`` (:func:`kmeans_labels`), radii recomputed in float64 from
+    differences."""
+    n, d = X.shape
+    label = kmeans_labels(X, n_cells, seed)
     used, label = np.unique(label, return_inverse=True)
     n_c = used.size
     centre = np.zeros((n_c, d))
@@ -194,12 +228,8 @@ class _Scanner:
 def cell_pair_search(
     X: np.ndarray,
     core: np.ndarray,
-    comp: np.ndarray,
-    pending: np.ndarray,
+    state: RoundState,
     low: np.ndarray,
-    comp_best: np.ndarray,
-    best_w: np.ndarray,
-    best_v: np.ndarray,
     cells: Cells,
     n_first: int = 4,
     chunk_elems: int = 1 << 23,
@@ -229,7 +259,8 @@ def cell_pair_search(
     ``chunk_elems`` bounds, and ``chunk_elems / d`` point pairs per scanned chunk (more only
     when a single cell pair alone has more).
     """
-    idx = np.flatnonzero(pending)
+    comp, comp_best = state.comp, state.comp_best
+    idx = np.flatnonzero(state.pending)
     if idx.size == 0:
         return
     src = _sources(comp, idx, low, cells)
@@ -238,7 +269,7 @@ def cell_pair_search(
         return
     cand_c = src.comp[cand_s]
     pair_budget = max(1, chunk_elems // X.shape[1])
-    scanner = _Scanner(X, core, comp, comp_best, best_w, best_v, cells, pair_budget)
+    scanner = _Scanner(X, core, comp, comp_best, state.best_w, state.best_v, cells, pair_budget)
     # 1. each component's most promising cell pairs, scanned whole: real edges bound the rest
     order = np.lexsort((cand_lb, cand_c))
     first_of, counts = np.unique(cand_c[order], return_index=True, return_counts=True)[1:]

@@ -13,6 +13,7 @@ from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
 
 from gnnaudit.graph_ops._knn import kd_tree, query
+from gnnaudit.graph_ops._mst_round import BoruvkaOptions, RoundState
 
 __all__ = ["forest_of_choices", "resolve_pending", "complement_search"]
 
@@ -39,32 +40,29 @@ def forest_of_choices(
     # map chosen forest edges back to the point edges through their (unique) ranks
     sel = np.rint(f.data).astype(np.int64) - 1
     by_rank = keep[np.argsort(cw[keep], kind="stable")]
-    return by_rank[sel]
+    return np.asarray(by_rank[sel])
 
 
 def resolve_pending(
     X: np.ndarray,
     core: np.ndarray,
     tree: cKDTree,
-    comp: np.ndarray,
-    pending: np.ndarray,
+    state: RoundState,
     lb: np.ndarray,
-    comp_best: np.ndarray,
-    best_w: np.ndarray,
-    best_v: np.ndarray,
-    *,
     k0: int,
-    k_max: int,
-    chunk: int,
-    max_complement_trees: int,
-    n_anchors: int,
+    opts: BoruvkaOptions,
 ) -> None:
     """Find the cheapest foreign edge of every ``pending`` point that can still improve its
     component's best edge: re-query with doubled ``k`` (memory ``O(chunk * k)``) until the
     found edge is below the point's bound ``lb``; when few components remain or ``k`` would
     pass ``k_max``, search a KD-tree of the component's complement
-    (:func:`complement_search`). Updates ``pending``, ``lb``, ``comp_best``, ``best_w`` and
-    ``best_v`` in place."""
+    (:func:`complement_search`). Updates ``lb`` and ``state`` (``pending``, ``comp_best``,
+    ``best_w``, ``best_v``) in place; ``opts`` gives ``k_max``, ``chunk``,
+    ``max_complement_trees`` and ``n_anchors``."""
+    comp, pending, comp_best = state.comp, state.pending, state.comp_best
+    best_w, best_v = state.best_w, state.best_v
+    k_max, chunk, n_anchors = opts.k_max, opts.chunk, opts.n_anchors
+    max_complement_trees = opts.max_complement_trees
     n = X.shape[0]
     k = k0
     while pending.any():

@@ -73,8 +73,10 @@ class _NeighbourIndex:
         """Indices (and distances of the scaled points, for ordering only) of the nearest."""
         pts = self._scaled(pts)
         if self._tree is not None:
-            return self._tree.query(pts, k=n_neighbors)
-        return self._nn.kneighbors(pts, n_neighbors=n_neighbors)
+            dist, ind = self._tree.query(pts, k=n_neighbors)
+            return np.asarray(dist), np.asarray(ind)
+        dist, ind = self._nn.kneighbors(pts, n_neighbors=n_neighbors)
+        return np.asarray(dist), np.asarray(ind)
 
 
 class CoreGraph:
@@ -330,7 +332,7 @@ class CoreGraph:
             raise InvalidInputError("core_data_indices must be data indices of core points")
         idx = self.core_indices[glob]
         starts = np.searchsorted(self.core_labels, self.labels[idx], side="left")
-        return glob - starts
+        return np.asarray(glob - starts)
 
     def global_positions(self, core_data_indices: np.ndarray) -> np.ndarray:
         """Positions of core points (data indices) in :attr:`core_indices` order, i.e. the
@@ -340,14 +342,14 @@ class CoreGraph:
             pos_of = np.full(self.X.shape[0], -1, dtype=np.int64)
             pos_of[self.core_indices] = np.arange(self.n_cores)
             self._pos_of = pos_of
-        return self._pos_of[idx]
+        return np.asarray(self._pos_of[idx])
 
     def local_shortest_paths(self, cluster: int, local_sources: np.ndarray) -> np.ndarray:
         """Dijkstra from cluster-local positions ``local_sources`` inside ``cluster``."""
         graph = self.cluster_graph(cluster)
         # the adjacency is exactly symmetric, so the directed run gives the undirected
         # distances without scipy converting the matrix on every call
-        return csgraph.dijkstra(graph, directed=True, indices=np.asarray(local_sources))
+        return np.asarray(csgraph.dijkstra(graph, directed=True, indices=np.asarray(local_sources)))
 
     @property
     def edge_index(self) -> np.ndarray:
@@ -358,7 +360,7 @@ class CoreGraph:
     @property
     def edge_weight(self) -> np.ndarray:
         """Weights of :attr:`edge_index` (distances, floored at :attr:`min_weight`)."""
-        return self.adjacency.tocoo().data.copy()
+        return np.asarray(self.adjacency.tocoo().data.copy())
 
     # ------------------------------------------------------------------ queries
     def nearest_cores(self, points: Any, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -393,7 +395,7 @@ class CoreGraph:
         dist, idx = self.nearest_cores(points, k=4)
         out = self.labels[idx[:, 0]].copy()
         out[dist[:, 0] > self.eps] = -1
-        return out
+        return np.asarray(out)
 
     def distances(self, x: Any, indices: Any) -> np.ndarray:
         """Exact distances from one point ``x`` (``d`` finite coordinates) to the data points

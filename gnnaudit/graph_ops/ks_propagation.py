@@ -128,7 +128,8 @@ class KSPropagation(MessagePassing):
         pattern = graph.csr(x.new_zeros(graph.num_edges))
         dots = torch.sparse.sampled_addmm(pattern, x, x.t(), beta=0.0, alpha=1.0).values()
         scale_v = inv if row_scale is None else inv * row_scale
-        return dots.mul_(scale_v[graph.row]).mul_(inv[graph.col])
+        cosine: Tensor = dots.mul_(scale_v[graph.row]).mul_(inv[graph.col])
+        return cosine
 
     def forward(self, x: Tensor, graph: KSGraph) -> Tensor:
         """One hop (Eq. 5) of the finite features ``x`` over ``graph``."""
@@ -141,13 +142,15 @@ class KSPropagation(MessagePassing):
         )
         adj_t = graph.csr(weight)
         out = self.propagate(adj_t, x=x, edge_weight=None)
-        return out.add_(x, alpha=self.alpha)
+        hop: Tensor = out.add_(x, alpha=self.alpha)
+        return hop
 
     def message(self, x_j: Tensor, edge_weight: Tensor) -> Tensor:  # edge_index path
         return edge_weight.view(-1, 1) * x_j
 
     def message_and_aggregate(self, adj_t: Tensor, x: Tensor) -> Tensor:  # fused path
-        return torch.sparse.mm(adj_t, x)
+        out: Tensor = torch.sparse.mm(adj_t, x)
+        return out
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(alpha={self.alpha})"

@@ -30,7 +30,7 @@ the resulting dc-distances against the dense method, duplicates and ties include
 
 Rounds with many unresolved points (late rounds: large components whose interior points have
 no foreign neighbour among their cached ``k``) search *cell pairs* instead of growing ``k``
-(:func:`_cell_pair_search`): faiss k-means cells of the points (centre, exact radius, smallest
+(:func:`_cell_pair_search`): k-means cells of the points (centre, exact radius, smallest
 core distance) bound :math:`d_m(p, q) \\ge \\max(cd(p), m_j, \\|p - c_j\\| - R_j)` for every
 ``q`` of cell ``j``. Per component, the cell pairs with the smallest cell-level bound are
 scanned first (real edges: an upper bound on the component's cheapest edge); the other pairs
@@ -74,6 +74,7 @@ from gnnaudit.graph_ops._knn import (
 )
 from gnnaudit.graph_ops._mst_cells import Cells, cell_pair_search, make_cells
 from gnnaudit.graph_ops._mst_complement import forest_of_choices, resolve_pending
+from gnnaudit.graph_ops._mst_round import BoruvkaOptions, RoundState
 
 __all__ = [
     "BORUVKA_KNN",
@@ -118,7 +119,7 @@ def mutual_reachability(X: np.ndarray, core: np.ndarray) -> np.ndarray:
     np.maximum(d, core[:, None], out=d)
     np.maximum(d, core[None, :], out=d)
     np.fill_diagonal(d, 0.0)
-    return d
+    return np.asarray(d)
 
 
 def _exact_pair_distance(X: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -151,7 +152,7 @@ def mst_dense(X: np.ndarray, core: np.ndarray) -> MSTEdges:
     return MSTEdges(u, v, w)
 
 
-def mst_boruvka(
+def mst_boruvka(  # noqa: PLR0913  # public: documented tuning keywords (BoruvkaOptions inside)
     X: np.ndarray,
     core: np.ndarray,
     *,
@@ -182,7 +183,8 @@ def mst_boruvka(
     point's foreign edges carry over to later rounds (its foreign set only shrinks); when
     more than ``4 * n_anchors`` points are unresolved in a round (``cell_prune``), the
     component's cheapest edges are found by the cell-pair search over ``n_cells`` (at most
-    n / 40) faiss k-means cells (:func:`~gnnaudit.graph_ops._mst_cells.cell_pair_search`).
+    n / 40) k-means cells (faiss when installed, else scikit-learn;
+    :func:`~gnnaudit.graph_ops._mst_cells.cell_pair_search`).
     ``n_anchors`` also sizes the anchors of the complement search.
 
     Scale: the search runs on ``X / p`` (``p`` a power of two, exact); when ``p != 1`` a
@@ -201,14 +203,14 @@ def mst_boruvka(
     tree = tree if tree is not None else kd_tree(Xs)
     if knn is None:
         knn = knn_query(Xs, int(min(n, max(k_init, 2))), tree=tree)
-    opts = {
-        "max_complement_trees": max_complement_trees,
-        "k_max": k_max,
-        "chunk": chunk,
-        "n_anchors": n_anchors,
-        "n_cells": n_cells if cell_prune else 0,
-    }
-    u, v = _boruvka_edges(Xs, cs, tree, knn, **opts)
+    opts = BoruvkaOptions(
+        max_complement_trees=max_complement_trees,
+        k_max=k_max,
+        chunk=chunk,
+        n_anchors=n_anchors,
+        n_cells=n_cells if cell_prune else 0,
+    )
+    u, v = _boruvka_edges(Xs, cs, tree, knn, opts)
     w = np.maximum(_exact_pair_distance(X, u, v), np.maximum(core[u], core[v]))
     return MSTEdges(u.astype(np.int64), v.astype(np.int64), w)
 
@@ -218,15 +220,11 @@ def _boruvka_edges(
     core: np.ndarray,
     tree: cKDTree,
     knn: tuple[np.ndarray, np.ndarray],
-    *,
-    max_complement_trees: int,
-    k_max: int,
-    chunk: int,
-    n_anchors: int,
-    n_cells: int,
+    opts: BoruvkaOptions,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The Boruvka rounds of :func:`mst_boruvka` (``n_cells = 0``: no cell-pair search);
+    """The Boruvka rounds of :func:`mst_boruvka` (``opts.n_cells = 0``: no cell-pair search);
     returns the MST's endpoints."""
+    n_cells, n_anchors = opts.n_cells, opts.n_anchors
     n = X.shape[0]
     nd, ni = knn  # column 0 may or may not be the point itself
     k0 = nd.shape[1]
@@ -238,7 +236,7 @@ def _boruvka_edges(
     # bound proven in one round (an anchor bound, a query whose k neighbours were all inside)
     # holds in every later round
     nf_low = np.zeros(n)
-    cells: Cells | None = None  # built (faiss k-means) the first time a round needs it
+    cells: Cells | None = None  # built (k-means) the first time a round needs it
     eu: list[np.ndarray] = []
     ev: list[np.ndarray] = []
     rounds = 0
@@ -254,28 +252,13 @@ def _boruvka_edges(
         comp_best = np.full(n_comp, np.inf)
         np.minimum.at(comp_best, comp, best_w)
         pending = (best_w > lb) & (lb < comp_best[comp])
+        state = RoundState(comp, pending, comp_best, best_w, best_v)
         if n_cells and np.count_nonzero(pending) > 4 * n_anchors:
             if cells is None:
                 cells = make_cells(X, core, max(2, min(n_cells, n // 40)))
-            low = np.minimum(best_w, lb)
-            cell_pair_search(X, core, comp, pending, low, comp_best, best_w, best_v, cells)
+            cell_pair_search(X, core, state, np.minimum(best_w, lb), cells)
             pending[:] = False
-        resolve_pending(
-            X,
-            core,
-            tree,
-            comp,
-            pending,
-            lb,
-            comp_best,
-            best_w,
-            best_v,
-            k0=k0,
-            k_max=k_max,
-            chunk=chunk,
-            max_complement_trees=max_complement_trees,
-            n_anchors=n_anchors,
-        )
+        resolve_pending(X, core, tree, state, lb, k0, opts)
         # each component's chosen edge: its point with the smallest best_w
         order = np.lexsort((best_w, comp))
         first = np.ones(n, dtype=bool)

@@ -111,7 +111,8 @@ def as_features(x: Any) -> Tensor:
         raise InvalidInputError(
             f"x must be finite (no NaN or inf); found {x[bad[0], bad[1]].item()} at index {tuple(bad)}"
         )
-    return x.detach()
+    out: Tensor = x.detach()
+    return out
 
 
 def ks_embedding(

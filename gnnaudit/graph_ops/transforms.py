@@ -95,7 +95,7 @@ def graph_ptr(data: Any) -> np.ndarray:
             "makes it)"
         )
     counts = np.bincount(b) if b.size else np.zeros(1, dtype=np.int64)
-    return np.r_[0, np.cumsum(counts)].astype(np.int64)
+    return np.asarray(np.r_[0, np.cumsum(counts)].astype(np.int64))
 
 
 def graph_slices(ptr: np.ndarray) -> list[tuple[int, int]]:
@@ -110,7 +110,7 @@ def _write(data: Any, device: torch.device, **arrays: np.ndarray) -> Any:
     return data
 
 
-class _GraphTransform(BaseTransform):  # type: ignore[misc]
+class _GraphTransform(BaseTransform):
     """A BaseTransform whose ``__repr__`` lists the constructor parameters in ``_params``."""
 
     _params: tuple[str, ...] = ()
@@ -220,7 +220,7 @@ class DCTreeTransform(_GraphTransform):
         core = np.zeros(X.shape[0])
         blocks, weights = [np.zeros((2, 0), dtype=np.int64)], [np.zeros(0)]
         for start, stop in graph_slices(graph_ptr(data)):
-            tree = DCTree(min_pts=self.min_pts, mst_method=self.mst_method).fit(X[start:stop])  # type: ignore[arg-type]
+            tree = DCTree(min_pts=self.min_pts, mst_method=self.mst_method).fit(X[start:stop])
             core[start:stop] = tree.core_distances_
             u, v = tree.mst_.u + start, tree.mst_.v + start
             blocks.append(np.stack([np.r_[u, v], np.r_[v, u]]).astype(np.int64))
@@ -276,7 +276,7 @@ class ConstraintGraphTransform(_GraphTransform):
         if value is None:
             return np.zeros((0, 2), dtype=np.int64)
         edge_index = check_edge_index(f"data.{attr}", value, n)
-        return edge_index.detach().cpu().numpy().T.astype(np.int64)
+        return np.asarray(edge_index.detach().cpu().numpy().T.astype(np.int64))
 
     def forward(self, data: Any) -> Any:
         """Write the constraint-graph attributes on ``data`` (the copy ``__call__`` made)."""

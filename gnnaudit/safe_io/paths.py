@@ -32,7 +32,7 @@ __all__ = [
     "os_reason",
 ]
 
-PathLike = str | os.PathLike
+PathLike = str | os.PathLike[str]
 
 
 def one_line(exc: BaseException) -> str:
@@ -229,33 +229,35 @@ def check_outputs_apart(
                 f"{name} {str(out)!r} {relation} the input folder {flag} {str(path)!r}; "
                 f"outputs are never written over inputs: choose another {name}"
             )
-    if out is None:
-        return
     out_real = _real(out)
     for flag, path in inputs.items():
         if path is None or not isinstance(path, str | os.PathLike) or not os.fspath(path):
             continue
         if not os.path.lexists(path):
             continue
-        in_real = _real(path)
-        if out_real == in_real:
-            relation = "is"
-        elif _inside(in_real, out_real):
-            relation = "holds"
-        elif _inside(out_real, in_real):
-            relation = "lies inside"
-        else:
-            try:
-                same = os.path.exists(out) and os.path.samefile(out, path)
-            except OSError:
-                same = False
-            if not same:
-                continue
-            relation = "is (as a hard link)"
-        raise InvalidInputError(
-            f"{name} {str(out)!r} {relation} the input {flag} {str(path)!r}; outputs are never "
-            f"written where inputs are: choose another {name}"
-        )
+        meets = _relation(out, out_real, path)
+        if meets is not None:
+            raise InvalidInputError(
+                f"{name} {str(out)!r} {meets} the input {flag} {str(path)!r}; outputs are "
+                f"never written where inputs are: choose another {name}"
+            )
+
+
+def _relation(out: PathLike, out_real: str, path: PathLike) -> str | None:
+    """How the output ``out`` (real path ``out_real``) meets the existing input ``path``: it
+    ``"is"``, ``"holds"``, ``"lies inside"`` or ``"is (as a hard link)"`` it; ``None``: apart."""
+    in_real = _real(path)
+    if out_real == in_real:
+        return "is"
+    if _inside(in_real, out_real):
+        return "holds"
+    if _inside(out_real, in_real):
+        return "lies inside"
+    try:
+        same = os.path.exists(out) and os.path.samefile(out, path)
+    except OSError:
+        same = False
+    return "is (as a hard link)" if same else None
 
 
 #: a short tag of this machine in temporary names, so a cleanup never judges another

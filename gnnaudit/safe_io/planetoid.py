@@ -45,7 +45,7 @@ def _pickled_bytes(text: Any, encoding: Any = "latin1") -> bytes:
     return text.encode("latin1")
 
 
-def _pickled_graph_dict(factory: Any = None) -> dict:
+def _pickled_graph_dict(factory: Any = None) -> dict[str, Any]:
     if factory is not None and factory is not list:
         raise _Refused("only defaultdict(list) is allowed")
     return {}

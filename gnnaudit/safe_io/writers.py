@@ -190,18 +190,8 @@ def _commit_dir(tmp: Path, target: Path, name: str, force: bool, producer: str) 
         manifest_text(dict.fromkeys(files, producer)), encoding="utf-8"
     )
     for _ in range(5):
-        try:
-            os.rename(tmp, target)  # succeeds onto a missing or empty folder
+        if _rename_onto(tmp, target, name):
             return
-        except OSError as exc:
-            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                if os.path.lexists(target) and not target.is_dir():
-                    raise InvalidInputError(
-                        f"{name}: {str(target)!r} became a file while this run was writing"
-                    ) from exc
-                raise InvalidInputError(
-                    f"{name}: cannot move the results into {str(target)!r}: {os_reason(exc)}"
-                ) from exc
         if not force:
             kept = _keep_results(tmp, target)
             raise InvalidInputError(
@@ -212,28 +202,53 @@ def _commit_dir(tmp: Path, target: Path, name: str, force: bool, producer: str) 
             raise InvalidInputError(
                 f"{name}: {str(target)!r} became a symbolic link while this run was writing"
             )
-        try:
-            plan = plan_forced_commit(name, target, files, producer)
-        except FileNotFoundError:
-            continue  # another run swapped the folder meanwhile: look again
-        if not plan.whole_folder:
-            try:
-                _merge_into(tmp, target, plan)
-            except FileNotFoundError:
-                if not target.is_dir():
-                    continue  # the folder went away meanwhile: try the plain rename again
-                raise
-            except OSError as exc:
-                raise InvalidInputError(
-                    f"{name}: cannot write the results into {str(target)!r}: {os_reason(exc)}"
-                ) from exc
-            return
-        (tmp / MANIFEST_NAME).write_text(manifest_text(plan.manifest), encoding="utf-8")
-        if _swap_folder(tmp, target, name):
+        if _forced_commit(tmp, target, name, files, producer):
             return
     raise InvalidInputError(
         f"{name}: folder {str(target)!r} keeps being replaced by other runs; try again"
     )
+
+
+def _rename_onto(tmp: Path, target: Path, name: str) -> bool:
+    """Move ``tmp`` onto ``target`` in one rename: True when done, False when ``target`` is a
+    folder holding files; any other failure raises naming ``name``."""
+    try:
+        os.rename(tmp, target)  # succeeds onto a missing or empty folder
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            return False
+        if os.path.lexists(target) and not target.is_dir():
+            raise InvalidInputError(
+                f"{name}: {str(target)!r} became a file while this run was writing"
+            ) from exc
+        raise InvalidInputError(
+            f"{name}: cannot move the results into {str(target)!r}: {os_reason(exc)}"
+        ) from exc
+
+
+def _forced_commit(tmp: Path, target: Path, name: str, files: list[str], producer: str) -> bool:
+    """One try of a forced commit onto the folder ``target`` holding files (file by file, or
+    by swapping the whole folder): True when done, False when another run changed the folder
+    meanwhile (look again)."""
+    try:
+        plan = plan_forced_commit(name, target, files, producer)
+    except FileNotFoundError:
+        return False  # another run swapped the folder meanwhile
+    if not plan.whole_folder:
+        try:
+            _merge_into(tmp, target, plan)
+        except FileNotFoundError:
+            if not target.is_dir():
+                return False  # the folder went away meanwhile: try the plain rename again
+            raise
+        except OSError as exc:
+            raise InvalidInputError(
+                f"{name}: cannot write the results into {str(target)!r}: {os_reason(exc)}"
+            ) from exc
+        return True
+    (tmp / MANIFEST_NAME).write_text(manifest_text(plan.manifest), encoding="utf-8")
+    return _swap_folder(tmp, target, name)
 
 
 @contextlib.contextmanager

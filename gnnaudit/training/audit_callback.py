@@ -99,7 +99,7 @@ class CounterfactualAuditCallback(Callback):
     seconds_ : total wall time spent auditing.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  # Lightning callback: mirrors its documented parameters
         self,
         every_n_epochs: int = 1,
         k: int = 10,

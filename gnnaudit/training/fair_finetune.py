@@ -203,7 +203,7 @@ class FairFinetune(L.LightningModule):
     random_state : seed of the node sample, the batch order and the category draws.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  # estimator-like trainer: mirrors its documented parameters
         self,
         model: nn.Module,
         data: Data,

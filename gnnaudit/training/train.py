@@ -180,7 +180,7 @@ def majority_rate(data: Data, mask: str = "test_mask") -> float:
 
 # long: one linear recipe (check, build, fit, restore the best weights, evaluate) whose
 # docstring documents every hyper-parameter; split, it would only pass them along
-def train_node_classifier(
+def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a documented hyper-parameter
     data: Data,
     backbone: str = "gcn",
     max_epochs: int = 200,

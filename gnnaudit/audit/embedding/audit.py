@@ -142,7 +142,7 @@ class EmbeddingAudit(BaseEstimator):
         "n_permutations": [Integer(1, None)],
     }
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  # estimator: mirrors its documented parameters
         self,
         min_samples: int | None = None,
         eps: float | None = None,

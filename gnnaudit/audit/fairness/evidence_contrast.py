@@ -318,7 +318,7 @@ def _inference(
     return estimate - q_hi, estimate - q_lo, p
 
 
-def evidence_contrast(
+def evidence_contrast(  # noqa: PLR0913  # public function: each keyword is a documented option
     evidence: Any,
     data: Any,
     feature: Any,

@@ -11,7 +11,9 @@ options); :func:`draw_figure` draws it. Kinds:
 * ``"scatter"``: points, columns ``x``, ``y`` and optional ``color`` (a category) and
   ``marker`` (a second category); options ``xlabel``, ``ylabel``.
 
-``"pair_cards"`` figures are HTML, drawn by the renderer.
+``"pair_cards"`` figures are HTML, drawn by the renderer. matplotlib is optional (the
+``plots`` extra): without it :func:`can_draw` is False and the renderer shows each chart's data
+as a table with a note, never fails.
 """
 
 from __future__ import annotations
@@ -23,10 +25,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["draw_figure", "png_base64", "PNG_KINDS"]
+from gnnaudit._optional import available
+
+__all__ = ["draw_figure", "png_base64", "can_draw", "PNG_KINDS", "NO_PLOTS_NOTE"]
 
 #: figure kinds drawn as PNG by :func:`draw_figure`
 PNG_KINDS = ("bar", "curve", "scatter")
+
+#: shown in place of a chart when matplotlib is not installed
+NO_PLOTS_NOTE = "chart not drawn: matplotlib is not installed (pip install 'gnnaudit[plots]')"
+
+
+def can_draw() -> bool:
+    """Whether PNG charts can be drawn (matplotlib is installed)."""
+    return available("matplotlib")
+
 
 _BLUE, _RED, _GREY = "#2c7fb8", "#c0392b", "#555555"
 _PALETTE = ["#2c7fb8", "#e6550d", "#31a354", "#756bb1", "#636363", "#d6616b", "#8c6d31"]

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from gnnaudit.audit.report.plots import PNG_KINDS, draw_figure
+from gnnaudit.audit.report.plots import NO_PLOTS_NOTE, PNG_KINDS, can_draw, draw_figure
 from gnnaudit.audit.report.section import Figure, ReportSection
 
 
@@ -120,7 +120,8 @@ def _md_section(section: ReportSection) -> list[str]:
         parts.append(section.summary + "\n")
     for fig in section.figures:
         if fig.kind in PNG_KINDS and not fig.data.empty:
-            parts.append(f"_Chart in report.html: {fig.title}._\n")
+            where = "report.html" if can_draw() else f"report.html as a table ({NO_PLOTS_NOTE})"
+            parts.append(f"_Chart in {where}: {fig.title}._\n")
     for name, frame in section.tables.items():
         parts += [f"**{name}**\n", _md_table(frame)]
     if section.notes:
@@ -238,6 +239,9 @@ def _pair_cards(section: ReportSection, fig: Figure) -> str:
 def _html_figure(section: ReportSection, fig: Figure) -> str:
     if fig.kind == "pair_cards":
         return _pair_cards(section, fig)
+    if fig.kind in PNG_KINDS and not fig.data.empty and not can_draw():
+        note = f"<p class='note'><b>{html.escape(fig.title)}</b>: {html.escape(NO_PLOTS_NOTE)}</p>"
+        return note + _html_table(fig.data)
     return _img(draw_figure(fig.kind, fig.data, fig.title, fig.options), fig.title)
 
 

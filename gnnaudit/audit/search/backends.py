@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gnnaudit._optional import available, require
 from gnnaudit._validation import check_choice
 from gnnaudit.audit.search.base import EvidenceSearcher
 from gnnaudit.errors import InvalidInputError
@@ -46,13 +47,14 @@ def resolve_backend(backend: str, n_nodes: int, n_dims: int) -> str:
     """The backend ``backend`` stands for on ``n_nodes`` test nodes of ``n_dims`` dimensions:
     itself, or for ``"auto"`` ``"faiss"`` from :data:`AUTO_FAISS_MIN_NODES` nodes (with at
     least :data:`AUTO_FAISS_MIN_DIMS` dimensions, else from
-    :data:`AUTO_FAISS_MIN_NODES_LOW_DIM` nodes) and ``"exact"`` below."""
+    :data:`AUTO_FAISS_MIN_NODES_LOW_DIM` nodes) and ``"exact"`` below. Without faiss
+    installed (the ``faiss`` extra) ``"auto"`` is always ``"exact"``."""
     backend = check_choice("backend", backend, BACKENDS)
     if backend != "auto":
         return backend
     wide = n_dims >= AUTO_FAISS_MIN_DIMS
     threshold = AUTO_FAISS_MIN_NODES if wide else AUTO_FAISS_MIN_NODES_LOW_DIM
-    return "faiss" if n_nodes >= threshold else "exact"
+    return "faiss" if n_nodes >= threshold and available("faiss") else "exact"
 
 
 def make_searcher(
@@ -74,6 +76,8 @@ def make_searcher(
             "backend='auto' depends on the data: resolve it with resolve_backend(backend, "
             "n_nodes, n_dims) before make_searcher"
         )
+    if backend == "faiss":  # asked for by name: a missing faiss names its extra
+        require("faiss", "backend='faiss' (the faiss evidence search)")
     params = dict(index_params or {})
     try:
         if backend == "exact":

@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from gnnaudit._optional import require
 from gnnaudit._validation import check_choice, check_int
 from gnnaudit.audit.search.base import (
     EvidenceSearcher,
@@ -143,7 +144,7 @@ class FaissSearcher(EvidenceSearcher):
 
     # -- build
     def _make_index(self, xc: np.ndarray) -> tuple[Any, str]:
-        import faiss
+        faiss = require("faiss", "FaissSearcher (the faiss evidence search)")
 
         n, d = xc.shape
         kind = self.index_type

@@ -142,7 +142,7 @@ class IndexSearcher(EvidenceSearcher):
         "progress",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  # estimator-like index: mirrors its documented parameters
         self,
         n_partitions: int = 50,
         n_clusters: int = 10,
