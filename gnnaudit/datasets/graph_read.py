@@ -26,7 +26,7 @@ import importlib.util
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -50,7 +50,7 @@ __all__ = ["read_graph", "find_tables", "PARQUET_HINT"]
 
 MASK_NAMES: tuple[str, ...] = ("train_mask", "val_mask", "test_mask", "mask")
 PARQUET_HINT = "reading Parquet needs pyarrow (pip install pyarrow) or fastparquet"
-TableLike = str | os.PathLike[str] | pd.DataFrame
+TableLike: TypeAlias = "str | os.PathLike[str] | pd.DataFrame"
 
 
 def find_tables(folder: str | os.PathLike[str], name: str = "path") -> tuple[Path, Path]:
