@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gnnaudit.datasets import load_graph, read_graph
 from gnnaudit.errors import InvalidInputError
@@ -133,3 +135,34 @@ def test_integer_ids_match_as_text():
     data = read_graph(nodes, edges)
     assert data.edge_index.tolist() == [[0, 2], [1, 0]] and data.node_ids == ["10", "20", "30"]
     assert np.allclose(data.x[:, 0].numpy(), [0.5, 1.5, 2.5])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    cells=st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=2, max_size=30),
+    ordinal=st.booleans(),
+)
+def test_text_encoding_rule_round_trips(cells, ordinal):
+    """Oracle: every row decodes back to its text value, by the declared rule."""
+    n = len(cells)
+    nodes = pd.DataFrame({"id": [f"n{i}" for i in range(n)], "t": cells, "y": [0] * n})
+    edges = pd.DataFrame({"source": ["n0"], "target": ["n1"]})
+    data = read_graph(nodes, edges, ordinal=["t"] if ordinal else [])
+    values = sorted(set(cells))
+    x = data.x.numpy()
+    if ordinal or len(values) <= 2:
+        assert data.feature_names == ["t"] and data.categories["t"] == values
+        decoded = [values[int(c)] for c in x[:, 0]]
+    else:
+        assert data.feature_names == [f"t={v}" for v in values]
+        assert (x.sum(axis=1) == 1).all()
+        decoded = [values[int(j)] for j in x.argmax(axis=1)]
+    assert decoded == cells
+
+
+def test_split_values_are_checked():
+    nodes = NODES.assign(part=["train", "test", "", "val", "holdout"])
+    with pytest.raises(
+        InvalidInputError, match=r"row 2 \(id 'u9': ''\), row 4 \(id 'u1': 'holdout'\)"
+    ):
+        read_graph(nodes, EDGES, **OPTIONS)
