@@ -21,7 +21,11 @@ optionally a label column, a sensitive column and split columns. ``edges.csv`` h
 and a ``target`` column holding **node ids of nodes.csv, not row numbers** (ids are matched as
 text, exactly as written); other columns are ignored and a header-only file means no edges.
 Edges are kept as written (directed); list both directions for an undirected graph, as PyG
-does, or pass ``undirected=True``.
+does, or pass ``undirected=True``. A folder is read by :func:`gnnaudit.datasets.read_graph`
+(``nodes.parquet`` / ``edges.parquet`` too): there other column names (``id_column``,
+``source_column``, ``target_column``), a split column and ignored columns can be named, and
+text feature, label and sensitive columns are encoded by the rule of
+:mod:`gnnaudit.datasets.table_encoding`.
 
 **(c) ``graph.npz``** - ``numpy.savez`` of the arrays of (a): read with
 ``allow_pickle=False``, so ``feature_names`` / ``node_ids`` must be fixed-width string arrays
@@ -45,8 +49,9 @@ Rules, the same for every format
 * **features**: ``feature_columns`` if given (in that order), else every column that is not
   the id, the label or a split column. **The sensitive column is a feature unless you leave it
   out of ``feature_columns``**: a model trained on it needs it as an input. Features must be
-  numeric and finite; a column that mixes numbers and text, a blank or an infinite cell is
-  refused naming the column, rows and node ids.
+  finite numbers (text columns of a folder are encoded first, see above); a column that mixes
+  numbers and text, a blank or an infinite cell is refused naming the column, rows and node
+  ids.
 * **sensitive**: the column (or feature) named by ``sensitive``; by default the file's own
   ``sensitive_name`` (formats a and c). It needs at least two distinct values and no blanks.
   ``data.sensitive`` holds the group codes ``0..m-1`` of its sorted distinct values (a stored
