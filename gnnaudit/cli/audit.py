@@ -21,6 +21,7 @@ from typing import Any
 
 from gnnaudit._validation import MAX_NUM_CLASSES
 from gnnaudit.cli._datasets import add_dataset_arguments
+from gnnaudit.cli._tables import add_table_arguments
 from gnnaudit.cli.options import (
     BACKBONES,
     BACKENDS,
@@ -73,12 +74,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a .pt file (dict of tensors or a saved PyG Data), an .npz of arrays, or a folder "
         "with nodes.csv and edges.csv",
     )
-    own.add_argument("--label", default=None, help="label column of nodes.csv (optional)")
+    own.add_argument(
+        "--label",
+        default=None,
+        help="label column of nodes (default y when present); text labels are coded by sorted "
+        "value, the names kept",
+    )
     own.add_argument(
         "--mask-column",
         default=None,
         help="boolean / 0-1 column of nodes.csv selecting the audited nodes",
     )
+    add_table_arguments(p)
     model = p.add_argument_group("model")
     model.add_argument(
         "--model",
@@ -190,17 +197,9 @@ def _load_data(args: argparse.Namespace) -> tuple[Any, str]:
     from gnnaudit.cli._datasets import dataset_from_args
 
     if args.graph is not None:
-        from gnnaudit.datasets import load_graph
+        from gnnaudit.cli._tables import load_args_graph
 
-        data = load_graph(
-            args.graph,
-            label=args.label,
-            sensitive=args.sensitive,
-            mask_column=args.mask_column,
-            name="--graph",
-            mask_name="--mask-column",
-        )
-        return data, str(args.graph)
+        return load_args_graph(args), str(args.graph)
     for flag in ("label", "mask_column"):
         if getattr(args, flag) is not None:
             raise _error(f"--{flag.replace('_', '-')} needs --graph")
@@ -220,7 +219,10 @@ def _num_classes(args: argparse.Namespace, data: Any) -> int:
         return check_int("--num-classes", args.num_classes, minimum=2)
     y = getattr(data, "y", None)
     if y is None:
-        raise _error("the graph has no labels: give --num-classes for your --model factory")
+        raise _error(
+            "the graph has no labels: name the label column with --label COLUMN (the default is "
+            "a column called y), or give --num-classes for your --model factory"
+        )
     return max(int(y.max()) + 1, 2)
 
 
@@ -313,6 +315,9 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir("--out", args.out, force=args.force, planned=AUDIT_OUTPUTS)
     check_int("--k", args.k, minimum=1)
     check_int("--top", args.top, minimum=0)
+    from gnnaudit.cli._tables import check_table_header
+
+    check_table_header(args)
     # the checks above run before torch, PyG and the audit are imported (a bad --out fails now)
     import pandas as pd
 
@@ -320,6 +325,7 @@ def run(args: argparse.Namespace) -> int:
     # the thread count to the graph (gnnaudit._threads)
     from tqdm.auto import tqdm
 
+    from gnnaudit.cli._tables import check_expected_accuracy, preprocess
     from gnnaudit.cli.options import progress_enabled
     from gnnaudit.training.audit_config import AuditConfig
     from gnnaudit.training.audit_pipeline import run_audit
@@ -333,12 +339,15 @@ def run(args: argparse.Namespace) -> int:
     ):
         steps.set_postfix_str("load data")
         data, data_name = _load_data(args)
+        data, preprocessing = preprocess(args, data)
         steps.update(1)
         steps.set_postfix_str("load model")
         module, info = _load_model(args, data, str(out_dir))
         device = _cli_device(args.device)
         module = module.to(device)  # the CLI built or loaded it: ours to move
         info["device"] = device
+        info.update(preprocessing)
+        check_expected_accuracy(args, module, data, device)
         steps.update(1)
         steps.set_postfix_str("audit")
         config = AuditConfig(

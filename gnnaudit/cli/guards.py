@@ -40,6 +40,7 @@ INPUT_ARGUMENTS: dict[str, str] = {
     "data": "data",
     "csv": "csv",
     "must_link": "--must-link",
+    "standardize": "--standardize",
     "cannot_link": "--cannot-link",
 }
 

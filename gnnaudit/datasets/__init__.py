@@ -9,6 +9,9 @@ files, one-line errors).
 * :func:`load_graph` / :func:`save_graph`: a user's own graph as a ``.pt`` file, an ``.npz``
   file or a folder with ``nodes.csv`` and ``edges.csv`` (formats in
   :mod:`gnnaudit.datasets.graph_files`).
+* :func:`read_graph`: any node table and edge table (CSV, Parquet or DataFrames) with named
+  id / edge / label / split columns and text columns encoded by a declared rule
+  (:mod:`gnnaudit.datasets.graph_read`).
 * :func:`load_nifty` / :class:`NiftyDataset`: the fair-GNN graphs (NIFTY's German, Bail,
   Credit, whose missing edges are built by NIFTY's rule; FairGNN's NBA, Pokec-z/n), with the
   published splits on request; :func:`nifty_similarity_edges`: that rule, exact and blockwise.
@@ -17,6 +20,7 @@ files, one-line errors).
 """
 
 from gnnaudit.datasets.graph_files import load_graph, save_graph
+from gnnaudit.datasets.graph_read import read_graph
 from gnnaudit.datasets.nifty import NIFTY_DATASETS, NIFTY_SPLITS, load_nifty
 from gnnaudit.datasets.nifty_dataset import NiftyDataset
 from gnnaudit.datasets.nifty_edges import NIFTY_THRESHOLDS, nifty_similarity_edges
@@ -47,6 +51,7 @@ __all__ = [
     "attach_masks",
     "clean_edge_index",
     "load_graph",
+    "read_graph",
     "load_nifty",
     "load_planetoid",
     "load_pyg",

@@ -21,7 +21,11 @@ optionally a label column, a sensitive column and split columns. ``edges.csv`` h
 and a ``target`` column holding **node ids of nodes.csv, not row numbers** (ids are matched as
 text, exactly as written); other columns are ignored and a header-only file means no edges.
 Edges are kept as written (directed); list both directions for an undirected graph, as PyG
-does, or pass ``undirected=True``.
+does, or pass ``undirected=True``. A folder is read by :func:`gnnaudit.datasets.read_graph`
+(``nodes.parquet`` / ``edges.parquet`` too): there other column names (``id_column``,
+``source_column``, ``target_column``), a split column and ignored columns can be named, and
+text feature, label and sensitive columns are encoded by the rule of
+:mod:`gnnaudit.datasets.table_encoding`.
 
 **(c) ``graph.npz``** - ``numpy.savez`` of the arrays of (a): read with
 ``allow_pickle=False``, so ``feature_names`` / ``node_ids`` must be fixed-width string arrays
@@ -45,8 +49,9 @@ Rules, the same for every format
 * **features**: ``feature_columns`` if given (in that order), else every column that is not
   the id, the label or a split column. **The sensitive column is a feature unless you leave it
   out of ``feature_columns``**: a model trained on it needs it as an input. Features must be
-  numeric and finite; a column that mixes numbers and text, a blank or an infinite cell is
-  refused naming the column, rows and node ids.
+  finite numbers (text columns of a folder are encoded first, see above); a column that mixes
+  numbers and text, a blank or an infinite cell is refused naming the column, rows and node
+  ids.
 * **sensitive**: the column (or feature) named by ``sensitive``; by default the file's own
   ``sensitive_name`` (formats a and c). It needs at least two distinct values and no blanks.
   ``data.sensitive`` holds the group codes ``0..m-1`` of its sorted distinct values (a stored
@@ -75,17 +80,16 @@ import torch
 from torch_geometric.data import Data
 
 from gnnaudit._validation import check_edge_index
-from gnnaudit.datasets.columns import describe_rows, name_list
+from gnnaudit.datasets.columns import name_list
+from gnnaudit.datasets.graph_read import find_tables, read_graph
 from gnnaudit.datasets.graph_table import NodeTable, assemble
 from gnnaudit.datasets.splits import clean_edge_index
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io import (
     atomic_file,
     atomic_output_dir,
-    check_input_dir,
     load_npz,
     pyg_data_classes,
-    read_csv,
     safe_torch_load,
 )
 from gnnaudit.safe_io.torch_files import tensor_problem
@@ -216,56 +220,6 @@ def _read_npz(path: Path, name: str) -> NodeTable:
     return _table_from_arrays(f"{name}: {str(path)!r}", load_npz(name, path))
 
 
-def _read_csv_folder(folder: Path, name: str) -> NodeTable:
-    nodes_path, edges_path = folder / "nodes.csv", folder / "edges.csv"
-    nodes = read_csv(name, nodes_path, dtype={"id": str}, skipinitialspace=True)
-    source = f"{name}: {str(nodes_path)!r}"
-    if "id" not in nodes.columns:
-        raise InvalidInputError(f"{source} lacks the column 'id' (has {name_list(nodes.columns)})")
-    ids = nodes["id"]
-    blank = ids.isna().to_numpy()
-    if blank.any():
-        raise InvalidInputError(f"{source}: column 'id' is blank at {describe_rows(ids, blank)}")
-    duplicated = ids.duplicated(keep=False).to_numpy()
-    if duplicated.any():
-        raise InvalidInputError(
-            f"{source}: node ids must be unique; repeated at {describe_rows(ids, duplicated)}"
-        )
-    edges = read_csv(
-        name, edges_path, min_rows=0, dtype={"source": str, "target": str}, skipinitialspace=True
-    )
-    edge_source = f"{name}: {str(edges_path)!r}"
-    absent = [c for c in ("source", "target") if c not in edges.columns]
-    if absent:
-        raise InvalidInputError(
-            f"{edge_source} lacks the column(s) {name_list(absent)} (has "
-            f"{name_list(edges.columns)})"
-        )
-    index = pd.Index(ids)
-    ends = []
-    for col in ("source", "target"):
-        position = index.get_indexer(edges[col])
-        unknown = position < 0
-        if unknown.any():
-            raise InvalidInputError(
-                f"{edge_source}: column {col!r} holds ids that are not node ids of nodes.csv: "
-                f"{describe_rows(edges[col], unknown)} (ids are matched as text, not row numbers)"
-            )
-        ends.append(position.astype(np.int64))
-    by_id = pd.Index(ids.to_numpy(), name="id")  # messages then name the node ids
-    columns = {str(c): nodes[c].set_axis(by_id) for c in nodes.columns if c != "id"}
-    return NodeTable(
-        source=source,
-        num_nodes=len(nodes),
-        x=None,
-        feature_names=[],
-        columns=columns,
-        edge_index=torch.from_numpy(np.stack(ends)).reshape(2, -1),
-        declared_sensitive=None,
-        node_ids=[str(i) for i in ids],
-    )
-
-
 def _check_names(argument: str, value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InvalidInputError(f"{argument} must be a column name, got {value!r}")
@@ -327,8 +281,18 @@ def load_graph(
     p = Path(path)
     suffix = p.suffix.lower()
     if p.is_dir():
-        table = _read_csv_folder(check_input_dir(name, p), name)
-    elif suffix == ".pt":
+        nodes, edges = find_tables(p, name)
+        return read_graph(
+            nodes,
+            edges,
+            label=label,
+            sensitive=sensitive,
+            mask_column=mask_column,
+            feature_columns=feature_columns,
+            undirected=undirected,
+            flags={"nodes": name, "edges": name, "mask_column": mask_name},
+        )
+    if suffix == ".pt":
         table = _read_pt(p, name)
     elif suffix == ".npz":
         table = _read_npz(p, name)

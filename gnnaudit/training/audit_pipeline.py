@@ -63,6 +63,7 @@ from gnnaudit.training.audit_config import (
 __all__ = [
     "run_audit",
     "audit_model",
+    "apply_transform",
     "default_units",
     "resolve_finetune",
     "FINETUNE_MAX_NODES",
@@ -271,6 +272,30 @@ def _report(
     )
 
 
+def apply_transform(data: Any, transform: Any) -> Any:
+    """``transform`` applied to a shallow copy of ``data`` (the preprocessing the model was
+    trained with: a PyG transform such as ``T.NormalizeFeatures()`` or any callable taking and
+    returning the graph). The caller's ``data`` keeps its attributes: the copy has its own
+    attribute store, so a transform that assigns ``data.x = ...`` changes only the copy (one
+    that edits a tensor in place, ``data.x.mul_(2)``, would still reach the caller's tensor)."""
+    if transform is None:
+        return data
+    if not callable(transform):
+        raise InvalidInputError(
+            f"transform must be callable (a PyG transform or a function of the graph), got "
+            f"{type(transform).__name__}"
+        )
+    import copy
+
+    out = transform(copy.copy(data))
+    if getattr(out, "x", None) is None or getattr(out, "edge_index", None) is None:
+        raise InvalidInputError(
+            f"transform {getattr(transform, '__name__', type(transform).__name__)} must return "
+            f"the graph (with x and edge_index), got {type(out).__name__}"
+        )
+    return out
+
+
 def audit_model(
     model: Any,
     data: Any,
@@ -278,6 +303,7 @@ def audit_model(
     *,
     out: str | Path | None = None,
     force: bool = False,
+    transform: Any = None,
     **options: Any,
 ) -> AuditReport:
     """Audit a user's model on a user's graph in one call; write the report when ``out`` is set.
@@ -288,7 +314,9 @@ def audit_model(
     ``edge_index`` and ``test_mask`` or ``mask``; labels (``y``) are optional. ``out``: a folder
     that receives ``report.json``, ``report.md`` and ``report.html`` (existing report files
     are replaced only with ``force=True``); with ``mitigate=True`` it also receives
-    ``mitigated_model.pt``, the state_dict of the mitigated copy.
+    ``mitigated_model.pt``, the state_dict of the mitigated copy. ``transform``: the
+    preprocessing the model was trained with, applied to a shallow copy of ``data`` before the
+    audit (see :func:`apply_transform`; ``data`` itself is not modified).
 
     Every other keyword is an option of :func:`run_audit`, under the same names: ``mask``,
     ``units``, ``config``, ``random_state``, ``progress``, ``device`` (where the model runs and
@@ -309,6 +337,7 @@ def audit_model(
         from gnnaudit.safe_io import check_output_dir
 
         check_output_dir("out", out, force=force, planned=REPORT_OUTPUTS)
+    data = apply_transform(data, transform)
     report = run_audit(model, data, sensitive, **options)
     if out is not None:
         report.save(out, force=force)

@@ -1,0 +1,334 @@
+"""A graph from any reasonable node table and edge table: :func:`read_graph`.
+
+Schema
+------
+**Nodes** (``nodes.csv`` / ``nodes.parquet`` or a DataFrame): one row per node, a unique,
+non-blank id column (``id_column``, default ``id``), and any other columns: features, the label,
+the sensitive attribute, a split column, 0/1 split columns (``train_mask``, ``val_mask``,
+``test_mask``, ``mask``), columns to ``ignore``.
+
+**Edges** (``edges.csv`` / ``edges.parquet`` or a DataFrame): one row per edge, a source and a
+target column (``source_column`` / ``target_column``, default ``source`` / ``target``) holding
+**node ids** (matched as text, exactly as written), not row numbers. Other columns are ignored;
+a table with no rows means no edges. Edges are directed as written; ``undirected=True`` adds
+the reverse edges (and drops self loops and duplicates).
+
+Column rules (text columns, labels, splits): :mod:`gnnaudit.datasets.table_encoding`.
+Features are every column but the id, the label, the split and mask columns and the ignored
+ones (``feature_columns`` picks them by name instead, after encoding). The sensitive column is
+a feature unless it is ignored: an ignored sensitive column is still the sensitive attribute,
+only not a model input.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeAlias
+
+import numpy as np
+import pandas as pd
+import torch
+from torch_geometric.data import Data
+
+from gnnaudit.datasets.columns import describe_rows
+from gnnaudit.datasets.graph_table import NodeTable, assemble
+from gnnaudit.datasets.splits import clean_edge_index
+from gnnaudit.datasets.table_encoding import (
+    SPLIT_VALUES,
+    check_columns,
+    encode_text_column,
+    label_codes,
+    split_masks,
+)
+from gnnaudit.errors import InvalidInputError
+from gnnaudit.safe_io import check_input_dir, read_csv
+
+__all__ = ["read_graph", "find_tables", "PARQUET_HINT"]
+
+MASK_NAMES: tuple[str, ...] = ("train_mask", "val_mask", "test_mask", "mask")
+PARQUET_HINT = "reading Parquet needs pyarrow (pip install pyarrow) or fastparquet"
+TableLike: TypeAlias = "str | os.PathLike[str] | pd.DataFrame"
+
+
+def find_tables(folder: str | os.PathLike[str], name: str = "path") -> tuple[Path, Path]:
+    """``nodes.parquet`` and ``edges.parquet`` of ``folder`` when both exist, else
+    ``nodes.csv`` and ``edges.csv`` (reading a missing file names it)."""
+    root = check_input_dir(name, folder)
+    nodes, edges = root / "nodes.parquet", root / "edges.parquet"
+    if nodes.is_file() and edges.is_file():
+        return nodes, edges
+    return root / "nodes.csv", root / "edges.csv"  # a missing one is named when it is read
+
+
+def _read_table(
+    name: str, table: TableLike, text_columns: Sequence[str], min_rows: int
+) -> tuple[pd.DataFrame, str]:
+    """The DataFrame of a path or a DataFrame and how messages name it."""
+    if isinstance(table, pd.DataFrame):
+        frame = table.copy(deep=False)
+        frame.columns = [str(c) for c in frame.columns]
+        if len(frame) < min_rows:
+            raise InvalidInputError(f"{name}: the DataFrame holds no row")
+        return frame, f"{name} (DataFrame)"
+    if not isinstance(table, str | os.PathLike):
+        raise InvalidInputError(
+            f"{name} must be a path or a pandas DataFrame, got {type(table).__name__}"
+        )
+    path = Path(table)
+    source = f"{name}: {str(path)!r}"
+    if path.suffix.lower() == ".parquet":
+        if not any(importlib.util.find_spec(m) for m in ("pyarrow", "fastparquet")):
+            raise InvalidInputError(f"{source}: {PARQUET_HINT}")
+        try:
+            frame = pd.read_parquet(path)
+        except (OSError, ValueError) as exc:
+            raise InvalidInputError(f"{source}: cannot read as Parquet ({exc})") from exc
+        frame.columns = [str(c) for c in frame.columns]
+        if len(frame) < min_rows:
+            raise InvalidInputError(f"{source} holds no row")
+        return frame, source
+    dtype = dict.fromkeys(text_columns, str)
+    return read_csv(name, path, min_rows=min_rows, dtype=dtype, skipinitialspace=True), source
+
+
+def _ids(source: str, argument: str, column: str, series: pd.Series) -> pd.Series:
+    """Ids as text; blanks refused."""
+    blank = series.isna().to_numpy()
+    if blank.any():
+        raise InvalidInputError(
+            f"{argument}: column {column!r} of {source} is blank at {describe_rows(series, blank)}"
+        )
+    return series.astype(str)
+
+
+def _edge_index(
+    edges: pd.DataFrame, source: str, ids: pd.Index, ends: tuple[str, str], flags: Mapping
+) -> torch.Tensor:
+    positions = []
+    for argument, col in zip(("source_column", "target_column"), ends, strict=True):
+        values = _ids(source, flags.get(argument, argument), col, edges[col])
+        position = ids.get_indexer(values)
+        unknown = position < 0
+        if unknown.any():
+            raise InvalidInputError(
+                f"{source}: column {col!r} holds ids that are not node ids of the node table: "
+                f"{describe_rows(values, unknown)} (ids are matched as text, not row numbers)"
+            )
+        positions.append(position.astype(np.int64))
+    return torch.from_numpy(np.stack(positions)).reshape(2, -1)
+
+
+def _encode(
+    source: str,
+    nodes: pd.DataFrame,
+    *,
+    keep: set[str],
+    sensitive: str | None,
+    ordinal: Sequence[str],
+) -> tuple[dict[str, pd.Series], dict[str, list]]:
+    """Every column but those in ``keep`` (taken as they are) encoded by the module rules."""
+    columns: dict[str, pd.Series] = {}
+    categories: dict[str, list] = {}
+    for col in nodes.columns:
+        series = nodes[col]
+        if col in keep:
+            columns[col] = series
+            continue
+        parts, values = encode_text_column(
+            source, col, series, ordinal=col in ordinal or col == sensitive
+        )
+        clash = sorted(set(parts) & set(columns)) if len(parts) > 1 else []
+        if clash:
+            raise InvalidInputError(
+                f"{source}: one-hot column(s) {clash} of {col!r} clash with existing columns"
+            )
+        columns.update(parts)
+        if values is not None:
+            categories[col] = values
+    return columns, categories
+
+
+def read_graph(
+    nodes: TableLike,
+    edges: TableLike | None = None,
+    *,
+    id_column: str = "id",
+    source_column: str = "source",
+    target_column: str = "target",
+    label: str | None = None,
+    sensitive: str | None = None,
+    ignore: Sequence[str] = (),
+    split_column: str | None = None,
+    mask_column: str | None = None,
+    ordinal: Sequence[str] = (),
+    feature_columns: Sequence[str] | None = None,
+    undirected: bool = False,
+    flags: Mapping[str, str] | None = None,
+) -> Data:
+    """A PyG ``Data`` from a node table and an edge table (schema and rules in the module doc).
+
+    Parameters
+    ----------
+    nodes : a folder holding ``nodes.csv`` and ``edges.csv`` (or the ``.parquet`` pair; then
+        leave ``edges`` out), a ``.csv`` / ``.parquet`` file or a DataFrame of nodes.
+    edges : a ``.csv`` / ``.parquet`` file or a DataFrame of edges (needed unless ``nodes`` is
+        a folder).
+    id_column, source_column, target_column : the node-id column and the edge ends.
+    label : the label column (default ``y`` when present); text labels become codes of their
+        sorted values, the names in ``data.class_names``.
+    sensitive : the sensitive column (text allowed: group names in ``data.sensitive_values``).
+    ignore : columns left out of the features (an ignored sensitive column stays the sensitive
+        attribute).
+    split_column : a column of ``train`` / ``val`` / ``test`` giving the masks.
+    mask_column : a 0/1 column giving ``data.mask``, the nodes to audit.
+    ordinal : text columns coded ``0..m-1`` instead of one-hot.
+    feature_columns : the features by name, after encoding (default: the rule above).
+    undirected : add the reverse edges (drop self loops and duplicate edges).
+    flags : how messages name the arguments (``{"label": "--label"}`` from the CLI).
+
+    Returns
+    -------
+    Data as :func:`gnnaudit.datasets.load_graph` returns, plus ``categories`` (coded text
+    columns' values), ``class_names`` for a text label and ``node_ids``.
+
+    Raises
+    ------
+    InvalidInputError : a column named that does not exist (naming the argument and the
+        columns), blank or repeated ids, unknown edge ids, bad split values, mixed columns.
+    """
+    flags = dict(flags or {})
+    ignore, ordinal = _names_arg("ignore", ignore, flags), _names_arg("ordinal", ordinal, flags)
+    if edges is None:
+        if isinstance(nodes, pd.DataFrame) or not Path(nodes).is_dir():
+            raise InvalidInputError("edges is required unless nodes is a folder")
+        nodes, edges = find_tables(nodes, flags.get("nodes", "nodes"))
+    ends = (source_column, target_column)
+    node_frame, source = _read_table(flags.get("nodes", "nodes"), nodes, [id_column], 1)
+    edge_frame, edge_source = _read_table(flags.get("edges", "edges"), edges, list(ends), 0)
+    wanted = {
+        "id_column": id_column,
+        "label": label,
+        "sensitive": sensitive,
+        "split_column": split_column,
+        "mask_column": mask_column,
+        "ignore": ignore,
+        "ordinal": ordinal,
+    }
+    check_columns(source, [str(c) for c in node_frame.columns], wanted, flags)
+    check_columns(
+        edge_source,
+        [str(c) for c in edge_frame.columns],
+        {"source_column": source_column, "target_column": target_column},
+        flags,
+    )
+    ids = _ids(source, flags.get("id_column", "id_column"), id_column, node_frame[id_column])
+    repeated = ids.duplicated(keep=False).to_numpy()
+    if repeated.any():
+        raise InvalidInputError(
+            f"{source}: node ids must be unique; repeated at {describe_rows(ids, repeated)}"
+        )
+    index = pd.Index(ids.to_numpy(), name=id_column)
+    edge_index = _edge_index(edge_frame, edge_source, index, ends, flags)
+    frame = node_frame.drop(columns=[id_column]).set_axis(index)
+    return _assemble_frame(
+        frame,
+        source,
+        edge_index=edge_index,
+        label=label,
+        sensitive=sensitive,
+        ignore=ignore,
+        split_column=split_column,
+        mask_column=mask_column,
+        ordinal=ordinal,
+        feature_columns=feature_columns,
+        undirected=undirected,
+        flags=flags,
+    )
+
+
+def _names_arg(argument: str, value: Any, flags: Mapping[str, str]) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise InvalidInputError(
+            f"{flags.get(argument, argument)} must be a list of column names, got {value!r}"
+        )
+    return list(value)
+
+
+def _assemble_frame(
+    frame: pd.DataFrame,
+    source: str,
+    *,
+    edge_index: torch.Tensor,
+    label: str | None,
+    sensitive: str | None,
+    ignore: list[str],
+    split_column: str | None,
+    mask_column: str | None,
+    ordinal: list[str],
+    feature_columns: Sequence[str] | None,
+    undirected: bool,
+    flags: Mapping[str, str],
+) -> Data:
+    """Encode the columns of ``frame`` (indexed by node id) and build the Data."""
+    label_name = label if label is not None else ("y" if "y" in frame.columns else None)
+    masks = [c for c in MASK_NAMES if c in frame.columns and c not in ignore]
+    if split_column is not None:
+        clash = [SPLIT_VALUES[v] for v in SPLIT_VALUES if SPLIT_VALUES[v] in masks]
+        if clash:
+            raise InvalidInputError(
+                f"{flags.get('split_column', 'split_column')}={split_column!r}: {source} also "
+                f"holds {clash}; keep one of them (--ignore the other)"
+            )
+    special = {c for c in (label_name, split_column, mask_column) if c is not None}
+    keep = special | set(masks)
+    dropped = [c for c in ignore if c != sensitive and c not in special]
+    columns, categories = _encode(
+        source, frame.drop(columns=dropped), keep=keep, sensitive=sensitive, ordinal=ordinal
+    )
+    if sensitive is not None and len(categories.get(sensitive, ())) == 1:
+        raise InvalidInputError(
+            f"{flags.get('sensitive', 'sensitive')}: column {sensitive!r} of {source} holds a "
+            f"single value ({categories[sensitive][0]!r}); an audit needs at least two groups"
+        )
+    class_names = None
+    if label_name is not None:
+        columns[label_name], class_names = label_codes(source, label_name, columns[label_name])
+    if split_column is not None:
+        argument = flags.get("split_column", "split_column")
+        columns.update(split_masks(source, argument, split_column, columns.pop(split_column)))
+    reserved = special | set(masks) | set(SPLIT_VALUES.values())
+    if feature_columns is None:
+        feature_columns = [c for c in columns if c not in reserved and c not in ignore]
+    table = NodeTable(
+        source=source,
+        num_nodes=len(frame),
+        x=None,
+        feature_names=[],
+        columns=columns,
+        edge_index=edge_index,
+        declared_sensitive=None,
+        node_ids=[str(i) for i in frame.index],
+    )
+    data = assemble(
+        table,
+        label=label_name,
+        sensitive=sensitive,
+        mask_column=mask_column,
+        feature_columns=feature_columns,
+        mask_names=MASK_NAMES,
+        mask_argument=flags.get("mask_column", "mask_column"),
+    )
+    if sensitive is not None and sensitive in categories:
+        data.sensitive_values = list(categories[sensitive])
+    if class_names is not None:
+        data.class_names = class_names
+    if categories:
+        data.categories = categories
+    if undirected:
+        data.edge_index = clean_edge_index(data.edge_index, data.num_nodes)
+    return data

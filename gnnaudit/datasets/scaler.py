@@ -1,0 +1,127 @@
+"""A saved scikit-learn ``StandardScaler`` applied to a graph's features, read as data.
+
+A scaler pickled with ``pickle`` / ``joblib`` is never loaded (gnnaudit never unpickles a
+user's file). Save its parameters instead, from the fitted scaler ``s``::
+
+    np.savez("scaler.npz", mean_=s.mean_, scale_=s.scale_)
+    # optional, checked against the graph's columns and used to pick them by name:
+    np.savez("scaler.npz", mean_=s.mean_, scale_=s.scale_,
+             feature_names_in_=s.feature_names_in_.astype(str))
+
+or a JSON object ``{"mean_": [...], "scale_": [...], "feature_names_in_": [...]}``.
+
+The transform is scikit-learn's ``x' = (x - mean_) / scale_``. With ``feature_names_in_`` it
+applies to those columns of ``data.feature_names`` (each must exist; other columns, such as
+one-hot codes the scaler never saw, are left as they are); without it ``mean_`` and
+``scale_`` must have one entry per feature.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from gnnaudit.datasets.columns import name_list
+from gnnaudit.errors import InvalidInputError
+from gnnaudit.safe_io import load_npz, read_json
+
+__all__ = ["Standardizer", "load_standardizer"]
+
+
+@dataclass(frozen=True)
+class Standardizer:
+    """``mean_``, ``scale_`` and optionally ``feature_names_in_`` of a fitted scaler."""
+
+    mean_: np.ndarray
+    scale_: np.ndarray
+    feature_names_in_: tuple[str, ...] | None = None
+    source: str = "scaler"
+
+    def columns(self, feature_names: list[str], num_features: int) -> np.ndarray:
+        """Positions in the graph's features of the scaler's columns."""
+        if self.feature_names_in_ is None:
+            if self.mean_.size != num_features:
+                raise InvalidInputError(
+                    f"{self.source}: the scaler has {self.mean_.size} columns but the graph has "
+                    f"{num_features} features; save feature_names_in_ with it to scale some "
+                    "columns by name"
+                )
+            return np.arange(num_features)
+        missing = [n for n in self.feature_names_in_ if n not in feature_names]
+        if missing:
+            raise InvalidInputError(
+                f"{self.source}: feature(s) {name_list(missing)} of the scaler are not features "
+                f"of the graph (features: {name_list(feature_names)})"
+            )
+        return np.array([feature_names.index(n) for n in self.feature_names_in_], dtype=np.int64)
+
+    def apply(self, data: Any) -> Any:
+        """A shallow copy of ``data`` with the scaled features (``data`` is not modified)."""
+        x = data.x
+        names = [str(f) for f in (getattr(data, "feature_names", None) or [])]
+        cols = torch.from_numpy(self.columns(names, int(x.size(1)))).to(x.device)
+        mean = torch.as_tensor(self.mean_, dtype=x.dtype, device=x.device)
+        scale = torch.as_tensor(self.scale_, dtype=x.dtype, device=x.device)
+        scaled = x.clone()
+        scaled[:, cols] = (x[:, cols] - mean) / scale
+        out = copy.copy(data)
+        out.x = scaled
+        return out
+
+
+def _vector(source: str, key: str, value: Any) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{source}: {key!r} must be numbers ({exc})") from exc
+    if arr.ndim != 1 or arr.size == 0 or not np.isfinite(arr).all():
+        raise InvalidInputError(
+            f"{source}: {key!r} must be a non-empty 1-D array of finite numbers"
+        )
+    return arr
+
+
+def load_standardizer(path: str | os.PathLike[str], name: str = "standardize") -> Standardizer:
+    """Read a scaler's parameters from an ``.npz`` or ``.json`` file (module doc)."""
+    p = Path(path)
+    source = f"{name}: {str(p)!r}"
+    suffix = p.suffix.lower()
+    if suffix == ".npz":
+        content: Any = load_npz(name, p)
+    elif suffix == ".json":
+        content = read_json(name, p)
+    else:
+        raise InvalidInputError(
+            f"{source} must be an .npz or .json file of the scaler's mean_ and scale_ (a pickled "
+            "or joblib scaler is never loaded: save np.savez(path, mean_=s.mean_, "
+            "scale_=s.scale_))"
+        )
+    if not isinstance(content, dict) or "mean_" not in content or "scale_" not in content:
+        keys = sorted(content) if isinstance(content, dict) else type(content).__name__
+        raise InvalidInputError(f"{source} must hold mean_ and scale_ (has {keys})")
+    mean, scale = (
+        _vector(source, "mean_", content["mean_"]),
+        _vector(source, "scale_", content["scale_"]),
+    )
+    if mean.shape != scale.shape:
+        raise InvalidInputError(f"{source}: mean_ has {mean.size} entries, scale_ {scale.size}")
+    if (scale <= 0).any():
+        raise InvalidInputError(
+            f"{source}: scale_ must be positive (scikit-learn stores 1 for constant columns)"
+        )
+    names = content.get("feature_names_in_")
+    if names is not None:
+        names = np.asarray(names)
+        if names.ndim != 1 or names.dtype.kind not in "US" or names.size != mean.size:
+            raise InvalidInputError(
+                f"{source}: feature_names_in_ must be {mean.size} strings (save "
+                "s.feature_names_in_.astype(str))"
+            )
+        names = tuple(str(n) for n in names)
+    return Standardizer(mean, scale, names, source)
