@@ -151,7 +151,7 @@ def _encode(
     return columns, categories
 
 
-def read_graph(
+def read_graph(  # noqa: PLR0913 - the documented schema, keyword-only, as pandas.read_csv
     nodes: TableLike,
     edges: TableLike | None = None,
     *,
@@ -259,7 +259,7 @@ def _names_arg(argument: str, value: Any, flags: Mapping[str, str]) -> list[str]
     return list(value)
 
 
-def _assemble_frame(
+def _assemble_frame(  # noqa: PLR0913 - read_graph's schema passed through, keyword-only
     frame: pd.DataFrame,
     source: str,
     *,
