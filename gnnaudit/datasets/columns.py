@@ -167,5 +167,5 @@ def category_codes(source: str, column: str, series: pd.Series) -> tuple[np.ndar
     except TypeError as exc:  # unhashable cells (lists, dicts)
         raise InvalidInputError(
             f"{source}: column {column!r} holds values that cannot be categories ({exc})"
-        ) from None
+        ) from exc
     return np.asarray(codes, dtype=np.int64), list(uniques)

@@ -178,7 +178,7 @@ def read_amazon_raw(raw_dir: str | Path) -> Data:
     except (ValueError, TypeError) as exc:
         raise InvalidInputError(
             f"{ARG}: {str(adj_path)!r} is not a valid CSR matrix: {exc}"
-        ) from None
+        ) from exc
     coo = adj.tocoo()
     edge_index = check_edge_index(
         f"{ARG}: edges of {str(adj_path)!r}",
@@ -193,7 +193,7 @@ def read_amazon_raw(raw_dir: str | Path) -> Data:
         ids = np.fromiter(map(int, class_map.keys()), dtype=np.int64, count=n)
         labels = np.asarray(list(class_map.values()), dtype=np.int64)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidInputError(f"{ARG}: {str(class_path)!r}: {exc}") from None
+        raise InvalidInputError(f"{ARG}: {str(class_path)!r}: {exc}") from exc
     if ids.min() < 0 or ids.max() >= n or np.unique(ids).size != n:
         raise InvalidInputError(f"{ARG}: {str(class_path)!r} must list node ids 0..{n - 1} once")
     y = np.empty_like(labels)
@@ -203,10 +203,10 @@ def read_amazon_raw(raw_dir: str | Path) -> Data:
     for key, field in (("train_mask", "tr"), ("val_mask", "va"), ("test_mask", "te")):
         try:
             members = np.asarray(role[field], dtype=np.int64).reshape(-1)
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError) as exc:
             raise InvalidInputError(
                 f"{ARG}: {str(raw / 'role.json')!r} must hold a list of node ids under {field!r}"
-            ) from None
+            ) from exc
         if members.size and (members.min() < 0 or members.max() >= n):
             raise InvalidInputError(f"{ARG}: role {field!r} holds node ids outside 0..{n - 1}")
         mask = torch.zeros(n, dtype=torch.bool)

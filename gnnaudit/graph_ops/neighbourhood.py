@@ -94,7 +94,7 @@ def as_features(x: Any) -> Tensor:
         try:
             x = torch.as_tensor(x)
         except (TypeError, ValueError, RuntimeError) as exc:
-            raise InvalidInputError(f"x must be a 2-D array of numbers, got {exc}") from None
+            raise InvalidInputError(f"x must be a 2-D array of numbers, got {exc}") from exc
     if x.dim() != 2:
         raise InvalidInputError(
             f"x must have shape [num_nodes, num_features], got {tuple(x.shape)}"
