@@ -237,6 +237,7 @@ def _report(
         outcome.findings,
         sensitive_name=ctx.sensitive_name,
         degenerate_reason=ctx.degenerate_reason,
+        not_inputs=() if ctx.sensitive_column is not None else [ctx.sensitive_name or ""],
     )
     options = ctx.options
     config = {
