@@ -19,7 +19,8 @@ counterfactual-flip findings at node and graph scope, ``gap`` the flagged group-
   then;
 * **group gap without use of the attribute**: ``gap`` flagged, no flip flagged and every flip
   rate at most :data:`NEGLIGIBLE_FLIP`: the model reaches the difference through other inputs
-  (proxies) or the groups differ in the data;
+  (proxies) or the groups differ in the data (with a non-zero negligible flip rate it says
+  that the model reads the attribute at that rate and attributes only the rest);
 * **group gap** beside a use of ``S``: stated as a gap, without saying where it comes from;
 * **no test possible**: ``S`` is not a model input, so a direct test was impossible; the top
   proxies are named when the proxy finding exists;
