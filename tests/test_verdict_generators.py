@@ -106,6 +106,7 @@ def test_a_model_ignoring_the_attribute_is_never_said_to_use_it(data):
     for scope in ("node", "graph"):
         f = report.finding(f"counterfactual flip ({scope} scope)", "gender")
         assert f["value"] == 0.0 and not f["flagged"]
+        assert f["ci_low"] == 0.0 and 0 < f["ci_high"] < 4 / data.num_nodes  # not [0, 0]
     parity = report.finding("statistical parity", "gender")
     assert "depend on gender" not in report.verdict and "weakly" not in report.verdict
     if parity["flagged"]:

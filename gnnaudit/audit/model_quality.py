@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from gnnaudit.audit.bootstrap import rate_interval
+from gnnaudit.audit.intervals import binomial_interval
 from gnnaudit.audit.report.section import Finding, ReportSection
 from gnnaudit.audit.result import AuditResult
 
@@ -47,7 +47,7 @@ class ModelQualityResult(AuditResult):
     Attributes
     ----------
     n_nodes : audited nodes.
-    accuracy, ci_low, ci_high : accuracy on the audited nodes with its bootstrap interval
+    accuracy, ci_low, ci_high : accuracy on the audited nodes with its exact (Clopper-Pearson) interval
         (NaN without labels).
     majority_rate : share of the most frequent true class among the audited nodes (NaN without
         labels).
@@ -159,9 +159,10 @@ def assess_model(
 ) -> ModelQualityResult:
     """Accuracy, majority rate and prediction mix on ``nodes``, and the degenerate verdict.
 
-    ``predictions`` / ``labels``: (n,) classes of every node (``labels`` may be None).
+    ``predictions`` / ``labels``: (n,) classes of every node (``labels`` may be None). The
+    accuracy interval is exact (Clopper-Pearson at ``confidence``); ``n_boot`` and ``rng`` are
+    accepted for compatibility and unused.
     """
-    rng = np.random.default_rng(0) if rng is None else rng
     pred = np.asarray(predictions, dtype=np.int64)[nodes]
     m = int(pred.size)
     width = int(pred.max()) + 1 if m else 1
@@ -178,7 +179,7 @@ def assess_model(
         table["true"] = true_counts
         correct = int((pred == y).sum())
         accuracy = correct / m
-        lo, hi = rate_interval(correct, m, n_boot=n_boot, confidence=confidence, rng=rng)
+        lo, hi = binomial_interval(correct, m, confidence)
         majority = float(true_counts.max() / m)
         if abs(accuracy - majority) < ACCURACY_MARGIN:
             reasons.append(

@@ -8,7 +8,7 @@ and *whether it matters more than the other inputs*.
 
 Findings and their thresholds (documented constants):
 
-* ``counterfactual flip (<scope> scope)``: the flip rate with its bootstrap interval; flagged
+* ``counterfactual flip (<scope> scope)``: the flip rate with its exact binomial interval; flagged
   when the **whole interval lies above** :data:`MIN_FLIP_EFFECT` (5% of the audited decisions
   change), a stated minimum effect rather than "different from zero", which any large sample
   would reach for a negligible dependence.
@@ -239,7 +239,8 @@ class SensitivityAudit(AuditResult):
             notes=[
                 "Binary features are flipped, categorical ones moved to every other value (a node "
                 "counts when any value changes its decision), continuous ones swapped to the "
-                "opposite quantile. Intervals: bootstrap over audited nodes. Threshold: the "
+                "opposite quantile. Intervals: exact binomial (Clopper-Pearson) over audited nodes, so "
+                "no flip observed still gives an upper bound of about 3.7/n. Threshold: the "
                 f"interval's lower end above {MIN_FLIP_EFFECT:.0%}.",
                 *self.notes,
             ],
