@@ -304,7 +304,7 @@ class SensitivityUnit(AuditUnit):
         column = ctx.sensitive_column
         assert column is not None  # guaranteed by requires
         spec = resolve_feature(data, int(column))
-        notes: list[str] = []
+        notes: list[str] = [a.note for a in ctx.attributes[:1] if a.note]
         specs = [spec]
         large = ctx.num_nodes > LARGE_GRAPH_NODES
         rank = self.rank if self.rank is not None else not large
@@ -343,7 +343,7 @@ class SensitivityUnit(AuditUnit):
             options = FlipOptions(
                 num_hops=hops,
                 max_nodes=max_nodes,
-                sensitive=ctx.sensitive_name,
+                sensitive=ctx.sensitive,
                 confidence=ctx.options.confidence,
                 base_logits=ctx.logits,
                 progress=ctx.options.progress,
