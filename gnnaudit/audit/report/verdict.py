@@ -197,7 +197,9 @@ def _attribute_sentences(
             f"{name} is the feature whose change alters the most decisions "
             f"({'; '.join(f.finding for f in rank)})."
         )
-    established = any(f.flagged for f in about) or any(_weak(f) for f in flips)
+    established = any(f.flagged for f in about if f.finding != _PROXIES) or any(
+        _weak(f) for f in flips
+    )
     if not established and not degenerate and flips:
         largest = max(flips, key=lambda f: f.value if math.isfinite(f.value) else -1.0)
         out.append(
