@@ -245,9 +245,24 @@ class AuditContext:
     @cached_property
     def logits(self) -> torch.Tensor:
         """``(n, C)`` logits of the model on the graph (one forward pass, CPU)."""
-        return self.adapter.logits(
+        logits = self.adapter.logits(
             self.data.x, self.data.edge_index, stage="the audit's predictions"
         )
+        self._check_outputs(int(logits.shape[1]))
+        return logits
+
+    def _check_outputs(self, width: int) -> None:
+        """Refuse a model whose number of outputs differs from the number of label classes
+        (``max(y) + 1``); labels of a single class are left to the degenerate-model guard."""
+        if self.labels is None or not self.labels.size or np.unique(self.labels).size < 2:
+            return
+        classes = int(self.labels.max()) + 1
+        if width != classes:
+            raise InvalidInputError(
+                f"the model outputs {width} scores per node but the labels (data.y) hold "
+                f"{classes} classes (0 to {classes - 1}); audit a model with one output per "
+                "class, or relabel the data"
+            )
 
     @cached_property
     def predictions(self) -> np.ndarray:

@@ -7,7 +7,10 @@ therefore checks the model first. A model is **degenerate** when
 
 * its accuracy on the audited nodes is within :data:`ACCURACY_MARGIN` (1 point, either side) of
   the majority rate (the accuracy of always answering the most frequent true class), or
-* it predicts a single class on more than :data:`PREDICTION_SHARE` (95%) of the audited nodes.
+* it predicts a single class on more than :data:`PREDICTION_SHARE` (95%) of the audited nodes,
+  or
+* the labels of the audited nodes hold a single class (accuracy then cannot tell the model
+  from a constant answer).
 
 A degenerate model gets a flagged finding that says so, and the sections whose statistics become
 meaningless are marked "not meaningful" (see :class:`~gnnaudit.audit.unit.AuditUnit`).
@@ -181,6 +184,12 @@ def assess_model(
         accuracy = correct / m
         lo, hi = binomial_interval(correct, m, confidence)
         majority = float(true_counts.max() / m)
+        if np.count_nonzero(true_counts) == 1:
+            reasons.append(
+                f"the labels of the {m} audited nodes hold a single class "
+                f"({int(np.argmax(true_counts))}), so no decision can be told right from a "
+                "constant answer"
+            )
         if abs(accuracy - majority) < ACCURACY_MARGIN:
             reasons.append(
                 f"its accuracy {accuracy:.3f} is within {ACCURACY_MARGIN:.0%} of the majority "
