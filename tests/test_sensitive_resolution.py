@@ -90,3 +90,17 @@ def test_a_list_resolves_every_attribute_and_bad_entries_are_named(data):
         resolve_attributes(data, 99)
     with pytest.raises(InvalidInputError, match="one value per node"):
         resolve_attributes(data, np.zeros(7))
+
+
+def test_several_attributes_give_per_attribute_and_intersectional_parity(data):
+    rng = np.random.default_rng(0)
+    region = rng.choice(np.array(["north", "south"]), size=data.num_nodes)
+    report = _audit(data, ["gender", region])
+    parity = report.findings[report.findings["finding"] == "statistical parity"]
+    assert list(parity["feature"]) == ["gender", "sensitive", "gender & sensitive"]
+    joint = report.table("group_fairness", "groups (gender & sensitive)")
+    assert len(joint) == 4 and joint["group"].str.contains("gender=1 & sensitive=north").any()
+    assert joint["size"].sum() == report.table("group_fairness", "groups")["size"].sum()
+    assert "depend on gender directly" in report.verdict
+    assert "sensitive is not a model input" in report.verdict
+    assert not report.findings["value"].isna().any()

@@ -235,9 +235,9 @@ def _report(
         checkpoints.update(getattr(result, "checkpoints", {}) or {})
     verdict = compose_verdict(
         outcome.findings,
-        sensitive_name=ctx.sensitive_name,
+        sensitive_name=[a.name for a in ctx.attributes],
         degenerate_reason=ctx.degenerate_reason,
-        not_inputs=() if ctx.sensitive_column is not None else [ctx.sensitive_name or ""],
+        not_inputs=[a.name for a in ctx.attributes if a.column is None],
     )
     options = ctx.options
     config = {

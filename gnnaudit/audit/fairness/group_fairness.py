@@ -455,16 +455,24 @@ class GroupFairnessUnit(AuditUnit):
     def __init__(self, positive_class: int = 1) -> None:
         self.positive_class = check_int("positive_class", positive_class)
 
-    def run(self, ctx: AuditContext) -> GroupFairness:
+    def run(self, ctx: AuditContext) -> AuditResult:
+        options: dict[str, Any] = {
+            "mask": ctx.nodes,
+            "positive_class": self.positive_class,
+            "n_boot": ctx.options.n_boot,
+            "confidence": ctx.options.confidence,
+            "random_state": ctx.options.random_state,
+            "n_classes": int(ctx.logits.shape[1]),
+        }
+        if len(ctx.attributes) > 1:  # per attribute and their intersection
+            from gnnaudit.audit.fairness.multi_group import multi_group_fairness
+
+            pairs = [(a.name, a.values) for a in ctx.attributes]
+            return multi_group_fairness(ctx.labels, ctx.predictions, pairs, **options)
         return group_fairness(
             ctx.labels,
             ctx.predictions,
             sensitive_features=ctx.sensitive,
-            mask=ctx.nodes,
-            positive_class=self.positive_class,
             sensitive_name=ctx.sensitive_name,
-            n_boot=ctx.options.n_boot,
-            confidence=ctx.options.confidence,
-            random_state=ctx.options.random_state,
-            n_classes=int(ctx.logits.shape[1]),
+            **options,
         )

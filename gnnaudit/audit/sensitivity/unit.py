@@ -305,6 +305,11 @@ class SensitivityUnit(AuditUnit):
         assert column is not None  # guaranteed by requires
         spec = resolve_feature(data, int(column))
         notes: list[str] = [a.note for a in ctx.attributes[:1] if a.note]
+        if len(ctx.attributes) > 1:
+            notes.append(
+                f"The flip tests cover the first sensitive attribute ({spec.name}); call "
+                "counterfactual_flip(model, data, feature) for the others."
+            )
         specs = [spec]
         large = ctx.num_nodes > LARGE_GRAPH_NODES
         rank = self.rank if self.rank is not None else not large
