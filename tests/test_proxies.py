@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gnnaudit.audit.fairness.group_fairness import GroupFairnessUnit
-from gnnaudit.audit.fairness.proxies import PROXY_SHARE, ProxyUnit, rank_proxies
+from gnnaudit.audit.proxies import PROXY_SHARE, ProxyUnit, rank_proxies
 from gnnaudit.audit.quality_unit import ModelQuality
 from gnnaudit.audit.sensitivity.unit import SensitivityUnit
 from gnnaudit.datasets import synthetic_credit_graph

@@ -32,7 +32,7 @@ from gnnaudit.audit.fairness.discrimination import DiscriminationUnit
 from gnnaudit.audit.fairness.error_verification import DEFAULT_KS, ErrorVerificationUnit
 from gnnaudit.audit.fairness.evidence_pairs import EvidencePairsUnit
 from gnnaudit.audit.fairness.group_fairness import GroupFairnessUnit
-from gnnaudit.audit.fairness.proxies import ProxyUnit
+from gnnaudit.audit.proxies import ProxyUnit
 from gnnaudit.audit.quality_unit import ModelQuality
 from gnnaudit.audit.sensitivity.unit import SensitivityUnit
 from gnnaudit.audit.unit import AuditUnit

@@ -50,6 +50,7 @@ from gnnaudit._validation import (
     check_int,
 )
 from gnnaudit.audit.bootstrap import binomial_rates, finite_interval, gap_interval
+from gnnaudit.audit.fairness.multi_group import multi_group_fairness
 from gnnaudit.audit.fairness.per_class import ClassGaps, per_class_gaps
 from gnnaudit.audit.report.section import Figure, Finding, ReportSection
 from gnnaudit.audit.unit import AuditResult, AuditUnit
@@ -334,6 +335,26 @@ def _binary_gaps(
     return spd, spd_ci, di, di_ci, eod, eod_ci
 
 
+def _class_gaps(
+    pred: np.ndarray,
+    y: np.ndarray | None,
+    code: np.ndarray,
+    g: int,
+    n_classes: int | None,
+    n_boot: int,
+    confidence: float,
+    rng: np.random.Generator,
+) -> ClassGaps | None:
+    """Per-class gaps when there are more than two classes (``n_classes`` or inferred)."""
+    width = max(int(pred.max()), -1 if y is None or not y.size else int(y.max())) + 1
+    n_classes = width if n_classes is None else max(width, check_int("n_classes", n_classes))
+    if n_classes <= 2:
+        return None
+    return per_class_gaps(
+        pred, y, code, g, n_classes, n_boot=n_boot, confidence=confidence, rng=rng
+    )
+
+
 def group_fairness(
     y_true: Any,
     y_pred: Any,
@@ -415,15 +436,9 @@ def group_fairness(
     spd, spd_ci, di, di_ci, eod, eod_ci = _binary_gaps(
         (pos_pred, size, positives, tp, tpr), group_values, y is not None, n_boot, confidence, rng
     )
-    width = max(int(pred.max()), -1 if y is None or not y.size else int(y.max())) + 1
-    n_classes = width if n_classes is None else max(width, check_int("n_classes", n_classes))
-    class_gaps = None
-    if n_classes > 2:
-        class_gaps = per_class_gaps(
-            pred, y, code, g, n_classes, n_boot=n_boot, confidence=confidence, rng=rng
-        )
-        spd, spd_ci, di = class_gaps.spd, class_gaps.spd_ci, class_gaps.di
-        di_ci = (math.nan, math.nan)
+    class_gaps = _class_gaps(pred, y, code, g, n_classes, n_boot, confidence, rng)
+    if class_gaps is not None:  # more than two classes: the largest gap over classes
+        spd, spd_ci, di, di_ci = class_gaps.spd, class_gaps.spd_ci, class_gaps.di, (math.nan,) * 2
         eod, eod_ci = class_gaps.eod, class_gaps.eod_ci
     return GroupFairness(
         groups=table,
@@ -465,10 +480,10 @@ class GroupFairnessUnit(AuditUnit):
             "n_classes": int(ctx.logits.shape[1]),
         }
         if len(ctx.attributes) > 1:  # per attribute and their intersection
-            from gnnaudit.audit.fairness.multi_group import multi_group_fairness
-
             pairs = [(a.name, a.values) for a in ctx.attributes]
-            return multi_group_fairness(ctx.labels, ctx.predictions, pairs, **options)
+            return multi_group_fairness(
+                group_fairness, ctx.labels, ctx.predictions, pairs, **options
+            )
         return group_fairness(
             ctx.labels,
             ctx.predictions,

@@ -10,14 +10,13 @@ joined by ``" & "`` (e.g. ``"gender & region"``) and its groups are labelled
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from gnnaudit.audit.fairness.group_fairness import GroupFairness, group_fairness
 from gnnaudit.audit.report.section import Finding, ReportSection
 from gnnaudit.audit.unit import AuditResult
 
@@ -42,9 +41,10 @@ def intersection_labels(names: Sequence[str], values: Sequence[np.ndarray]) -> n
 
 @dataclass
 class MultiGroupFairness(AuditResult):
-    """One :class:`GroupFairness` per attribute, then the intersection's (``results``)."""
+    """One :class:`~gnnaudit.audit.fairness.group_fairness.GroupFairness` per attribute, then
+    the intersection's (``results``)."""
 
-    results: list[GroupFairness]
+    results: list[Any]
 
     def to_frame(self) -> pd.DataFrame:
         return pd.concat(
@@ -77,13 +77,15 @@ class MultiGroupFairness(AuditResult):
 
 
 def multi_group_fairness(
+    group_fairness: Callable[..., Any],
     y_true: Any,
     y_pred: Any,
     attributes: Sequence[tuple[str, np.ndarray]],
     **options: Any,
 ) -> MultiGroupFairness:
-    """:func:`group_fairness` of every ``(name, values)`` attribute and of their intersection;
-    ``options`` are ``group_fairness``'s keyword arguments (``sensitive_name`` excepted)."""
+    """``group_fairness`` (:func:`~gnnaudit.audit.fairness.group_fairness.group_fairness`,
+    passed in to keep this module below it) of every ``(name, values)`` attribute and of their
+    intersection; ``options`` are its keyword arguments (``sensitive_name`` excepted)."""
     results = [
         group_fairness(y_true, y_pred, sensitive_features=v, sensitive_name=n, **options)
         for n, v in attributes
