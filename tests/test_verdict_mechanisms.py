@@ -84,7 +84,9 @@ def _expected(node, graph, gap, is_input, proxies, degenerate) -> set[str]:
         tags |= {"proxies"} if proxies else set()
     elif not vals:
         tags.add("not_computed")
-    if on.get("node"):
+    if degenerate:  # flips of a degenerate model are not read as use
+        pass
+    elif on.get("node"):
         tags.add("direct")
         if on.get("graph") and vals["graph"][1] > vals["node"][2]:
             tags.add("also_neighbours")

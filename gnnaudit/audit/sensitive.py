@@ -112,7 +112,7 @@ def _groups(values: np.ndarray, name: str, bins: int | None) -> tuple[np.ndarray
         raise InvalidInputError(
             f"sensitive attribute {name!r} is continuous ({distinct} distinct values); used raw "
             "as groups every node would be its own group. Pass sensitive_bins=4 (quantile "
-            "bins) or give a binned vector"
+            "bins; CLI --sensitive-bins 4) or give a binned vector"
         )
     binned = bin_attribute(values.astype(np.float64), bins)
     note = (

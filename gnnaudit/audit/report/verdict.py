@@ -7,7 +7,8 @@ sentence states one fact and quotes the finding that establishes it; no sentence
 than its finding. For every sensitive attribute ``S`` (with ``node`` / ``graph`` the
 counterfactual-flip findings at node and graph scope, ``gap`` the flagged group-gap findings):
 
-* **degenerate model** (named first): its fairness figures carry no information;
+* **degenerate model** (named first): its fairness figures carry no information, so no
+  sentence about the use of the attribute follows (only flagged gaps and contrasts);
 * **direct use**: ``node`` flagged ("changing a node's own S alone changes its decision");
 * **use through the neighbours**: ``graph`` flagged while ``node`` is not, or both flagged and
   the graph-scope interval lies entirely above the node-scope interval (graph scope *clearly*
@@ -183,7 +184,8 @@ def _attribute_sentences(
             f"No counterfactual flip of {name} was computed (see the sensitivity section's "
             "notes), so the audit cannot say whether the model uses it."
         )
-    out += _use_sentences(name, node, graph)
+    if not degenerate:  # a degenerate model's flips are not meaningful (their flags cleared)
+        out += _use_sentences(name, node, graph)
     out += _gap_sentences(name, gaps, flips, is_input, proxies)
     contrast = by_name.get("evidence contrast")
     if contrast is not None and contrast.flagged:
