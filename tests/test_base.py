@@ -350,6 +350,7 @@ AUDIT_LAYERS = {
     "sensitivity": {"core", "report", "search"},
     "fairness": {"core", "report", "search"},
     "embedding": {"core", "report", "search"},
+    "proxies": {"core", "report", "search", "sensitivity"},
 }
 
 

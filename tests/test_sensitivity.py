@@ -312,10 +312,13 @@ class Planted(torch.nn.Module):
 def test_planted_dependence_and_ignored_feature(sparse_graph):
     gender = NAMES.index("gender")
     strong = counterfactual_flip(Planted(gender, 5.0), sparse_graph, "gender", n_boot=200)
-    assert strong.rate == 1.0 and strong.ci_low == 1.0
+    n = strong.n_nodes  # exact Clopper-Pearson bounds at the boundary
+    assert strong.rate == 1.0 and strong.ci_high == 1.0
+    assert strong.ci_low == pytest.approx(0.025 ** (1 / n))
     ignored = counterfactual_flip(Planted(gender, 5.0), sparse_graph, "b1", n_boot=200)
     assert ignored.rate == 0.0 and ignored.prob_change == 0.0
-    assert (ignored.ci_low, ignored.ci_high) == (0.0, 0.0) and ignored.changed.size == 0
+    assert ignored.ci_low == 0.0 and ignored.changed.size == 0
+    assert ignored.ci_high == pytest.approx(1 - 0.025 ** (1 / n))  # no flip: still a bound
     table = feature_sensitivity(Planted(gender, 5.0), sparse_graph, n_boot=100)
     assert table.columns.tolist() == SENSITIVITY_COLUMNS
     assert table.iloc[0]["feature"] == "gender" and table.iloc[0]["rank"] == 1

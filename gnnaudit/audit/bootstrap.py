@@ -14,7 +14,9 @@ Percentile bootstrap of a mean
     distribution of the mean is :math:`\mathrm{Binomial}(m, \hat p) / m`; it is drawn directly,
     in O(n_boot) time and memory, without a resampling matrix. A rate of exactly 0 or 1 then has
     the degenerate interval [0, 0] or [1, 1] (the percentile bootstrap cannot see beyond the
-    sample; read it as "no node of the sample changed").
+    sample; read it as "no node of the sample changed"). The audit's rates (flip rates,
+    accuracies) therefore use the exact intervals of :mod:`gnnaudit.audit.intervals`; the
+    bootstrap stays for statistics without a closed form (gaps, ratios, means).
 
 Difference of two group rates (statistical parity, equal opportunity, by-group flip rates)
     Stratified bootstrap: each group is resampled within itself (its size fixed), the

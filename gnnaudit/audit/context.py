@@ -33,6 +33,7 @@ from gnnaudit._validation import (
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.audit.search.evidence import BACKENDS
 from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
+from gnnaudit.audit.sensitive import SensitiveAttribute, resolve_attributes, resolve_sensitive
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["AuditOptions", "AuditContext", "resolve_sensitive", "resolve_nodes"]
@@ -54,6 +55,8 @@ class AuditOptions:
     confidence : confidence level of the intervals (0.95 = 95%).
     progress : tqdm progress bars.
     device : where the model runs (``"auto"``: where it already is).
+    sensitive_bins : quantile bins for a continuous sensitive attribute (None: a continuous
+        attribute is refused; see :mod:`gnnaudit.audit.sensitive`).
     """
 
     k: int = 10
@@ -66,6 +69,7 @@ class AuditOptions:
     confidence: float = 0.95
     progress: bool = True
     device: Any = "auto"
+    sensitive_bins: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -78,6 +82,8 @@ class AuditOptions:
         check_float(
             "confidence", self.confidence, minimum=0.5, maximum=1.0, inclusive=(True, False)
         )
+        if self.sensitive_bins is not None:
+            check_int("sensitive_bins", self.sensitive_bins, minimum=2, maximum=100)
         if not isinstance(self.progress, bool):
             raise InvalidInputError(f"progress must be True or False, got {self.progress!r}")
 
@@ -131,49 +137,6 @@ def resolve_nodes(data: Any, mask: Any = None, *, name: str = "mask") -> np.ndar
     return ids
 
 
-def resolve_sensitive(
-    data: Any, sensitive: Any = None
-) -> tuple[np.ndarray | None, str | None, int | None]:
-    """The sensitive attribute of every node, its name, and its column in ``data.x``.
-
-    ``sensitive``: None (use ``data.sensitive`` / ``data.sensitive_name`` when present), a
-    feature name of ``data.feature_names``, or an (n,) array. Returns ``(values, name,
-    column)``; ``column`` is None when the attribute is not a model input (the model can then
-    only use it through proxies). ``(None, None, None)`` when nothing is available.
-    """
-    n = int(data.num_nodes)
-    names = [str(f) for f in (getattr(data, "feature_names", None) or [])]
-    if sensitive is None:
-        values = getattr(data, "sensitive", None)
-        if values is None:
-            return None, None, None
-        name = getattr(data, "sensitive_name", None)
-        name = None if name is None else str(name)
-        arr = _to_numpy(values).ravel()
-        column = names.index(name) if name in names else None
-    elif isinstance(sensitive, str):
-        if sensitive in names:
-            column = names.index(sensitive)
-            arr, name = _to_numpy(data.x[:, column]), sensitive
-        elif (
-            sensitive == getattr(data, "sensitive_name", None)
-            and getattr(data, "sensitive", None) is not None
-        ):
-            arr, name, column = _to_numpy(data.sensitive).ravel(), sensitive, None
-        else:
-            raise InvalidInputError(
-                f"sensitive={sensitive!r} is not a feature name of the data; known: "
-                f"{', '.join(names[:20])}{' ...' if len(names) > 20 else ''}"
-            )
-    else:
-        arr, name, column = _to_numpy(sensitive).ravel(), "sensitive", None
-    if arr.shape[0] != n:
-        raise InvalidInputError(f"sensitive must have one value per node ({n}), got {arr.shape[0]}")
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        raise InvalidInputError(f"sensitive attribute {name!r} holds NaN or inf values")
-    return arr, name, column
-
-
 class AuditContext:
     """Model, graph, audited nodes and options, with the shared computations cached.
 
@@ -184,7 +147,7 @@ class AuditContext:
     data : a PyG ``Data`` with ``x`` and ``edge_index``; ``y``, masks, ``feature_names``,
         ``sensitive`` / ``sensitive_name`` optional.
     mask : audited nodes (see :func:`resolve_nodes`).
-    sensitive : the sensitive attribute (see :func:`resolve_sensitive`).
+    sensitive : the sensitive attribute(s) (see :mod:`gnnaudit.audit.sensitive`).
     options : :class:`AuditOptions`.
     forward_kwargs, predict_fn : passed to :class:`ModelAdapter`.
     """
@@ -210,15 +173,21 @@ class AuditContext:
             model, forward_kwargs=forward_kwargs, predict_fn=predict_fn, device=self.options.device
         )
         self.nodes = resolve_nodes(self.data, mask)
-        self.sensitive, self.sensitive_name, self.sensitive_column = resolve_sensitive(
-            self.data, sensitive
+        #: every sensitive attribute (the first is the primary one, :attr:`sensitive`)
+        self.attributes: list[SensitiveAttribute] = resolve_attributes(
+            self.data, sensitive, bins=self.options.sensitive_bins
         )
-        if self.sensitive is not None and np.unique(self.sensitive[self.nodes]).size < 2:
-            raise InvalidInputError(
-                f"sensitive attribute {self.sensitive_name!r} takes a single value on the "
-                f"{self.nodes.size} audited nodes; a fairness audit needs at least two groups"
-            )
-        self.notes: list[str] = []
+        first = self.attributes[0] if self.attributes else None
+        self.sensitive = None if first is None else first.values
+        self.sensitive_name = None if first is None else first.name
+        self.sensitive_column = None if first is None else first.column
+        for attr in self.attributes:
+            if np.unique(attr.values[self.nodes]).size < 2:
+                raise InvalidInputError(
+                    f"sensitive attribute {attr.name!r} takes a single value on the "
+                    f"{self.nodes.size} audited nodes; a fairness audit needs at least two groups"
+                )
+        self.notes: list[str] = [a.note for a in self.attributes if a.note]
         #: results of the units that already ran, by unit name (filled by ``run_units``)
         self.results: dict[str, Any] = {}
         self._local: LocalEvidence | None = None
@@ -276,9 +245,24 @@ class AuditContext:
     @cached_property
     def logits(self) -> torch.Tensor:
         """``(n, C)`` logits of the model on the graph (one forward pass, CPU)."""
-        return self.adapter.logits(
+        logits = self.adapter.logits(
             self.data.x, self.data.edge_index, stage="the audit's predictions"
         )
+        self._check_outputs(int(logits.shape[1]))
+        return logits
+
+    def _check_outputs(self, width: int) -> None:
+        """Refuse a model whose number of outputs differs from the number of label classes
+        (``max(y) + 1``); labels of a single class are left to the degenerate-model guard."""
+        if self.labels is None or not self.labels.size or np.unique(self.labels).size < 2:
+            return
+        classes = int(self.labels.max()) + 1
+        if width != classes:
+            raise InvalidInputError(
+                f"the model outputs {width} scores per node but the labels (data.y) hold "
+                f"{classes} classes (0 to {classes - 1}); audit a model with one output per "
+                "class, or relabel the data"
+            )
 
     @cached_property
     def predictions(self) -> np.ndarray:

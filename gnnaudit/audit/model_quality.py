@@ -7,7 +7,10 @@ therefore checks the model first. A model is **degenerate** when
 
 * its accuracy on the audited nodes is within :data:`ACCURACY_MARGIN` (1 point, either side) of
   the majority rate (the accuracy of always answering the most frequent true class), or
-* it predicts a single class on more than :data:`PREDICTION_SHARE` (95%) of the audited nodes.
+* it predicts a single class on more than :data:`PREDICTION_SHARE` (95%) of the audited nodes,
+  or
+* the labels of the audited nodes hold a single class (accuracy then cannot tell the model
+  from a constant answer).
 
 A degenerate model gets a flagged finding that says so, and the sections whose statistics become
 meaningless are marked "not meaningful" (see :class:`~gnnaudit.audit.unit.AuditUnit`).
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from gnnaudit.audit.bootstrap import rate_interval
+from gnnaudit.audit.intervals import binomial_interval
 from gnnaudit.audit.report.section import Finding, ReportSection
 from gnnaudit.audit.result import AuditResult
 
@@ -47,7 +50,7 @@ class ModelQualityResult(AuditResult):
     Attributes
     ----------
     n_nodes : audited nodes.
-    accuracy, ci_low, ci_high : accuracy on the audited nodes with its bootstrap interval
+    accuracy, ci_low, ci_high : accuracy on the audited nodes with its exact (Clopper-Pearson) interval
         (NaN without labels).
     majority_rate : share of the most frequent true class among the audited nodes (NaN without
         labels).
@@ -159,9 +162,10 @@ def assess_model(
 ) -> ModelQualityResult:
     """Accuracy, majority rate and prediction mix on ``nodes``, and the degenerate verdict.
 
-    ``predictions`` / ``labels``: (n,) classes of every node (``labels`` may be None).
+    ``predictions`` / ``labels``: (n,) classes of every node (``labels`` may be None). The
+    accuracy interval is exact (Clopper-Pearson at ``confidence``); ``n_boot`` and ``rng`` are
+    accepted for compatibility and unused.
     """
-    rng = np.random.default_rng(0) if rng is None else rng
     pred = np.asarray(predictions, dtype=np.int64)[nodes]
     m = int(pred.size)
     width = int(pred.max()) + 1 if m else 1
@@ -178,8 +182,14 @@ def assess_model(
         table["true"] = true_counts
         correct = int((pred == y).sum())
         accuracy = correct / m
-        lo, hi = rate_interval(correct, m, n_boot=n_boot, confidence=confidence, rng=rng)
+        lo, hi = binomial_interval(correct, m, confidence)
         majority = float(true_counts.max() / m)
+        if np.count_nonzero(true_counts) == 1:
+            reasons.append(
+                f"the labels of the {m} audited nodes hold a single class "
+                f"({int(np.argmax(true_counts))}), so no decision can be told right from a "
+                "constant answer"
+            )
         if abs(accuracy - majority) < ACCURACY_MARGIN:
             reasons.append(
                 f"its accuracy {accuracy:.3f} is within {ACCURACY_MARGIN:.0%} of the majority "

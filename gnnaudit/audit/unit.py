@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -145,6 +146,7 @@ def run_units(
         degenerate = ctx.degenerate_reason
         if degenerate is not None and unit.meaningless_when_degenerate:
             section, findings = _mark_not_meaningful(section, findings, degenerate)
+        findings = _computable(section, findings)
         outcome.sections.append(section)
         outcome.findings.extend(findings)
     bar.close()
@@ -154,6 +156,20 @@ def run_units(
 def _why_not(ctx: AuditContext, unit: AuditUnit) -> str | None:
     reason = ctx.missing(unit.requires)
     return reason if reason is not None else unit.unavailable(ctx)
+
+
+def _computable(section: ReportSection, findings: list[Finding]) -> list[Finding]:
+    """The findings whose value is a number; each one that is not (its statistic could not be
+    computed) is left out of the findings table and named in the section's notes instead, so
+    the table never holds a NaN finding."""
+    kept = [f for f in findings if math.isfinite(f.value)]
+    for f in findings:
+        if not math.isfinite(f.value):
+            section.notes.append(
+                f"{f.finding} ({f.statistic}) of {f.feature or 'the model'} could not be computed "
+                "on these nodes and is left out of the findings."
+            )
+    return kept
 
 
 def _mark_not_meaningful(

@@ -125,6 +125,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="sensitive attribute: a feature or column name (default: the dataset's, if any)",
     )
     audit.add_argument(
+        "--sensitive-bins",
+        type=IntRange(2, 100, "quantile bins"),
+        default=None,
+        help="cut a continuous sensitive attribute into this many quantile bins (default: a "
+        "continuous attribute is refused)",
+    )
+    audit.add_argument(
         "--k", type=k_type(), default=10, help="local evidences per audited node (10)"
     )
     audit.add_argument("--backend", default="auto", choices=BACKENDS, help="evidence search")
@@ -366,6 +373,7 @@ def run(args: argparse.Namespace) -> int:
             config=config,
             k=args.k,
             backend=args.backend,
+            sensitive_bins=args.sensitive_bins,
             dataset_name=data_name,
             model_info=info,
             random_state=args.seed,

@@ -32,6 +32,7 @@ from gnnaudit.audit.fairness.discrimination import DiscriminationUnit
 from gnnaudit.audit.fairness.error_verification import DEFAULT_KS, ErrorVerificationUnit
 from gnnaudit.audit.fairness.evidence_pairs import EvidencePairsUnit
 from gnnaudit.audit.fairness.group_fairness import GroupFairnessUnit
+from gnnaudit.audit.proxies import ProxyUnit
 from gnnaudit.audit.quality_unit import ModelQuality
 from gnnaudit.audit.sensitivity.unit import SensitivityUnit
 from gnnaudit.audit.unit import AuditUnit
@@ -78,6 +79,8 @@ class AuditConfig:
         nodes; continuous features in ``bins`` quantile bins).
     ks : ``ErrorVerificationUnit`` (global evidence budgets).
     top_pairs : ``EvidencePairsUnit(top=top_pairs, pool=max(100, top_pairs))``.
+    proxies, proxy_top : append ``ProxyUnit(top=proxy_top, num_hops=model_hops)`` after group
+        fairness (the inputs that carry the sensitive attribute and their flip rates).
     finetune, finetune_kwargs : append ``EvidenceFinetuneUnit(**finetune_kwargs)``;
         ``finetune=None`` is the automatic choice of ``run_audit``
         (:func:`~gnnaudit.training.audit_pipeline.resolve_finetune`), False here.
@@ -90,6 +93,8 @@ class AuditConfig:
     bins: int = field(default=4, metadata=_unit("DiscriminationUnit"))
     ks: Sequence[int] = field(default=DEFAULT_KS, metadata=_unit("ErrorVerificationUnit"))
     top_pairs: int = field(default=10, metadata=_unit("EvidencePairsUnit"))
+    proxies: bool = field(default=True, metadata=_unit("ProxyUnit"))
+    proxy_top: int = field(default=3, metadata=_unit("ProxyUnit"))
     finetune: bool | None = field(default=False, metadata=_unit("EvidenceFinetuneUnit"))
     finetune_kwargs: Mapping[str, Any] | None = field(
         default=None, metadata=_unit("EvidenceFinetuneUnit")
@@ -107,9 +112,10 @@ class AuditConfig:
         if self.model_hops is not None:
             check_int("model_hops", self.model_hops, minimum=0)
         check_int("top_pairs", self.top_pairs, minimum=1)
+        check_int("proxy_top", self.proxy_top, minimum=1, maximum=50)
         if self.finetune is not None and not isinstance(self.finetune, bool):
             raise InvalidInputError(f"finetune must be True, False or None, got {self.finetune!r}")
-        for name in ("embedding", "mitigate"):
+        for name in ("embedding", "mitigate", "proxies"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInputError(
                     f"{name} must be True or False, got {getattr(self, name)!r}"
@@ -199,7 +205,7 @@ def default_units(config: AuditConfig | None = None, **options: Any) -> list[Aud
     :class:`AuditConfig()`) updated by ``options`` (its field names; another name is an
     :class:`~gnnaudit.errors.InvalidInputError` naming it).
 
-    Model quality, sensitivity, group fairness, evidence contrast, discrimination, error
+    Model quality, sensitivity, group fairness, proxies (``proxies=True``), evidence contrast, discrimination, error
     verification and evidence pairs; then fine-tuning on evidences (``finetune=True``), the
     embedding audit (``embedding=True``) and the mitigation (``mitigate=True``).
     """
@@ -216,6 +222,7 @@ def default_units(config: AuditConfig | None = None, **options: Any) -> list[Aud
         ModelQuality(),
         SensitivityUnit(num_hops=cfg.model_hops),
         GroupFairnessUnit(),
+        *([ProxyUnit(top=cfg.proxy_top, num_hops=cfg.model_hops)] if cfg.proxies else []),
         EvidenceContrastUnit(),
         DiscriminationUnit(min_support=cfg.min_support, bins=cfg.bins),
         ErrorVerificationUnit(ks=cfg.ks),

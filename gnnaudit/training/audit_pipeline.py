@@ -17,16 +17,19 @@ The default unit list (:func:`default_units`):
 1. model quality and the degenerate-model guard;
 2. counterfactual sensitivity of the sensitive attribute at node and graph scope, and its rank
    among all features (needs the attribute as a model input);
-3. group fairness (needs a sensitive attribute);
-4. the evidence contrast of the sensitive attribute (needs it as a model input);
-5. discrimination scores (CE paper Eq. 12, descriptive);
-6. error verification (Sec. 7.2, needs labels);
-7. the top evidence pairs (led by pairs differing in the attribute when the contrast is
+3. group fairness (needs a sensitive attribute; per class above two classes, per attribute
+   and for their intersection with several attributes);
+4. the proxies of the attribute (``proxies=True``): inputs ranked by mutual information, their
+   flip rates, a probe of the model's hidden layer;
+5. the evidence contrast of the sensitive attribute (needs it as a model input);
+6. discrimination scores (CE paper Eq. 12, descriptive);
+7. error verification (Sec. 7.2, needs labels);
+8. the top evidence pairs (led by pairs differing in the attribute when the contrast is
    significant);
-8. fine-tuning on evidences (Sec. 7.3; only with ``finetune=True`` and a LightningModule;
+9. fine-tuning on evidences (Sec. 7.3; only with ``finetune=True`` and a LightningModule;
    ``finetune=None`` = automatic: on for a LightningModule on graphs of at most
    :data:`FINETUNE_MAX_NODES` nodes, skipped above with a note in the report);
-9. before / after mitigation (only with ``mitigate=True``: a copy of the model fine-tuned with
+10. before / after mitigation (only with ``mitigate=True``: a copy of the model fine-tuned with
    :class:`~gnnaudit.training.FairFinetune` and audited again; its weights are saved beside the
    report as ``mitigated_model.pt``).
 
@@ -158,8 +161,11 @@ def run_audit(
     data : a PyG ``Data`` with ``x`` and ``edge_index``; ``y``, masks, ``feature_names``,
         ``sensitive`` / ``sensitive_name`` optional (units that need a missing input are
         skipped with a note).
-    sensitive : the sensitive attribute: a feature name, an (n,) array, or None for
-        ``data.sensitive``.
+    sensitive : the sensitive attribute: a feature name, a column index, an (n,) vector
+        (numbers or text labels; a vector equal to a column of ``x`` is audited as that
+        feature), a list of these (several attributes and their intersection), or None for
+        ``data.sensitive``; a continuous attribute needs ``sensitive_bins=q`` (quantile bins),
+        see :mod:`gnnaudit.audit.sensitive`.
     units : the statistics to run, each configured by its own constructor (default:
         :func:`default_units` built from ``config``).
     mask : the audited nodes (default ``data.mask``, else ``data.test_mask``, else all).
@@ -169,7 +175,8 @@ def run_audit(
     device : where the model runs (``"auto"``: where it already is).
     **options : by name, the fields of
 
-        * :class:`AuditConfig` (``ks``, ``top_pairs``, ``min_support``, ``bins``,
+        * :class:`AuditConfig` (``ks``, ``top_pairs``, ``proxies``, ``proxy_top``,
+          ``min_support``, ``bins``,
           ``model_hops``, ``finetune``, ``finetune_kwargs``, ``embedding``,
           ``embedding_kwargs``, ``mitigate``, ``mitigate_kwargs``): they update ``config``;
           with ``units`` given only ``embedding`` / ``embedding_kwargs`` (appending the
@@ -178,7 +185,8 @@ def run_audit(
         * :class:`~gnnaudit.audit.AuditOptions` (``k``, ``backend``, ``num_hops``, ``alpha``,
           ``index_params``: the counterfactual-evidence search, ``backend`` default
           ``"auto"``, recorded in ``run_info["evidence_backend"]``; ``n_boot``,
-          ``confidence``: the intervals), shared by every unit;
+          ``confidence``: the intervals; ``sensitive_bins``: quantile bins of a continuous
+          sensitive attribute), shared by every unit;
         * :class:`RunSettings` (``forward_kwargs``, ``predict_fn``: how the model is called;
           ``threads``: CPU threads for the duration of the audit, recorded in
           ``run_info["threads"]``, the caller's counts restored afterwards; ``dataset_name``,
@@ -236,8 +244,9 @@ def _report(
         checkpoints.update(getattr(result, "checkpoints", {}) or {})
     verdict = compose_verdict(
         outcome.findings,
-        sensitive_name=ctx.sensitive_name,
+        sensitive_name=[a.name for a in ctx.attributes],
         degenerate_reason=ctx.degenerate_reason,
+        not_inputs=[a.name for a in ctx.attributes if a.column is None],
     )
     options = ctx.options
     config = {

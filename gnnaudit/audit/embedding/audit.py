@@ -56,7 +56,7 @@ from sklearn.utils import Tags
 
 from gnnaudit._params import InstanceOf, Integer, Real, validate_parameters
 from gnnaudit._validation import check_int
-from gnnaudit.audit.context import resolve_nodes, resolve_sensitive
+from gnnaudit.audit.context import resolve_nodes
 from gnnaudit.audit.embedding.node_embeddings import forward_with_embeddings
 from gnnaudit.audit.embedding.parts import (
     balance_permutation_test,
@@ -70,6 +70,7 @@ from gnnaudit.audit.embedding.parts import (
     split_eps,
     tree_sample,
 )
+from gnnaudit.audit.sensitive import resolve_sensitive
 from gnnaudit.clustering import ExDBSCAN, FairDen, TreeClustering
 from gnnaudit.clustering.metrics import balance, dcsi, group_mix, noise_fraction
 from gnnaudit.errors import GnnAuditError, InvalidInputError, NotFittedError

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import MAX_RESAMPLES, check_class_array, check_int
-from gnnaudit.audit.bootstrap import rate_interval
+from gnnaudit.audit.intervals import binomial_interval
 from gnnaudit.audit.report.section import Figure, Finding, ReportSection
 from gnnaudit.audit.search.inputs import fitted_test_nodes, is_estimator, mask_nodes
 from gnnaudit.audit.search.results import GlobalEvidence
@@ -99,7 +99,8 @@ def error_verification(
     y_true, y_pred : (n,) true and predicted class of every node.
     ks : numbers of top pairs to evaluate (positive integers).
     mask : test nodes (bool mask or ids), required unless ``evidence`` is an estimator.
-    n_boot, confidence, random_state : the bootstrap interval of each accuracy.
+    n_boot, confidence, random_state : the interval of each accuracy (exact Clopper-Pearson at
+        ``confidence``; ``n_boot`` and ``random_state`` are validated and kept for compatibility).
 
     Returns
     -------
@@ -154,7 +155,6 @@ def error_verification(
     first_pair = first_pair[order]
     cum_correct = np.concatenate([[0], np.cumsum(correct[nodes[order]])])
 
-    rng = np.random.default_rng([random_state, 29])
     rows = []
     if u.size == 0:
         logger.warning("no global evidence pair exists; the error verification table is empty")
@@ -164,7 +164,7 @@ def error_verification(
             continue
         count = int(np.searchsorted(first_pair, used, side="left"))
         hits = int(cum_correct[count])
-        lo, hi = rate_interval(hits, count, n_boot=n_boot, confidence=confidence, rng=rng)
+        lo, hi = binomial_interval(hits, count, confidence)
         p = float(hypergeom.cdf(hits, test_nodes.size, total_correct, count))
         rows.append((k, used, count, hits / count, lo, hi, overall, min(p, 1.0)))
     return pd.DataFrame(rows, columns=ERROR_COLUMNS).astype(

@@ -50,6 +50,8 @@ from gnnaudit._validation import (
     check_int,
 )
 from gnnaudit.audit.bootstrap import binomial_rates, finite_interval, gap_interval
+from gnnaudit.audit.fairness.multi_group import multi_group_fairness
+from gnnaudit.audit.fairness.per_class import ClassGaps, per_class_gaps
 from gnnaudit.audit.report.section import Figure, Finding, ReportSection
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
@@ -92,6 +94,10 @@ class GroupFairness(AuditResult):
     disparate_impact, di_ci : min over max positive rate (NaN when no group has a positive
         prediction), and its interval.
     positive_class, sensitive_name, confidence : as given.
+    class_gaps : with more than two classes, the per-class gaps
+        (:func:`~gnnaudit.audit.fairness.per_class.per_class_gaps`); the three gap fields then
+        hold the largest gap over classes (its class in ``class_gaps.spd_class`` /
+        ``eod_class``) and its interval.
     """
 
     groups: pd.DataFrame
@@ -104,6 +110,7 @@ class GroupFairness(AuditResult):
     positive_class: int = 1
     sensitive_name: str | None = None
     confidence: float = 0.95
+    class_gaps: ClassGaps | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     # ---------------------------------------------------------------------------- views
@@ -131,13 +138,35 @@ class GroupFairness(AuditResult):
         """Whether the whole equal-opportunity-difference interval lies above ``EOD_THRESHOLD``."""
         return bool(self.eod_ci[0] > EOD_THRESHOLD)
 
+    def _classes(self) -> tuple[str, str]:
+        """How the parity and the equal-opportunity findings name their class."""
+        cg = self.class_gaps
+        if cg is None:
+            return str(self.positive_class), str(self.positive_class)
+        k = len(cg.table)
+        return (
+            f"{cg.spd_class} (the largest gap over the {k} classes)",
+            f"{cg.eod_class} (the largest gap over the classes with true members in two "
+            "groups or more)",
+        )
+
     def findings(self) -> list[Finding]:
         name = self.sensitive_name or "sensitive"
         level = f"{self.confidence:.0%}"
         lo, hi = self.spd_ci
-        rates = ", ".join(
-            f"{g}: {r:.1%}"
-            for g, r in zip(self.groups["group"], self.groups["positive_rate"], strict=True)
+        spd_class, eod_class = self._classes()
+        rates = (
+            ", ".join(
+                f"{g}: {r:.1%}"
+                for g, r in zip(self.groups["group"], self.groups["positive_rate"], strict=True)
+            )
+            if self.class_gaps is None
+            else "rates per class in the section's table"
+        )
+        di = (
+            f"{self.disparate_impact:.2f}"
+            if np.isfinite(self.disparate_impact)
+            else "undefined (no group gets that decision)"
         )
         out = [
             Finding(
@@ -149,10 +178,10 @@ class GroupFairness(AuditResult):
                 ci_high=hi,
                 flagged=self.spd_flagged,
                 explanation=(
-                    f"The share of positive decisions (class {self.positive_class}) differs by "
+                    f"The share of decisions for class {spd_class} differs by "
                     f"{self.statistical_parity_difference:.1%} between the {name} groups "
                     f"({rates}; {level} CI {lo:.1%} to {hi:.1%}); the disparate-impact ratio is "
-                    f"{self.disparate_impact:.2f}. Flagged when the four-fifths rule is broken "
+                    f"{di}. Flagged when the four-fifths rule is broken "
                     f"(ratio < {FOUR_FIFTHS}) and the interval excludes 0."
                 ),
             )
@@ -169,7 +198,7 @@ class GroupFairness(AuditResult):
                     ci_high=hi,
                     flagged=self.eod_flagged,
                     explanation=(
-                        f"Among nodes whose true class is {self.positive_class}, the share "
+                        f"Among nodes whose true class is {eod_class}, the share "
                         f"recognised as such differs by {self.equal_opportunity_difference:.1%} "
                         f"between the {name} groups ({level} CI {lo:.1%} to {hi:.1%}). Flagged "
                         f"when the whole interval lies above {EOD_THRESHOLD:.0%}."
@@ -198,7 +227,11 @@ class GroupFairness(AuditResult):
                 f"equal opportunity difference {self.equal_opportunity_difference:.3f}, "
                 f"disparate-impact ratio {self.disparate_impact:.3f}. {verdict}"
             ),
-            tables={"groups": self.groups, "gaps": self.gaps()},
+            tables={
+                "groups": self.groups,
+                "gaps": self.gaps(),
+                **({} if self.class_gaps is None else {"per_class": self.class_gaps.table}),
+            },
             figures=[
                 Figure(
                     kind="bar",
@@ -234,6 +267,18 @@ def _node_ids(mask: Any, n: int) -> np.ndarray:
     return idx
 
 
+def _group_array(values: Any) -> np.ndarray:
+    """``sensitive_features`` as a 1-D array: text labels kept as text, numbers as float64."""
+    raw = values.detach().cpu().numpy() if hasattr(values, "detach") else np.asarray(values)
+    if raw.dtype.kind in "OUS":
+        if raw.ndim != 1:
+            raise InvalidInputError(f"sensitive_features must be 1-D, got shape {raw.shape}")
+        if bool(pd.isna(raw).any()):
+            raise InvalidInputError("sensitive_features holds missing values (None / NaN)")
+        return raw.astype(str)
+    return check_array("sensitive_features", raw, ndim=1, dtype=np.float64)
+
+
 def _group_counts(
     pred: np.ndarray, y: np.ndarray | None, code: np.ndarray, g: int, positive_class: int
 ) -> tuple[np.ndarray, ...]:
@@ -255,6 +300,61 @@ def _group_counts(
     return size, pos_pred, positives, tp, tpr, correct / size
 
 
+def _binary_gaps(
+    counts: tuple[np.ndarray, ...],
+    group_values: list[Any],
+    labelled: bool,
+    n_boot: int,
+    confidence: float,
+    rng: np.random.Generator,
+) -> tuple[float, tuple[float, float], float, tuple[float, float], float, tuple[float, float]]:
+    """``spd, spd_ci, di, di_ci, eod, eod_ci`` of the positive class from the per-group
+    ``(predicted positives, size, positives, true positives, true-positive rate)``."""
+    pos_pred, size, positives, tp, tpr = counts
+    pr = pos_pred / size
+    spd = float(pr.max() - pr.min())
+    spd_ci = gap_interval(pos_pred, size, n_boot=n_boot, confidence=confidence, rng=rng)
+    di = float(pr.min() / pr.max()) if pr.max() > 0 else math.nan
+    reps = binomial_rates(pos_pred, size, n_boot, rng)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        di_reps = reps.min(axis=1) / reps.max(axis=1)
+    di_ci = finite_interval(di_reps, confidence)
+    defined = np.isfinite(tpr)
+    if labelled and (~defined).any():
+        logger.warning(
+            "group(s) %s have no node of the positive class; their true-positive rate is undefined",
+            [group_values[i] for i in np.flatnonzero(~defined)],
+        )
+    if defined.sum() >= 2:
+        eod = float(tpr[defined].max() - tpr[defined].min())
+        eod_ci = gap_interval(
+            tp[defined], positives[defined], n_boot=n_boot, confidence=confidence, rng=rng
+        )
+    else:
+        eod, eod_ci = math.nan, (math.nan, math.nan)
+    return spd, spd_ci, di, di_ci, eod, eod_ci
+
+
+def _class_gaps(
+    pred: np.ndarray,
+    y: np.ndarray | None,
+    code: np.ndarray,
+    g: int,
+    n_classes: int | None,
+    n_boot: int,
+    confidence: float,
+    rng: np.random.Generator,
+) -> ClassGaps | None:
+    """Per-class gaps when there are more than two classes (``n_classes`` or inferred)."""
+    width = max(int(pred.max()), -1 if y is None or not y.size else int(y.max())) + 1
+    n_classes = width if n_classes is None else max(width, check_int("n_classes", n_classes))
+    if n_classes <= 2:
+        return None
+    return per_class_gaps(
+        pred, y, code, g, n_classes, n_boot=n_boot, confidence=confidence, rng=rng
+    )
+
+
 def group_fairness(
     y_true: Any,
     y_pred: Any,
@@ -266,6 +366,7 @@ def group_fairness(
     n_boot: int = 1000,
     confidence: float = 0.95,
     random_state: int = 0,
+    n_classes: int | None = None,
 ) -> GroupFairness:
     """Per-group accuracy, positive rate and true-positive rate, the parity gaps and their
     bootstrap intervals (see the module docstring).
@@ -275,15 +376,19 @@ def group_fairness(
     y_true : (n,) true classes, or None (label-free: only statistical parity and the
         disparate-impact ratio).
     y_pred : (n,) predicted classes (whole numbers; probabilities are refused).
-    sensitive_features : (n,) group of each node (any numeric coding, e.g. 0/1 gender).
+    sensitive_features : (n,) group of each node (any numeric coding, e.g. 0/1 gender, or text
+        labels, kept as the group names).
     mask : optional boolean mask or node ids selecting the evaluated nodes (e.g. test mask).
     positive_class : the favourable class.
     n_boot, confidence, random_state : bootstrap replicates, interval level and seed.
+    n_classes : number of classes (default: inferred from ``y_pred`` and ``y_true``); above 2
+        the gaps are computed per class and the findings lead with the largest
+        (:mod:`~gnnaudit.audit.fairness.per_class`).
     """
     pred = check_class_array("y_pred", y_pred)
     n = pred.shape[0]
     y = None if y_true is None else check_class_array("y_true", y_true)
-    s = check_array("sensitive_features", sensitive_features, ndim=1, dtype=np.float64)
+    s = _group_array(sensitive_features)
     for name, arr in (("y_true", y), ("sensitive_features", s)):
         if arr is not None and arr.shape[0] != n:
             raise InvalidInputError(
@@ -303,14 +408,19 @@ def group_fairness(
         raise InvalidInputError("mask selects no node; group fairness needs at least one node")
 
     groups, code = np.unique(s, return_inverse=True)
+    code = code.reshape(-1)
     g = groups.size
     if g < 2:
         raise InvalidInputError(
-            f"sensitive_features takes the single value {groups[0]:g} on the evaluated nodes; "
+            f"sensitive_features takes the single value {groups[0]!r} on the evaluated nodes; "
             "group fairness needs at least two groups"
         )
     size, pos_pred, positives, tp, tpr, accuracy = _group_counts(pred, y, code, g, positive_class)
-    group_values: list[Any] = [int(v) if float(v).is_integer() else float(v) for v in groups]
+    group_values: list[Any] = (
+        [str(v) for v in groups]
+        if groups.dtype.kind in "OUS"
+        else [int(v) if float(v).is_integer() else float(v) for v in groups]
+    )
     pr = pos_pred / size
     table = pd.DataFrame(
         {
@@ -323,26 +433,13 @@ def group_fairness(
         }
     )
     rng = np.random.default_rng([random_state, 17])
-    spd = float(pr.max() - pr.min())
-    spd_ci = gap_interval(pos_pred, size, n_boot=n_boot, confidence=confidence, rng=rng)
-    di = float(pr.min() / pr.max()) if pr.max() > 0 else math.nan
-    reps = binomial_rates(pos_pred, size, n_boot, rng)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        di_reps = reps.min(axis=1) / reps.max(axis=1)
-    di_ci = finite_interval(di_reps, confidence)
-    defined = np.isfinite(tpr)
-    if y is not None and (~defined).any():
-        logger.warning(
-            "group(s) %s have no node of the positive class; their true-positive rate is undefined",
-            [group_values[i] for i in np.flatnonzero(~defined)],
-        )
-    if defined.sum() >= 2:
-        eod = float(tpr[defined].max() - tpr[defined].min())
-        eod_ci = gap_interval(
-            tp[defined], positives[defined], n_boot=n_boot, confidence=confidence, rng=rng
-        )
-    else:
-        eod, eod_ci = math.nan, (math.nan, math.nan)
+    spd, spd_ci, di, di_ci, eod, eod_ci = _binary_gaps(
+        (pos_pred, size, positives, tp, tpr), group_values, y is not None, n_boot, confidence, rng
+    )
+    class_gaps = _class_gaps(pred, y, code, g, n_classes, n_boot, confidence, rng)
+    if class_gaps is not None:  # more than two classes: the largest gap over classes
+        spd, spd_ci, di, di_ci = class_gaps.spd, class_gaps.spd_ci, class_gaps.di, (math.nan,) * 2
+        eod, eod_ci = class_gaps.eod, class_gaps.eod_ci
     return GroupFairness(
         groups=table,
         statistical_parity_difference=spd,
@@ -354,6 +451,7 @@ def group_fairness(
         positive_class=positive_class,
         sensitive_name=sensitive_name,
         confidence=confidence,
+        class_gaps=class_gaps,
     )
 
 
@@ -372,15 +470,24 @@ class GroupFairnessUnit(AuditUnit):
     def __init__(self, positive_class: int = 1) -> None:
         self.positive_class = check_int("positive_class", positive_class)
 
-    def run(self, ctx: AuditContext) -> GroupFairness:
+    def run(self, ctx: AuditContext) -> AuditResult:
+        options: dict[str, Any] = {
+            "mask": ctx.nodes,
+            "positive_class": self.positive_class,
+            "n_boot": ctx.options.n_boot,
+            "confidence": ctx.options.confidence,
+            "random_state": ctx.options.random_state,
+            "n_classes": int(ctx.logits.shape[1]),
+        }
+        if len(ctx.attributes) > 1:  # per attribute and their intersection
+            pairs = [(a.name, a.values) for a in ctx.attributes]
+            return multi_group_fairness(
+                group_fairness, ctx.labels, ctx.predictions, pairs, **options
+            )
         return group_fairness(
             ctx.labels,
             ctx.predictions,
             sensitive_features=ctx.sensitive,
-            mask=ctx.nodes,
-            positive_class=self.positive_class,
             sensitive_name=ctx.sensitive_name,
-            n_boot=ctx.options.n_boot,
-            confidence=ctx.options.confidence,
-            random_state=ctx.options.random_state,
+            **options,
         )

@@ -1,29 +1,52 @@
-"""The audit's answer in a few plain sentences, composed from its findings.
+"""The audit's answer in plain sentences, one per established fact, composed from its findings.
 
-"Do the model's decisions depend on the sensitive attribute, how strongly, and where are the
-cases?" The verdict is derived from the findings table only (never from a section's free text),
-so the JSON, Markdown and HTML reports and the command line say the same thing:
+"Do the model's decisions depend on the sensitive attribute, through which mechanism, and how
+strongly?" The verdict is derived from the findings table only (never from a section's free
+text), so the JSON, Markdown and HTML reports and the command line say the same thing. Each
+sentence states one fact and quotes the finding that establishes it; no sentence claims more
+than its finding. For every sensitive attribute ``S`` (with ``node`` / ``graph`` the
+counterfactual-flip findings at node and graph scope, ``gap`` the flagged group-gap findings):
 
-* a degenerate model is named first: its fairness figures carry no information;
-* otherwise a flagged counterfactual flip (the decision changes when the attribute alone
-  changes) answers "yes, the decisions depend on it", with its values and intervals, and lists
-  the other flagged findings beside it;
-* flagged group gaps or evidence contrast without a flagged flip answer "outcomes differ between
-  the groups, but not through the attribute itself": the model reaches the difference through
-  other inputs (proxies) or the data's groups differ;
-* none flagged answers "no" at the documented thresholds, with the largest estimated flip
-  effect so the reader sees how close it came;
-* a flagged error verification adds where the model errs.
+* **degenerate model** (named first): its fairness figures carry no information, so no
+  sentence about the use of the attribute follows (only flagged gaps and contrasts);
+* **direct use**: ``node`` flagged ("changing a node's own S alone changes its decision");
+* **use through the neighbours**: ``graph`` flagged while ``node`` is not, or both flagged and
+  the graph-scope interval lies entirely above the node-scope interval (graph scope *clearly*
+  above node scope); with ``graph`` flagged and node scope not computed the verdict says that
+  the two mechanisms cannot be told apart;
+* **weak effect**: no flip flagged, but a flip rate above :data:`NEGLIGIBLE_FLIP` is observed
+  (and its interval excludes 0): stated as a weak use with its interval, below the documented
+  threshold. Any observed flip shows that the model reads ``S``, so proxies are never blamed
+  then;
+* **group gap without use of the attribute**: ``gap`` flagged, no flip flagged and every flip
+  rate at most :data:`NEGLIGIBLE_FLIP`: the model reaches the difference through other inputs
+  (proxies) or the groups differ in the data (with a non-zero negligible flip rate it says
+  that the model reads the attribute at that rate and attributes only the rest);
+* **group gap** beside a use of ``S``: stated as a gap, without saying where it comes from;
+* **no test possible**: ``S`` is not a model input, so a direct test was impossible; the top
+  proxies are named when the proxy finding exists;
+* **nothing established**: no flip, gap or contrast flagged and no weak effect: "no finding
+  shows a dependence at the documented thresholds", with the largest flip estimate;
+* a flagged evidence contrast and a flagged error verification add one sentence each.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from gnnaudit.audit.report.section import Finding
 
-__all__ = ["compose_verdict"]
+__all__ = ["compose_verdict", "NEGLIGIBLE_FLIP", "clearly_above"]
+
+#: flip rates at or below this share of the audited decisions are negligible: a flagged group
+#: gap beside them is attributed to other inputs or the data, not to the attribute itself
+NEGLIGIBLE_FLIP = 0.01
+
+_NODE = "counterfactual flip (node scope)"
+_GRAPH = "counterfactual flip (graph scope)"
+_GAPS = ("statistical parity", "equal opportunity")
+_PROXIES = "proxies"
 
 
 def _figure(f: Finding) -> str:
@@ -35,13 +58,175 @@ def _figure(f: Finding) -> str:
     return text
 
 
+def clearly_above(high: Finding, low: Finding) -> bool:
+    """Whether ``high``'s interval lies entirely above ``low``'s (both finite)."""
+    return math.isfinite(high.ci_low) and math.isfinite(low.ci_high) and high.ci_low > low.ci_high
+
+
+def _weak(f: Finding | None) -> bool:
+    """An unflagged flip observed above the negligible level, its interval excluding 0."""
+    return (
+        f is not None
+        and not f.flagged
+        and math.isfinite(f.value)
+        and f.value > NEGLIGIBLE_FLIP
+        and math.isfinite(f.ci_low)
+        and f.ci_low > 0
+    )
+
+
+def _use_sentences(name: str, node: Finding | None, graph: Finding | None) -> list[str]:
+    """Sentences about the model's use of ``name`` read from its two flip findings."""
+    out: list[str] = []
+    node_on = node is not None and node.flagged
+    graph_on = graph is not None and graph.flagged
+    if node_on:
+        assert node is not None
+        out.append(
+            f"Yes: the model's decisions depend on {name} directly: changing a node's own "
+            f"{name} alone changes its decision ({_figure(node)})."
+        )
+        if graph_on and graph is not None and clearly_above(graph, node):
+            out.append(
+                f"The dependence also runs through the neighbours: changing {name} for every "
+                f"node at once changes clearly more decisions ({_figure(graph)})."
+            )
+    elif graph_on:
+        assert graph is not None
+        if node is None:
+            out.append(
+                f"Yes: the model's decisions depend on {name}: changing it for every node at "
+                f"once changes decisions ({_figure(graph)}); node scope was not computed, so "
+                "direct use and use through the neighbours cannot be told apart."
+            )
+        else:
+            out.append(
+                f"Yes: the model's decisions depend on {name} through the neighbours: changing "
+                f"it for every node at once changes decisions ({_figure(graph)}), while "
+                f"changing a node's own value alone stays below the threshold "
+                f"({_figure(node)})."
+            )
+    else:
+        weak = [f for f in (node, graph) if f is not None and _weak(f)]
+        if weak:
+            how = (
+                "through the neighbours"
+                if node is not None and graph is not None and clearly_above(graph, node)
+                else "directly"
+                if weak[0] is node
+                else ""
+            )
+            out.append(
+                f"The model reads {name}{' ' + how if how else ''}, but weakly: changing it "
+                f"changes some decisions ({'; '.join(_figure(f) for f in weak)}), fewer than "
+                "the documented threshold for a dependence."
+            )
+    return out
+
+
+def _gap_sentences(
+    name: str,
+    gaps: list[Finding],
+    flips: list[Finding],
+    is_input: bool,
+    proxies: Finding | None,
+) -> list[str]:
+    """Sentences about flagged group gaps (``gaps``) of ``name``."""
+    if not gaps:
+        return []
+    text = f"Outcomes differ between the {name} groups ({'; '.join(_figure(f) for f in gaps)})"
+    used = any(f.flagged for f in flips) or any(
+        math.isfinite(f.value) and f.value > NEGLIGIBLE_FLIP for f in flips
+    )
+    if is_input and flips and not used:
+        largest = max(flips, key=lambda f: f.value if math.isfinite(f.value) else -1.0)
+        if largest.value > 0:
+            text += (
+                f", mostly not through {name} itself: the model reads it, but changing it "
+                f"alters only {largest.value:.1%} of the decisions ({_figure(largest)}), a "
+                f"negligible share (at most {NEGLIGIBLE_FLIP:.0%}), so the rest of the "
+                "difference comes through other inputs (proxies of it) or from the data"
+            )
+        else:
+            text += (
+                f", but not through {name} itself: changing it alters no decision "
+                f"({_figure(largest)}), so the model reaches the difference through other "
+                "inputs (proxies of it) or the groups differ in the data"
+            )
+        if proxies is not None:
+            text += f"; {_proxy_clause(proxies)}"
+    return [text + "."]
+
+
+def _proxy_clause(proxies: Finding) -> str:
+    """The proxy finding's first sentence, lower-cased at its start, without its full stop."""
+    first = proxies.explanation.split(". ")[0].rstrip(".")
+    return first[:1].lower() + first[1:] if first else "see the proxies finding"
+
+
+def _attribute_sentences(
+    name: str, about: list[Finding], is_input: bool, degenerate: bool
+) -> list[str]:
+    """Every sentence about one sensitive attribute ``name`` (see the module docstring)."""
+    by_name = {f.finding: f for f in about}
+    node, graph = by_name.get(_NODE), by_name.get(_GRAPH)
+    flips = [f for f in (node, graph) if f is not None]
+    gaps = [f for f in about if f.finding in _GAPS and f.flagged]
+    proxies = by_name.get(_PROXIES)
+    out: list[str] = []
+    if not is_input:
+        text = f"{name} is not a model input, so a direct test of its use was impossible"
+        if proxies is not None:
+            text += f"; {_proxy_clause(proxies)}"
+        out.append(text + ".")
+    elif not flips:
+        out.append(
+            f"No counterfactual flip of {name} was computed (see the sensitivity section's "
+            "notes), so the audit cannot say whether the model uses it."
+        )
+    if not degenerate:  # a degenerate model's flips are not meaningful (their flags cleared)
+        out += _use_sentences(name, node, graph)
+    out += _gap_sentences(name, gaps, flips, is_input, proxies)
+    contrast = by_name.get("evidence contrast")
+    if contrast is not None and contrast.flagged:
+        out.append(
+            f"Look-alike nodes the model decides differently differ in {name} more often than "
+            f"look-alikes it decides alike ({_figure(contrast)})."
+        )
+    rank = [f for f in about if f.finding.startswith("sensitivity rank") and f.flagged]
+    if rank:
+        out.append(
+            f"{name} is the feature whose change alters the most decisions "
+            f"({'; '.join(f.finding for f in rank)})."
+        )
+    established = any(f.flagged for f in about if f.finding != _PROXIES) or any(
+        _weak(f) for f in flips
+    )
+    if not established and not degenerate and flips:
+        largest = max(flips, key=lambda f: f.value if math.isfinite(f.value) else -1.0)
+        out.append(
+            f"No finding shows that decisions depend on {name} at the documented thresholds; "
+            f"the largest estimated effect is {_figure(largest)}."
+        )
+    elif not established and not degenerate and is_input is False and not gaps:
+        out.append(f"No group gap of {name} crosses its documented threshold.")
+    return out
+
+
 def compose_verdict(
     findings: Sequence[Finding],
     *,
-    sensitive_name: str | None,
+    sensitive_name: str | Sequence[str] | None,
     degenerate_reason: str | None = None,
+    not_inputs: Collection[str] = (),
 ) -> str:
-    """The verdict for ``findings`` (see the module docstring)."""
+    """The verdict for ``findings`` (see the module docstring).
+
+    ``sensitive_name``: the sensitive attribute's name, or the names of several (each gets its
+    own sentences; intersectional group findings name their feature ``"A & B"`` and get the
+    group-gap sentence). ``not_inputs``: the attributes that are not model inputs (no direct
+    test possible); the others are inputs.
+    """
     parts: list[str] = []
     if degenerate_reason is not None:
         parts.append(
@@ -49,52 +234,25 @@ def compose_verdict(
             "information for a fairness reading, and the evidence-based sections are marked "
             "not meaningful. Improve the model before drawing conclusions."
         )
-    about = [f for f in findings if sensitive_name is not None and f.feature == sensitive_name]
-    if sensitive_name is None:
+    names = [sensitive_name] if isinstance(sensitive_name, str) else list(sensitive_name or [])
+    if not names:
         parts.append(
             "No sensitive attribute was given, so the audit cannot say whether decisions depend "
             "on one; it reports model quality, evidences and errors."
         )
-    elif about:
-        flagged = [f for f in about if f.flagged]
-        flips = [f for f in flagged if "flip" in f.finding]
-        others = [f for f in flagged if "flip" not in f.finding]
-        if flips:
-            text = (
-                f"Yes: the model's decisions depend on {sensitive_name}: changing it alone "
-                "changes decisions. Flagged: " + "; ".join(_figure(f) for f in flips) + "."
-            )
-            if others:
-                text += " Also flagged: " + "; ".join(_figure(f) for f in others) + "."
-            parts.append(text)
-        elif others:
-            computed = any("flip" in f.finding for f in about)
-            how = (
-                f"changing {sensitive_name} alone does not change decisions above the "
-                "documented threshold, so the model reaches the difference through other "
-                "inputs (proxies of it) or the groups differ in the data"
-                if computed
-                else f"{sensitive_name} is not a model input, so the difference comes through "
-                "other inputs (proxies of it) or from the data"
-            )
-            parts.append(
-                f"Outcomes differ between the {sensitive_name} groups, but not through the "
-                f"attribute itself: {how}. Flagged: " + "; ".join(_figure(f) for f in others) + "."
-            )
-        elif degenerate_reason is None:
-            effects = [f for f in about if math.isfinite(f.value) and "flip" in f.finding]
-            largest = max(effects, key=lambda f: f.value) if effects else None
-            text = (
-                f"No finding shows that decisions depend on {sensitive_name} at the documented "
-                "thresholds"
-            )
-            if largest is not None:
-                text += f"; the largest estimated effect is {_figure(largest)}"
-            parts.append(text + ".")
-    else:
-        parts.append(
-            f"No statistic about {sensitive_name} could be computed (see the sections' notes)."
+    for name in names:
+        about = [f for f in findings if f.feature == name]
+        if not about:
+            parts.append(f"No statistic about {name} could be computed (see the sections' notes).")
+            continue
+        parts += _attribute_sentences(
+            name, about, name not in not_inputs, degenerate_reason is not None
         )
+    known = set(names)
+    for joint in dict.fromkeys(f.feature for f in findings if " & " in f.feature):
+        if joint not in known:
+            gaps = [f for f in findings if f.feature == joint and f.finding in _GAPS and f.flagged]
+            parts += _gap_sentences(joint, gaps, [], False, None)
     errors = [f for f in findings if f.finding == "error verification" and f.flagged]
     if errors:
         parts.append(

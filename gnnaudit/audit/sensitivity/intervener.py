@@ -12,9 +12,10 @@ import numpy as np
 import torch
 
 from gnnaudit._validation import check_edge_index, check_finite_tensor
-from gnnaudit.audit.context import resolve_nodes, resolve_sensitive
+from gnnaudit.audit.context import resolve_nodes
 from gnnaudit.audit.interventions import MAX_CATEGORIES, Alternative, detect_kind, quantile_bins
 from gnnaudit.audit.model_adapter import ModelAdapter
+from gnnaudit.audit.sensitive import resolve_sensitive
 from gnnaudit.audit.sensitivity.options import MAX_NODES, FlipOptions
 from gnnaudit.errors import InvalidInputError
 
@@ -64,7 +65,7 @@ def seeded(random_state: int, stream: int) -> np.random.Generator:
 
 def _group_labels(values: np.ndarray) -> np.ndarray:
     """Sensitive values as group labels; a continuous attribute in quartile bins."""
-    if detect_kind(values, MAX_CATEGORIES) != "continuous":
+    if values.dtype.kind in "OUS" or detect_kind(values, MAX_CATEGORIES) != "continuous":
         return values
     codes, edges = quantile_bins(values, 4)
     bounds = np.concatenate([[-np.inf], edges, [np.inf]])
@@ -128,7 +129,7 @@ def prepare(
             )
         check_finite_tensor("base_logits", base)
         base = base.to(adapter.device)
-    values, name, _ = resolve_sensitive(data, options.sensitive)
+    values, name, _ = resolve_sensitive(data, options.sensitive, bins=4)
     groups = None if values is None else _group_labels(values[nodes])
     return AuditedGraph(adapter, x_dev, ei_dev, nodes, n_audited, base, n_forward, groups, name)
 

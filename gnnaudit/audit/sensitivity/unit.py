@@ -8,7 +8,7 @@ and *whether it matters more than the other inputs*.
 
 Findings and their thresholds (documented constants):
 
-* ``counterfactual flip (<scope> scope)``: the flip rate with its bootstrap interval; flagged
+* ``counterfactual flip (<scope> scope)``: the flip rate with its exact binomial interval; flagged
   when the **whole interval lies above** :data:`MIN_FLIP_EFFECT` (5% of the audited decisions
   change), a stated minimum effect rather than "different from zero", which any large sample
   would reach for a negligible dependence.
@@ -239,7 +239,8 @@ class SensitivityAudit(AuditResult):
             notes=[
                 "Binary features are flipped, categorical ones moved to every other value (a node "
                 "counts when any value changes its decision), continuous ones swapped to the "
-                "opposite quantile. Intervals: bootstrap over audited nodes. Threshold: the "
+                "opposite quantile. Intervals: exact binomial (Clopper-Pearson) over audited nodes, so "
+                "no flip observed still gives an upper bound of about 3.7/n. Threshold: the "
                 f"interval's lower end above {MIN_FLIP_EFFECT:.0%}.",
                 *self.notes,
             ],
@@ -303,7 +304,12 @@ class SensitivityUnit(AuditUnit):
         column = ctx.sensitive_column
         assert column is not None  # guaranteed by requires
         spec = resolve_feature(data, int(column))
-        notes: list[str] = []
+        notes: list[str] = [a.note for a in ctx.attributes[:1] if a.note]
+        if len(ctx.attributes) > 1:
+            notes.append(
+                f"The flip tests cover the first sensitive attribute ({spec.name}); call "
+                "counterfactual_flip(model, data, feature) for the others."
+            )
         specs = [spec]
         large = ctx.num_nodes > LARGE_GRAPH_NODES
         rank = self.rank if self.rank is not None else not large
@@ -342,7 +348,7 @@ class SensitivityUnit(AuditUnit):
             options = FlipOptions(
                 num_hops=hops,
                 max_nodes=max_nodes,
-                sensitive=ctx.sensitive_name,
+                sensitive=ctx.sensitive,
                 confidence=ctx.options.confidence,
                 base_logits=ctx.logits,
                 progress=ctx.options.progress,

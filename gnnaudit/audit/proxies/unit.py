@@ -1,0 +1,267 @@
+r"""Audit unit: which inputs carry the sensitive attribute (its proxies), and does the model use them?
+
+A model can reach a sensitive attribute ``S`` it never sees through inputs that predict it. The
+unit ranks every input feature ``X_j`` (the attribute's own column left out) by the mutual
+information :math:`I(X_j; S)` (``sklearn.feature_selection.mutual_info_classif``, seeded; the
+k-nearest-neighbour estimator for continuous columns, counts for discrete ones), reported as
+the share of the attribute's entropy it explains,
+
+.. math:: r_j = I(X_j; S) / H(S) \in [0, 1],
+
+and, for the top ``top`` proxies, their own counterfactual flip rates at node and graph scope
+(the flip test of :mod:`gnnaudit.audit.sensitivity.flip`, exact binomial intervals), so the
+reader sees whether the model's decisions depend on the proxies themselves.
+
+The model's hidden representation: when the model is an ``nn.Module``, a forward hook on its
+last parametrised submodule captures that module's input (the penultimate representation) in
+one extra forward pass, and a cross-validated logistic probe (3 folds, balanced accuracy)
+measures how well it predicts ``S``; chance is ``1 / (number of groups)``. A plain callable has
+no such layer: the probe is skipped with a note.
+
+Finding ``proxies`` (feature ``S``): value :math:`\max_j r_j`; flagged when it reaches
+:data:`PROXY_SHARE` (a fifth of the attribute's entropy). Cost: one MI estimate per feature on
+at most :data:`MAX_PROXY_NODES` seeded nodes, ``top`` features' flip passes, one forward pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from gnnaudit._validation import check_int
+from gnnaudit.audit.interventions import MAX_CATEGORIES, detect_kind, resolve_feature
+from gnnaudit.audit.report.section import Finding, ReportSection
+from gnnaudit.audit.sensitivity.flip import FlipOptions, sensitivity_results
+from gnnaudit.audit.sensitivity.receptive_field import resolve_num_hops
+from gnnaudit.audit.unit import AuditResult, AuditUnit
+from gnnaudit.errors import InvalidInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gnnaudit.audit.context import AuditContext
+
+__all__ = ["ProxyUnit", "ProxyAudit", "PROXY_SHARE", "MAX_PROXY_NODES", "rank_proxies"]
+
+logger = logging.getLogger(__name__)
+
+#: a feature explaining at least this share of the attribute's entropy is a strong proxy
+PROXY_SHARE = 0.2
+#: most nodes the mutual information and the probe use (a seeded sample above)
+MAX_PROXY_NODES = 5000
+
+
+def _entropy(codes: np.ndarray) -> float:
+    p = np.bincount(codes) / codes.size
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+def rank_proxies(
+    x: np.ndarray, names: list[str], codes: np.ndarray, random_state: int = 0
+) -> pd.DataFrame:
+    """``feature, mutual_information, entropy_share`` of every column of ``x`` for the group
+    codes ``codes``, sorted by decreasing information (module docstring)."""
+    from sklearn.feature_selection import mutual_info_classif
+
+    discrete = np.array(
+        [detect_kind(x[:, j], MAX_CATEGORIES) != "continuous" for j in range(x.shape[1])]
+    )
+    mi = mutual_info_classif(
+        x, codes, discrete_features=discrete, n_neighbors=3, random_state=random_state
+    )
+    h = _entropy(codes)
+    frame = pd.DataFrame(
+        {"feature": names, "mutual_information": mi, "entropy_share": np.clip(mi / h, 0, 1)}
+    )
+    return frame.sort_values("mutual_information", ascending=False, kind="stable").reset_index(
+        drop=True
+    )
+
+
+@dataclass
+class ProxyAudit(AuditResult):
+    """What :class:`ProxyUnit` found: the ranking (``feature, mutual_information,
+    entropy_share`` and the top proxies' ``flip_node`` / ``flip_graph`` rates), the hidden
+    probe's balanced accuracy and chance level (NaN when skipped), notes."""
+
+    feature: str
+    ranking: pd.DataFrame
+    probe_accuracy: float = float("nan")
+    chance: float = float("nan")
+    is_input: bool = True
+    notes: list[str] = field(default_factory=list)
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.ranking
+
+    def _lead(self, top: int) -> str:
+        parts = []
+        for row in self.ranking.head(top).itertuples():
+            flips = [
+                f"flip {getattr(row, f'flip_{s}'):.1%} at {s} scope"
+                for s in ("node", "graph")
+                if f"flip_{s}" in self.ranking and np.isfinite(getattr(row, f"flip_{s}"))
+            ]
+            more = f"; {', '.join(flips)}" if flips else ""
+            parts.append(f"{row.feature} ({row.entropy_share:.0%} of its entropy{more})")
+        return f"The inputs that best predict {self.feature} are {', '.join(parts)}"
+
+    def findings(self) -> list[Finding]:
+        if self.ranking.empty:
+            return []
+        value = float(self.ranking["entropy_share"].iloc[0])
+        text = self._lead(3) + ". "
+        if np.isfinite(self.probe_accuracy):
+            text += (
+                f"The model's hidden representation predicts {self.feature} with balanced "
+                f"accuracy {self.probe_accuracy:.2f} (3-fold cross-validated probe; chance "
+                f"{self.chance:.2f}). "
+            )
+        text += (
+            f"Flagged when one input explains at least {PROXY_SHARE:.0%} of the attribute's "
+            "entropy (mutual information)."
+        )
+        return [
+            Finding(
+                finding="proxies",
+                feature=self.feature,
+                statistic="share of the attribute's entropy explained by the top input",
+                value=value,
+                flagged=value >= PROXY_SHARE,
+                explanation=text,
+            )
+        ]
+
+    def report_section(self) -> ReportSection:
+        summary = (self._lead(3) + ".") if not self.ranking.empty else "No input to rank."
+        return ReportSection(
+            key=ProxyUnit.name,
+            title=f"{ProxyUnit.title} (sensitive: {self.feature})",
+            summary=summary,
+            tables={"proxies": self.ranking},
+            notes=[
+                "Mutual information by sklearn's mutual_info_classif (seeded), as a share of "
+                "the attribute's entropy; flip rates of the top proxies by the counterfactual "
+                "flip test.",
+                *self.notes,
+            ],
+            data={"probe_accuracy": self.probe_accuracy, "chance": self.chance},
+        )
+
+
+class ProxyUnit(AuditUnit):
+    """Audit unit: the proxies of the sensitive attribute (module docstring).
+
+    Parameters
+    ----------
+    top : proxies whose flip rates are measured and named (default 3).
+    num_hops : the model's receptive-field radius for node-scope flips (default: inferred).
+    probe : fit the hidden-representation probe (default True).
+    """
+
+    name = "proxies"
+    title = "Proxies of the sensitive attribute"
+    requires = ("sensitive",)
+
+    def __init__(self, top: int = 3, num_hops: int | None = None, probe: bool = True) -> None:
+        self.top = check_int("top", top, minimum=1, maximum=50)
+        self.num_hops = None if num_hops is None else check_int("num_hops", num_hops, minimum=0)
+        if not isinstance(probe, bool):
+            raise InvalidInputError(f"probe must be True or False, got {probe!r}")
+        self.probe = probe
+
+    def run(self, ctx: AuditContext) -> ProxyAudit:
+        x, names = ctx.features
+        assert ctx.sensitive is not None and ctx.sensitive_name is not None
+        codes = np.unique(ctx.sensitive, return_inverse=True)[1].reshape(-1)
+        keep = [j for j in range(x.shape[1]) if j != ctx.sensitive_column]
+        rows = np.arange(x.shape[0])
+        if rows.size > MAX_PROXY_NODES:
+            rows = np.sort(ctx.options.rng(41).choice(rows.size, MAX_PROXY_NODES, replace=False))
+        notes: list[str] = []
+        if not keep:
+            return ProxyAudit(ctx.sensitive_name, pd.DataFrame(), notes=["No other input."])
+        ranking = rank_proxies(
+            x[rows][:, keep], [names[j] for j in keep], codes[rows], ctx.options.random_state
+        )
+        ranking = self._with_flips(ctx, ranking, notes)
+        accuracy, chance = self._probe(ctx, codes, rows, notes)
+        return ProxyAudit(
+            ctx.sensitive_name,
+            ranking,
+            accuracy,
+            chance,
+            is_input=ctx.sensitive_column is not None,
+            notes=notes,
+        )
+
+    def _with_flips(
+        self, ctx: AuditContext, ranking: pd.DataFrame, notes: list[str]
+    ) -> pd.DataFrame:
+        """``ranking`` with the top proxies' flip rates at both scopes (NaN for the others)."""
+        top = list(ranking["feature"].head(self.top))
+        specs = [resolve_feature(ctx.data, name) for name in top]
+        for scope in ("node", "graph"):
+            rates = np.full(len(ranking), np.nan)
+            hops = None
+            if scope == "node":
+                try:
+                    hops = resolve_num_hops(ctx.adapter, self.num_hops)
+                except InvalidInputError as err:
+                    notes.append(f"Node-scope flips of the proxies skipped: {err}")
+                    ranking[f"flip_{scope}"] = rates
+                    continue
+            options = FlipOptions(
+                num_hops=hops, base_logits=ctx.logits, progress=ctx.options.progress
+            )
+            results, _ = sensitivity_results(
+                ctx.adapter, ctx.data, specs, ctx.nodes, scope, 1, ctx.options.random_state, options
+            )
+            rates[: len(results)] = [r.rate for r in results]
+            ranking[f"flip_{scope}"] = rates
+        return ranking
+
+    def _probe(
+        self, ctx: AuditContext, codes: np.ndarray, rows: np.ndarray, notes: list[str]
+    ) -> tuple[float, float]:
+        """Balanced accuracy of a cross-validated logistic probe on the penultimate layer."""
+        chance = 1.0 / np.unique(codes).size
+        model = ctx.adapter.model
+        layers = (
+            [m for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
+            if self.probe and isinstance(model, torch.nn.Module)
+            else []
+        )
+        if not layers:
+            notes.append("Hidden-representation probe skipped: the model has no layers to hook.")
+            return float("nan"), chance
+        seen: list[torch.Tensor] = []
+
+        def hook(_module: Any, inputs: Any, _output: Any) -> None:
+            if inputs and torch.is_tensor(inputs[0]):
+                seen.append(inputs[0].detach().cpu())
+
+        handle = layers[-1].register_forward_hook(hook)
+        try:
+            ctx.adapter.logits(ctx.data.x, ctx.data.edge_index, stage="the proxy probe")
+        finally:
+            handle.remove()
+        hidden = seen[-1] if seen else None
+        if hidden is None or hidden.dim() != 2 or hidden.size(0) != ctx.num_nodes:
+            notes.append("Hidden-representation probe skipped: no per-node representation.")
+            return float("nan"), chance
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.model_selection import cross_val_score
+
+        h = hidden.to(torch.float64).numpy()[rows]
+        if np.bincount(codes[rows]).min() < 3:
+            notes.append("Hidden-representation probe skipped: a group has fewer than 3 nodes.")
+            return float("nan"), chance
+        scores = cross_val_score(
+            LogisticRegression(max_iter=500), h, codes[rows], cv=3, scoring="balanced_accuracy"
+        )
+        return float(np.mean(scores)), chance

@@ -1,0 +1,213 @@
+"""Which sensitive attribute(s) an audit is about, and the group of every node.
+
+``sensitive=`` of the audit accepts
+
+* ``None``: ``data.sensitive`` / ``data.sensitive_name`` when the data carries them;
+* a feature **name** of ``data.feature_names`` (or ``data.sensitive_name``);
+* a **column index** of ``data.x``;
+* a **vector** (one value per node: numbers or text labels). A numeric vector that equals a
+  column of ``data.x`` *is* that feature: it is audited as the feature (so the counterfactual
+  flip tests run), and :attr:`SensitiveAttribute.note` says so for the report;
+* a **list** of the above (several attributes; the first is the primary one).
+
+Groups. Text labels are kept as the group names. A numeric attribute is used as groups when it
+is binary or categorical (at most :data:`~gnnaudit.audit.interventions.MAX_CATEGORIES` whole
+values, the rule of :func:`~gnnaudit.audit.interventions.detect_kind`). A **continuous**
+attribute (anything else) is never used raw as groups, which would make every node its own
+group: it is refused with a message suggesting bins, or, with ``bins=q``, cut into ``q``
+quantile bins named by their value ranges (e.g. ``"[18, 31)"``).
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from gnnaudit._validation import check_int
+from gnnaudit.audit.interventions import MAX_CATEGORIES, detect_kind, quantile_bins
+from gnnaudit.errors import InvalidInputError
+
+__all__ = ["SensitiveAttribute", "resolve_attributes", "resolve_sensitive", "bin_attribute"]
+
+#: most cells of ``x`` compared at once when matching a vector against its columns
+_MATCH_CELLS = 4_000_000
+
+
+@dataclass(frozen=True)
+class SensitiveAttribute:
+    """One resolved sensitive attribute.
+
+    ``values``: the group of every node (numbers, or text for text labels and bins);
+    ``name``; ``column``: its column in ``data.x`` (None when it is not a model input);
+    ``note``: what the resolution did, in plain words, for the report (None when nothing to
+    say).
+    """
+
+    values: np.ndarray
+    name: str
+    column: int | None
+    note: str | None = None
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def _names(data: Any) -> list[str]:
+    names = [str(f) for f in (getattr(data, "feature_names", None) or [])]
+    width = int(data.x.size(1)) if getattr(data, "x", None) is not None else len(names)
+    return names if len(names) == width else [f"x{i}" for i in range(width)]
+
+
+def _matching_column(data: Any, values: np.ndarray) -> int | None:
+    """The first column of ``data.x`` equal to ``values`` (numeric), or None."""
+    x = getattr(data, "x", None)
+    if x is None or values.dtype.kind not in "biuf":
+        return None
+    v = torch.as_tensor(values.astype(np.float64))[:, None]
+    width = int(x.size(1))
+    step = max(1, _MATCH_CELLS // max(1, int(x.size(0))))  # memory: at most _MATCH_CELLS cells
+    for start in range(0, width, step):  # loop over column chunks, never over nodes
+        block = x[:, start : start + step].detach().cpu().to(torch.float64)
+        hits = torch.nonzero((block == v).all(dim=0)).flatten()
+        if hits.numel():
+            return start + int(hits[0])
+    return None
+
+
+def bin_attribute(values: np.ndarray, bins: int) -> np.ndarray:
+    """``values`` in ``bins`` quantile bins, as text labels naming each bin's value range."""
+    codes, edges = quantile_bins(values, bins)
+    bounds = np.concatenate([[float(np.min(values))], edges, [float(np.max(values))]])
+    labels = np.array(
+        [
+            f"[{bounds[b]:.4g}, {bounds[b + 1]:.4g}{']' if b == edges.size else ')'}"
+            for b in range(edges.size + 1)
+        ]
+    )
+    return labels[codes]
+
+
+def _groups(values: np.ndarray, name: str, bins: int | None) -> tuple[np.ndarray, str | None]:
+    """``values`` as groups (see the module docstring) and a note when binned."""
+    if values.dtype.kind in "OUS":
+        if bool(pd.isna(values).any()):
+            raise InvalidInputError(f"sensitive attribute {name!r} holds missing values")
+        return values.astype(str), None
+    if values.dtype.kind == "f" and not np.isfinite(values).all():
+        raise InvalidInputError(f"sensitive attribute {name!r} holds NaN or inf values")
+    if values.dtype.kind == "b":
+        values = values.astype(np.int64)
+    if detect_kind(values.astype(np.float64), MAX_CATEGORIES) != "continuous":
+        return values, None
+    distinct = int(np.unique(values).size)
+    if bins is None:
+        raise InvalidInputError(
+            f"sensitive attribute {name!r} is continuous ({distinct} distinct values); used raw "
+            "as groups every node would be its own group. Pass sensitive_bins=4 (quantile "
+            "bins; CLI --sensitive-bins 4) or give a binned vector"
+        )
+    binned = bin_attribute(values.astype(np.float64), bins)
+    note = (
+        f"{name} is continuous ({distinct} distinct values); its groups are "
+        f"{np.unique(binned).size} quantile bins ({', '.join(np.unique(binned))})"
+    )
+    return binned, note
+
+
+def _one(data: Any, sensitive: Any, bins: int | None) -> SensitiveAttribute | None:
+    """One attribute (see :func:`resolve_attributes`)."""
+    n = int(data.num_nodes)
+    names = _names(data)
+    note = None
+    if sensitive is None:
+        raw = getattr(data, "sensitive", None)
+        if raw is None:
+            return None
+        stored = getattr(data, "sensitive_name", None)
+        name = "sensitive" if stored is None else str(stored)
+        values = _to_numpy(raw).ravel()
+        column = names.index(name) if name in names else None
+    elif isinstance(sensitive, str):
+        if sensitive in names:
+            column = names.index(sensitive)
+            values, name = _to_numpy(data.x[:, column]), sensitive
+        elif (
+            sensitive == getattr(data, "sensitive_name", None)
+            and getattr(data, "sensitive", None) is not None
+        ):
+            values, name, column = _to_numpy(data.sensitive).ravel(), sensitive, None
+        else:
+            raise InvalidInputError(
+                f"sensitive={sensitive!r} is not a feature name of the data; known: "
+                f"{', '.join(names[:20])}{' ...' if len(names) > 20 else ''}"
+            )
+    elif isinstance(sensitive, numbers.Integral) and not isinstance(sensitive, bool):
+        column = int(sensitive)
+        if not 0 <= column < len(names):
+            raise InvalidInputError(
+                f"sensitive={column} is not a column of data.x (0 to {len(names) - 1})"
+            )
+        values, name = _to_numpy(data.x[:, column]), names[column]
+    else:
+        values, name, column = _to_numpy(sensitive).ravel(), "sensitive", None
+        if values.shape[0] == n:
+            column = _matching_column(data, values)
+            if column is not None:
+                name = names[column]
+                note = (
+                    f"The sensitive vector equals column {column} ({name}) of x; it is audited "
+                    "as that feature, so the counterfactual flip tests run."
+                )
+    if values.shape[0] != n:
+        raise InvalidInputError(
+            f"sensitive must have one value per node ({n}), got {values.shape[0]}"
+        )
+    groups, bin_note = _groups(values, name, bins)
+    notes = " ".join(t for t in (note, bin_note and bin_note + ".") if t)
+    return SensitiveAttribute(groups, name, column, notes or None)
+
+
+def _is_list_of_attributes(sensitive: Any, n: int) -> bool:
+    if not isinstance(sensitive, (list, tuple)) or not sensitive:
+        return False
+    nested = any(isinstance(s, (list, tuple, np.ndarray, torch.Tensor)) for s in sensitive)
+    return nested or len(sensitive) != n
+
+
+def resolve_attributes(
+    data: Any, sensitive: Any = None, *, bins: int | None = None
+) -> list[SensitiveAttribute]:
+    """The sensitive attributes named by ``sensitive`` (module docstring); ``bins``: quantile
+    bins for a continuous attribute (None: refused). Empty when none is given or attached."""
+    if bins is not None:
+        bins = check_int("sensitive_bins", bins, minimum=2, maximum=100)
+    items = (
+        list(sensitive) if _is_list_of_attributes(sensitive, int(data.num_nodes)) else [sensitive]
+    )
+    out = [a for a in (_one(data, s, bins) for s in items) if a is not None]
+    seen = [a.name for a in out]
+    for a in out:
+        if seen.count(a.name) > 1:
+            raise InvalidInputError(f"sensitive names the attribute {a.name!r} twice")
+    return out
+
+
+def resolve_sensitive(
+    data: Any, sensitive: Any = None, *, bins: int | None = None
+) -> tuple[np.ndarray | None, str | None, int | None]:
+    """``(values, name, column)`` of the (first) sensitive attribute (see
+    :func:`resolve_attributes`); ``column`` is None when the attribute is not a model input
+    (the model can then only use it through proxies). ``(None, None, None)`` when nothing is
+    available."""
+    found = resolve_attributes(data, sensitive, bins=bins)
+    if not found:
+        return None, None, None
+    return found[0].values, found[0].name, found[0].column
