@@ -32,7 +32,13 @@ from gnnaudit._validation import check_int
 from gnnaudit.audit.interventions import MAX_CATEGORIES, detect_kind, quantile_bins
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["SensitiveAttribute", "resolve_attributes", "resolve_sensitive", "bin_attribute"]
+__all__ = [
+    "group_labels",
+    "SensitiveAttribute",
+    "resolve_attributes",
+    "resolve_sensitive",
+    "bin_attribute",
+]
 
 #: most cells of ``x`` compared at once when matching a vector against its columns
 _MATCH_CELLS = 4_000_000
@@ -211,3 +217,23 @@ def resolve_sensitive(
     if not found:
         return None, None, None
     return found[0].values, found[0].name, found[0].column
+
+
+def group_labels(data: Any, attribute: SensitiveAttribute) -> np.ndarray:
+    """``attribute.values`` as the group names a reader knows, for reports: when the data
+    carries the original labels of its sensitive column (``data.sensitive_values``, e.g.
+    ``["F", "M"]`` from a text column encoded as codes 0/1) and ``attribute`` is that column,
+    each code becomes its label; otherwise the values as they are."""
+    names = getattr(data, "sensitive_values", None)
+    if (
+        names is None
+        or attribute.name != getattr(data, "sensitive_name", None)
+        or attribute.values.dtype.kind not in "biuf"
+    ):
+        return attribute.values
+    codes = np.asarray(attribute.values, dtype=np.float64)
+    labels = [str(v) for v in names]
+    whole = np.isfinite(codes) & (codes == np.round(codes))
+    if not whole.all() or codes.min() < 0 or codes.max() >= len(labels):
+        return attribute.values
+    return np.asarray(labels, dtype=object)[codes.astype(np.int64)]

@@ -479,15 +479,18 @@ class GroupFairnessUnit(AuditUnit):
             "random_state": ctx.options.random_state,
             "n_classes": int(ctx.logits.shape[1]),
         }
-        if len(ctx.attributes) > 1:  # per attribute and their intersection
-            pairs = [(a.name, a.values) for a in ctx.attributes]
+        from gnnaudit.audit.sensitive import group_labels
+
+        # the groups as the reader knows them (a text column's names, not its codes)
+        pairs = [(a.name, group_labels(ctx.data, a)) for a in ctx.attributes]
+        if len(pairs) > 1:  # per attribute and their intersection
             return multi_group_fairness(
                 group_fairness, ctx.labels, ctx.predictions, pairs, **options
             )
         return group_fairness(
             ctx.labels,
             ctx.predictions,
-            sensitive_features=ctx.sensitive,
+            sensitive_features=pairs[0][1] if pairs else ctx.sensitive,
             sensitive_name=ctx.sensitive_name,
             **options,
         )
