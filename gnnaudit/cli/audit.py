@@ -67,6 +67,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     add_dataset_arguments(p)
+    _add_graph_arguments(p)
+    _add_model_arguments(p)
+    _add_audit_arguments(p)
+    add_out_argument(
+        p, kind="folder", what="output folder for report.json, .md, .html", required=True
+    )
+    add_force_argument(p, kind="folder")
+    p.set_defaults(func=run)
+
+
+def _add_graph_arguments(p: argparse.ArgumentParser) -> None:
+    """Your graph: ``--graph`` and its table options (instead of ``--dataset``)."""
     own = p.add_argument_group("your graph (instead of --dataset)")
     own.add_argument(
         "--graph",
@@ -86,6 +98,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="boolean / 0-1 column of nodes.csv selecting the audited nodes",
     )
     add_table_arguments(p)
+
+
+def _add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """The model: a gnnaudit backbone to train or yours (``MODULE:NAME`` with weights)."""
     model = p.add_argument_group("model")
     model.add_argument(
         "--model",
@@ -118,6 +134,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=("auto", "cpu", "cuda"),
         help="where the model runs and the search computes (default auto: a GPU when torch sees one, else the CPU)",
     )
+
+
+def _add_audit_arguments(p: argparse.ArgumentParser) -> None:
+    """What the audit computes: the sensitive attribute, the search, mitigation."""
     audit = p.add_argument_group("audit")
     audit.add_argument(
         "--sensitive",
@@ -193,11 +213,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="lambda_cf values of the trade-off figure (default 0 0.5 1 4)",
     )
-    add_out_argument(
-        p, kind="folder", what="output folder for report.json, .md, .html", required=True
-    )
-    add_force_argument(p, kind="folder")
-    p.set_defaults(func=run)
 
 
 def _load_data(args: argparse.Namespace) -> tuple[Any, str]:

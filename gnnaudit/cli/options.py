@@ -278,7 +278,7 @@ def add_force_argument(parser: argparse.ArgumentParser, *, kind: str) -> None:
     parser.add_argument("--force", action="store_true", help=text)
 
 
-def add_progress_argument(parser: argparse.ArgumentParser) -> None:
+def add_progress_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """Add ``--progress / --no-progress`` (default: on when stderr is a terminal)."""
     parser.add_argument(
         "--progress",
