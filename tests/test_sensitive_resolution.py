@@ -104,3 +104,13 @@ def test_several_attributes_give_per_attribute_and_intersectional_parity(data):
     assert "depend on gender directly" in report.verdict
     assert "sensitive is not a model input" in report.verdict
     assert not report.findings["value"].isna().any()
+
+
+def test_an_explicit_bins_also_bins_a_continuous_attribute(data):
+    """``bins=`` given by the caller bins a continuous sensitive attribute too (issue 25)."""
+    from gnnaudit import audit_model
+
+    report = audit_model(by_gender, data, "income", bins=4, n_boot=50, progress=False)
+    groups = report.table("group_fairness", "groups")
+    assert len(groups) == 4
+    assert not report.findings["value"].isna().any()

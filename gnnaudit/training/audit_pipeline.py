@@ -186,7 +186,8 @@ def run_audit(
           ``index_params``: the counterfactual-evidence search, ``backend`` default
           ``"auto"``, recorded in ``run_info["evidence_backend"]``; ``n_boot``,
           ``confidence``: the intervals; ``sensitive_bins``: quantile bins of a continuous
-          sensitive attribute), shared by every unit;
+          sensitive attribute, by default the ``bins`` given explicitly, else none: such an
+          attribute is refused with a message suggesting bins), shared by every unit;
         * :class:`RunSettings` (``forward_kwargs``, ``predict_fn``: how the model is called;
           ``threads``: CPU threads for the duration of the audit, recorded in
           ``run_info["threads"]``, the caller's counts restored afterwards; ``dataset_name``,
@@ -194,6 +195,10 @@ def run_audit(
 
         Any other name is an :class:`~gnnaudit.errors.InvalidInputError` naming it.
     """
+    if "bins" in options and "sensitive_bins" not in options:
+        # an explicit bins= also bins a continuous sensitive attribute (the same meaning:
+        # quantile bins of continuous values); without it such an attribute is refused
+        options["sensitive_bins"] = options["bins"]
     shared, run, cfg = split_options(options, units_given=units is not None, config=config)
     with thread_limits(run.threads, num_nodes=getattr(data, "num_nodes", None)) as threads:
         audit_options = AuditOptions(
