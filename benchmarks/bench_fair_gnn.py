@@ -37,7 +37,9 @@ Outputs: ``--json`` (one record per run: dataset, method, backbone, seed, auroc,
 cf, instability, fit_s; fairfinetune adds ``pretrain_s``, the reference runs add what their
 script printed), ``--md`` (mean ± sd per dataset / method / backbone, published figures beside,
 machine / date / command) and ``--png`` (Pareto plots). ``--resume`` keeps the records already
-in ``--json`` and runs only the missing ones, so a long protocol can run in pieces.
+in ``--json`` and runs only the missing ones, so a long protocol can run in pieces; every work
+item also leaves its records in ``<scratch>/_items/``, which ``--collect`` gathers (with
+``--resume``: added to the existing ``--json``) when a driver was stopped early.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ import os
 import subprocess
 import sys
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -227,7 +230,9 @@ def work_items(args: argparse.Namespace) -> list[tuple[str, str, str, int]]:
 def run_item(item: tuple[str, str, str, int], args: argparse.Namespace) -> list[dict[str, Any]]:
     """One work item in a fresh subprocess of this script (isolated, one thread)."""
     name, kind, bb, seed = item
-    out = args.scratch / "_items" / f"{name}_{kind}_{bb}_{seed}.json"
+    tag = f"_ff{zlib.crc32(json.dumps(args.ff_options, sort_keys=True).encode()):08x}"
+    tag = tag if args.ff_options and kind == "ours" else ""
+    out = args.scratch / "_items" / f"{name}_{kind}_{bb}_{seed}{tag}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(Path(__file__).resolve()), *args.argv]
     cmd += ["--worker-item", f"{name}:{kind}:{bb}:{seed}", "--worker-out", str(out)]
@@ -269,6 +274,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--resume", action="store_true")
     p.add_argument("--jobs", type=int, default=1, help="work items run in parallel")
     p.add_argument("--report-only", action="store_true", help="rewrite md / png from --json")
+    p.add_argument(
+        "--collect",
+        action="store_true",
+        help="add the finished work items of <scratch>/_items (runs whose driver was stopped) "
+        "to --json, then write md / png",
+    )
     p.add_argument("--worker-item", default=None, help=argparse.SUPPRESS)
     p.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -296,7 +307,15 @@ def main(argv: list[str] | None = None) -> None:
         return
     records = json.loads(args.json.read_text()) if args.resume and args.json.exists() else []
     command = " ".join(["python", *sys.argv])
-    if args.report_only:
+    if args.collect:
+        for f in sorted((args.scratch / "_items").glob("*.json")):
+            if "_ff" in f.stem:  # FairFinetune variants (--ff-option) are collected apart
+                continue
+            for r in json.loads(f.read_text()):
+                if key(r) not in {key(q) for q in records}:
+                    records.append(r)
+        save(records, args)
+    if args.report_only or args.collect:
         write_markdown(records, args.md, command)
         write_pareto(records, args.png)
         return

@@ -3,6 +3,9 @@ NIFTY's own formulas and gnnaudit's graph-scope flip rate."""
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import numpy as np
 import pytest
 import torch
@@ -221,3 +224,38 @@ def test_literature_metrics_dict_and_mode_restored() -> None:
     )
     with pytest.raises(InvalidInputError, match="nodes"):
         literature_metrics(model, data.x, data.edge_index, data.y, data.sensitive, 0, [999])
+
+
+BAIL = "/work/shared/datasets/nifty/bail/bail.csv"
+
+
+@pytest.mark.skipif(not os.path.exists(BAIL), reason="NIFTY's bail.csv is not available")
+def test_bail_gcn_counterfactual_unfairness_is_graph_flip(tmp_path) -> None:
+    """The issue's check on the real graph: a GCN trained outside gnnaudit on bail."""
+    from gnnaudit.datasets import load_nifty
+
+    root = tmp_path / "nifty"
+    (root / "bail").mkdir(parents=True)
+    shutil.copy(BAIL, root / "bail" / "bail.csv")
+    data = load_nifty("bail", root, split="nifty")
+    col = int(data.sensitive_index)
+    model = _GCN(data.x.size(1))
+    torch.manual_seed(0)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(15):
+        opt.zero_grad()
+        z = model(data.x, data.edge_index)[data.train_mask]
+        F.cross_entropy(z, data.y[data.train_mask]).backward()
+        opt.step()
+    model.eval()
+    idx_test = data.test_mask.nonzero().flatten()
+    with torch.no_grad():
+        output_preds = model(data.x, data.edge_index).argmax(1)
+        counter_features = data.x.clone()
+        counter_features[:, col] = 1 - counter_features[:, col]
+        counter_preds = model(counter_features, data.edge_index).argmax(1)
+    nifty = 1 - (output_preds.eq(counter_preds)[idx_test].sum().item() / idx_test.shape[0])
+    ours = counterfactual_unfairness(model, data.x, data.edge_index, col, idx_test)
+    flip = counterfactual_flip(model, data, col, mask=data.test_mask, scope="graph", n_boot=10)
+    assert ours == pytest.approx(nifty) and flip.rate == pytest.approx(nifty)
+    assert nifty > 0  # the check is not vacuous
