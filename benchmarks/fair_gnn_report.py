@@ -103,7 +103,8 @@ def write_pareto(records: list[dict[str, Any]], path: Path) -> None:
     table = summary(records)
     datasets = list(dict.fromkeys(table["dataset"]))
     fig, axes = plt.subplots(len(datasets), 2, figsize=(10, 4 * len(datasets)), squeeze=False)
-    markers = {"vanilla": "o", "fairfinetune": "*", "nifty": "s", "fairgnn": "^"}
+    colours = {"vanilla": "C0", "fairfinetune": "C1", "nifty": "C2", "fairgnn": "C3"}
+    markers = {"gcn": "o", "gin": "D", "sage": "^"}
     for i, d in enumerate(datasets):
         sub = table[table["dataset"] == d]
         for j, (k, label) in enumerate((("dsp", "ΔSP"), ("cf", "counterfactual unfairness"))):
@@ -114,7 +115,8 @@ def write_pareto(records: list[dict[str, Any]], path: Path) -> None:
                     100 * r["auroc"],
                     xerr=None if np.isnan(r[k + "_sd"]) else 100 * r[k + "_sd"],
                     yerr=None if np.isnan(r["auroc_sd"]) else 100 * r["auroc_sd"],
-                    marker=markers.get(r["method"], "x"),
+                    marker=markers.get(r["backbone"], "x"),
+                    color=colours.get(r["method"], "k"),
                     markersize=10,
                     linestyle="none",
                     label=f"{r['method']} ({r['backbone']})",
