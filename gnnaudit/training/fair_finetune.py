@@ -8,7 +8,8 @@ takes ``(x, edge_index)`` (a :class:`~gnnaudit.training.NodeClassifier` or a use
 
     \mathcal L = \underbrace{\mathrm{CE}\bigl(M(X)_{\mathrm{train}}, y_{\mathrm{train}}\bigr)}_{\text{task}}
       + \lambda_{cf}\, \tfrac{1}{|S|}\sum_{s \in S} \mathcal C_s
-      + \lambda_{ev}\, \frac{1}{|P|} \sum_{(u,v) \in P} D\bigl(M(X)_u, M(X)_v\bigr),
+      + \lambda_{ev}\, \frac{1}{|P|} \sum_{(u,v) \in P} D\bigl(M(X)_u, M(X)_v\bigr)
+      + \lambda_{cov}\, \mathcal R_{cov},
 
 **counterfactual consistency** (NIFTY, Agarwal et al. 2021: the model's output must not move
 when the sensitive attribute is changed) at the scopes :math:`S \subseteq` {node, graph}:
@@ -37,10 +38,24 @@ whose feature difference lies mostly in the sensitive attribute (its share of th
 difference of the standardised features at least ``ev_min_share``): their predictions are
 pulled together.
 
+**Covariance term** (optional, ``lambda_cov > 0``; FairGNN's covariance constraint, Dai & Wang
+2021, Eq. 7, ``L_R = |Cov(s, \hat y)|``): with :math:`p_{vc}` the softmax probability of class
+:math:`c` at node :math:`v` (factual pass, every node of the graph, labelled or not) and
+:math:`s_{vj}` the sensitive columns' factual values,
+
+.. math::
+
+    \mathcal R_{cov} = \frac{1}{C k} \sum_{c=1}^{C} \sum_{j=1}^{k}
+        \Bigl| \frac1n \sum_v (s_{vj} - \bar s_j)(p_{vc} - \bar p_c) \Bigr|,
+
+which is 0 when the predicted probabilities are uncorrelated with the attribute: it targets
+statistical parity (:math:`\Delta_{SP}`), which counterfactual consistency does not (a model
+can ignore :math:`s` itself and still follow its proxies). No extra forward pass.
+
 Dropout: the counterfactual passes replay the random state of the factual pass, so both use
 the same dropout masks (the consistency term measures the attribute, not dropout noise) and
-the random stream after a step is the one a plain step leaves. With ``lambda_cf = 0`` and
-``lambda_ev = 0`` no extra pass runs and the result is plain fine-tuning: cross-entropy on the
+the random stream after a step is the one a plain step leaves. With ``lambda_cf = 0``,
+``lambda_ev = 0`` and ``lambda_cov = 0`` (the default) no extra term or pass runs and the result is plain fine-tuning: cross-entropy on the
 training nodes, Adam at ``lr`` with ``weight_decay``, ``epochs`` full-batch steps, the same
 ``Trainer`` and seeding as :func:`~gnnaudit.training.train_node_classifier`.
 
@@ -190,6 +205,7 @@ class FairFinetune(L.LightningModule):
         ``data.x`` (None: ``data.sensitive_name``).
     lambda_cf : weight of the counterfactual-consistency term (0 = off).
     lambda_ev : weight of the evidence term (0 = off).
+    lambda_cov : weight of the covariance term (0 = off, the default).
     scopes : consistency scopes, a subset of :data:`SCOPES` (default both).
     divergence : one of :data:`DIVERGENCES`.
     lr, weight_decay : Adam settings.
@@ -211,6 +227,7 @@ class FairFinetune(L.LightningModule):
         *,
         lambda_cf: float = DEFAULT_LAMBDA_CF,
         lambda_ev: float = 0.0,
+        lambda_cov: float = 0.0,
         scopes: Sequence[str] = SCOPES,
         divergence: str = "sym_kl",
         lr: float = DEFAULT_LR,
@@ -232,6 +249,7 @@ class FairFinetune(L.LightningModule):
         self.model = model
         self.lambda_cf = check_float("lambda_cf", lambda_cf, minimum=0.0)
         self.lambda_ev = check_float("lambda_ev", lambda_ev, minimum=0.0)
+        self.lambda_cov = check_float("lambda_cov", lambda_cov, minimum=0.0)
         if isinstance(scopes, str):
             scopes = (scopes,)
         self.scopes = tuple(check_choice("scopes entry", s, SCOPES) for s in scopes)
@@ -248,6 +266,7 @@ class FairFinetune(L.LightningModule):
         self.spec = resolve_sensitive_feature(data, sensitive)
         self.alternatives = alternatives(data, self.spec)
         self.columns = torch.tensor(self.spec.columns, dtype=torch.long)
+        self.sensitive_values = torch.from_numpy(feature_columns(data, self.spec.columns)).float()
         self.node_batches: list[np.ndarray] = []
         if self.lambda_cf > 0 and "node" in self.scopes:
             max_nodes = check_int("max_nodes", max_nodes, minimum=1)
@@ -345,6 +364,13 @@ class FairFinetune(L.LightningModule):
             logits[pairs[:, 0]], logits[pairs[:, 1]], self.divergence
         ).mean()
 
+    def covariance_loss(self, logits: torch.Tensor) -> torch.Tensor:
+        """:math:`\\mathcal R_{cov}` (module docstring) of the factual ``logits`` of every node."""
+        p = F.softmax(logits, dim=1)
+        s = self.sensitive_values.to(p.device)
+        cov = (s - s.mean(dim=0)).T @ (p - p.mean(dim=0)) / p.size(0)
+        return cov.abs().mean()
+
     def training_step(self, batch: Data, batch_idx: int) -> torch.Tensor:
         state = self._rng_state() if self.lambda_cf > 0 else None
         logits = self.model(batch.x, batch.edge_index)
@@ -362,6 +388,10 @@ class FairFinetune(L.LightningModule):
             ev = self.evidence_loss(logits)
             loss = loss + self.lambda_ev * ev
             self.log("evidence_loss", ev, batch_size=1)
+        if self.lambda_cov > 0:
+            cov = self.covariance_loss(logits)
+            loss = loss + self.lambda_cov * cov
+            self.log("covariance_loss", cov, batch_size=1)
         self.log("task_loss", task, batch_size=1)
         return loss
 
@@ -396,8 +426,8 @@ class FairFinetune(L.LightningModule):
 
         ``epochs`` full-batch steps; ``random_state`` seeds Lightning (weights are copied, so it
         drives dropout and the consistency term's draws); ``options``: the other constructor
-        arguments (``scopes, divergence, lr, weight_decay, num_hops, max_nodes, evidence,
-        ev_pairs, ev_min_share``); ``trainer_kwargs``: see :func:`make_trainer`.
+        arguments (``lambda_cov, scopes, divergence, lr, weight_decay, num_hops, max_nodes,
+        evidence, ev_pairs, ev_min_share``); ``trainer_kwargs``: see :func:`make_trainer`.
         """
         epochs = check_int("epochs", epochs, minimum=1, maximum=MAX_EPOCHS)
         random_state = check_seed("random_state", random_state)
