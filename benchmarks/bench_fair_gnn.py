@@ -308,13 +308,7 @@ def main(argv: list[str] | None = None) -> None:
     records = json.loads(args.json.read_text()) if args.resume and args.json.exists() else []
     command = " ".join(["python", *sys.argv])
     if args.collect:
-        for f in sorted((args.scratch / "_items").glob("*.json")):
-            if "_ff" in f.stem:  # FairFinetune variants (--ff-option) are collected apart
-                continue
-            for r in json.loads(f.read_text()):
-                if key(r) not in {key(q) for q in records}:
-                    records.append(r)
-        save(records, args)
+        collect_items(records, args)
     if args.report_only or args.collect:
         write_markdown(records, args.md, command)
         write_pareto(records, args.png)
@@ -352,6 +346,17 @@ def main(argv: list[str] | None = None) -> None:
             save(records, args)
             write_markdown(records, args.md, command)
     write_pareto(records, args.png)
+
+
+def collect_items(records: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """Add the per-item results of earlier (or parallel) runs to ``records`` and save them."""
+    for f in sorted((args.scratch / "_items").glob("*.json")):
+        if "_ff" in f.stem:  # FairFinetune variants (--ff-option) are collected apart
+            continue
+        for r in json.loads(f.read_text()):
+            if key(r) not in {key(q) for q in records}:
+                records.append(r)
+    save(records, args)
 
 
 def save(records: list[dict[str, Any]], args: argparse.Namespace) -> None:
