@@ -52,7 +52,6 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.metrics import adjusted_rand_score
-from sklearn.utils import Tags
 
 from gnnaudit._params import InstanceOf, Integer, Real, validate_parameters
 from gnnaudit._validation import check_int
@@ -70,6 +69,7 @@ from gnnaudit.audit.embedding.parts import (
     split_eps,
     tree_sample,
 )
+from gnnaudit.audit.search.estimator_tags import GraphInputTagsMixin
 from gnnaudit.audit.sensitive import resolve_sensitive
 from gnnaudit.clustering import ExDBSCAN, FairDen, TreeClustering
 from gnnaudit.clustering.metrics import balance, dcsi, group_mix, noise_fraction
@@ -92,7 +92,7 @@ COUNTERPART_COLUMNS = [
 ]
 
 
-class EmbeddingAudit(BaseEstimator):
+class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
     """Density structure, fair alternative, readable tree and counterparts of a GNN's
     embeddings (module docstring). A scikit-learn estimator: ``__init__`` stores,
     ``get_params`` / ``set_params`` / ``clone`` work, :meth:`fit` checks the parameters
@@ -211,16 +211,6 @@ class EmbeddingAudit(BaseEstimator):
         self.input_features_, self.feature_names_ = x, [str(f) for f in names]
 
     # ------------------------------------------------------------------ fit
-    def __sklearn_tags__(self) -> Tags:
-        """scikit-learn tags: ``fit`` takes a model and a PyG graph, not a 2-D array ``X``, so
-        scikit-learn's array-based estimator checks do not apply (they are skipped, as
-        scikit-learn does for any estimator declaring other input); the API checks that need
-        no ``fit`` run in tests/test_sklearn_audit_estimators.py."""
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False
-        tags.non_deterministic = False
-        return tags
-
     def fit(
         self,
         model: Any,

@@ -29,7 +29,6 @@ import numpy as np
 import pandas as pd
 import torch
 from sklearn.base import BaseEstimator
-from sklearn.utils import Tags
 
 from gnnaudit._distributed import check_client
 from gnnaudit._params import RANDOM_STATE, InstanceOf, Integer, Options, Real, validate_parameters
@@ -50,6 +49,7 @@ from gnnaudit.audit.search.backends import (
     resolve_backend,
 )
 from gnnaudit.audit.search.base import EvidenceSearcher, SearchSpace
+from gnnaudit.audit.search.estimator_tags import GraphInputTagsMixin
 from gnnaudit.audit.search.fit_inputs import (
     check_predictions,
     model_predictions,
@@ -76,7 +76,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class CounterfactualEvidence(BaseEstimator):
+class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
     """Search counterfactual evidences among the test nodes of a graph (scikit-learn style).
 
     Parameters
@@ -158,16 +158,6 @@ class CounterfactualEvidence(BaseEstimator):
         self.client = client
 
     # -------------------------------------------------------------------- fit
-    def __sklearn_tags__(self) -> Tags:
-        """scikit-learn tags: ``fit`` takes a model and a PyG graph, not a 2-D array ``X``, so
-        scikit-learn's array-based estimator checks do not apply (they are skipped, as
-        scikit-learn does for any estimator declaring other input); the API checks that need
-        no ``fit`` run in tests/test_sklearn_audit_estimators.py."""
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False
-        tags.non_deterministic = False
-        return tags
-
     def fit(
         self,
         data: Any,
