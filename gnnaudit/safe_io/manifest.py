@@ -156,10 +156,24 @@ def plan_forced_commit(
     """Plan a ``force`` write of ``new_files`` into the existing folder ``target``.
 
     Raises :class:`InvalidInputError` naming ``name`` and every blocking entry when a file of
-    the new run would replace something gnnaudit did not write (or a folder, a link ...).
+    the new run would replace something gnnaudit did not write (or a folder, a link ...), and
+    ``FileNotFoundError`` when another run replaced or removed the folder while it was being
+    read (the manifest and the listing must come from one folder): the caller looks again.
     """
+    before = os.stat(target)  # FileNotFoundError: the folder went away, look again
     owned = read_manifest(target)
-    raise_if_blocked(name, target, new_files, owned)
+    blockers = blocking_entries(target, new_files, owned) if target.is_dir() else []
+    plan = _plan(target, new_files, producer, owned)
+    after = os.stat(target)
+    if (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino):
+        raise FileNotFoundError(f"{target} was replaced by another run while being read")
+    if blockers:
+        raise_if_blocked(name, target, new_files, owned)
+    return plan
+
+
+def _plan(target: Path, new_files: list[str], producer: str, owned: dict[str, str]) -> ForcedCommit:
+    """The commit of ``new_files`` into ``target`` given its manifest ``owned``."""
     new_set = set(new_files)
     stale = tuple(
         rel
