@@ -17,6 +17,7 @@ import numpy as np
 from gnnaudit.errors import InvalidInputError, NotFittedError
 
 __all__ = [
+    "resolve_progress",
     "MAX_SEED",
     "MAX_NUM_HOPS",
     "MAX_NUM_LAYERS",
@@ -408,3 +409,20 @@ def validate_estimator_data(
             raise
         raise InvalidInputError(f"{name}: {exc}") from exc
     return np.asarray(checked)
+
+
+def resolve_progress(name: str, value: Any) -> bool:
+    """``progress=``: ``True`` / ``False`` as given; ``None`` (the default of the long-running
+    entry points) shows bars only when standard error is a terminal, so logs and pipes get no
+    escape sequences, in Python as on the command line."""
+    if value is None:
+        import sys
+
+        isatty = getattr(sys.stderr, "isatty", None)
+        try:
+            return bool(isatty()) if callable(isatty) else False
+        except (OSError, ValueError):  # a closed or detached stream
+            return False
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be True, False or None (auto), got {_short(value)}")
+    return value

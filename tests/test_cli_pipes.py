@@ -59,3 +59,29 @@ def test_missing_input_fails_before_torch_is_imported(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "--graph" in proc.stderr and "does not exist" in proc.stderr
+
+
+def test_progress_defaults_to_whether_stderr_is_a_terminal(monkeypatch):
+    """Python entry points draw bars only on a terminal (no escape junk in logs)."""
+    import inspect
+    import io
+
+    import pytest
+
+    from gnnaudit._validation import resolve_progress
+    from gnnaudit.errors import InvalidInputError
+    from gnnaudit.training.audit_pipeline import run_audit
+
+    assert inspect.signature(run_audit).parameters["progress"].default is None
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert resolve_progress("progress", None) is False
+    monkeypatch.setattr(sys, "stderr", Tty())
+    assert resolve_progress("progress", None) is True
+    assert resolve_progress("progress", False) is False
+    with pytest.raises(InvalidInputError, match="progress must be True, False or None"):
+        resolve_progress("progress", "yes")

@@ -50,6 +50,7 @@ from typing import Any
 import torch
 
 from gnnaudit._threads import ThreadChoice, thread_limits
+from gnnaudit._validation import resolve_progress
 from gnnaudit.audit.context import AuditContext, AuditOptions
 from gnnaudit.audit.embedding.unit import EmbeddingStructureUnit
 from gnnaudit.audit.report.audit_report import REPORT_FILES, AuditReport
@@ -146,7 +147,7 @@ def run_audit(
     mask: Any = None,
     config: AuditConfig | None = None,
     random_state: int = 0,
-    progress: bool = True,
+    progress: bool | None = None,
     device: Any = "auto",
     **options: Any,
 ) -> AuditReport:
@@ -171,7 +172,7 @@ def run_audit(
     mask : the audited nodes (default ``data.mask``, else ``data.test_mask``, else all).
     config : the default units' options (:class:`AuditConfig`); only without ``units``.
     random_state : seed of every random choice (bootstrap, permutations, approximate search).
-    progress : tqdm bars.
+    progress : tqdm bars; ``None`` (default): only when standard error is a terminal.
     device : where the model runs (``"auto"``: where it already is).
     **options : by name, the fields of
 
@@ -202,7 +203,10 @@ def run_audit(
     shared, run, cfg = split_options(options, units_given=units is not None, config=config)
     with thread_limits(run.threads, num_nodes=getattr(data, "num_nodes", None)) as threads:
         audit_options = AuditOptions(
-            random_state=random_state, progress=progress, device=device, **shared
+            random_state=random_state,
+            progress=resolve_progress("progress", progress),
+            device=device,
+            **shared,
         )
         ctx = AuditContext(
             model,
