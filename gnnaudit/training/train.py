@@ -178,8 +178,37 @@ def majority_rate(data: Data, mask: str = "test_mask") -> float:
     return float((selected == majority).float().mean()) if selected.numel() else float("nan")
 
 
-# long: one linear recipe (check, build, fit, restore the best weights, evaluate) whose
-# docstring documents every hyper-parameter; split, it would only pass them along
+def _callbacks(keep_best: bool, patience: int | None) -> list[Callback]:
+    """Epoch counting, best-weights restoring and early stopping, as asked."""
+    callbacks: list[Callback] = [CountEpochs(), KeepBestWeights()] if keep_best else [CountEpochs()]
+    if patience is not None:
+        callbacks.append(EarlyStopping(monitor="val_loss", mode="min", patience=patience))
+    return callbacks
+
+
+def _save_checkpoint(trainer: L.Trainer, checkpoint_path: str | os.PathLike[str]) -> None:
+    """The trainer's checkpoint written atomically to ``checkpoint_path``."""
+    path = os.fspath(checkpoint_path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with atomic_file(path, name="checkpoint_path", force=True) as tmp:
+        trainer.save_checkpoint(tmp, weights_only=False)
+
+
+def _fit_metrics(
+    module: NodeClassifier, data: Data, trainer: L.Trainer, keep_best: bool, fit_seconds: float
+) -> dict[str, Any]:
+    """The evaluation on the three masks plus what the fit recorded (epochs, device, time)."""
+    metrics: dict[str, Any] = module.evaluate(data)
+    metrics["majority_rate"] = majority_rate(data)
+    done = trainer.callback_metrics  # rank 0's, also under ddp_spawn
+    epochs_run = int(done.get(EPOCHS_RUN_KEY, trainer.current_epoch))
+    metrics["best_epoch"] = int(done.get(BEST_EPOCH_KEY, -1)) if keep_best else epochs_run - 1
+    metrics["epochs_run"] = epochs_run
+    metrics["fit_seconds"] = fit_seconds
+    metrics["device"] = str(trainer.strategy.root_device)
+    return metrics
+
+
 def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a documented hyper-parameter
     data: Data,
     backbone: str = "gcn",
@@ -258,34 +287,20 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
             num_hops=num_layers,
             seed=seed,
         )
-        best = KeepBestWeights()
-        callbacks: list[Callback] = [CountEpochs(), best] if keep_best else [CountEpochs()]
-        if patience is not None:
-            callbacks.append(EarlyStopping(monitor="val_loss", mode="min", patience=patience))
         trainer = make_trainer(
             max_epochs,
             trainer_kwargs,
             enable_progress_bar=enable_progress_bar,
             log_every_n_steps=1,
-            callbacks=callbacks,
+            callbacks=_callbacks(keep_best, patience),
         )
         start = time.perf_counter()
         trainer.fit(module, datamodule=datamodule)
         fit_seconds = time.perf_counter() - start
         module.eval()
         if checkpoint_path is not None:
-            path = os.fspath(checkpoint_path)
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            with atomic_file(path, name="checkpoint_path", force=True) as tmp:
-                trainer.save_checkpoint(tmp, weights_only=False)
-    metrics: dict[str, Any] = module.evaluate(data)
-    metrics["majority_rate"] = majority_rate(data)
-    done = trainer.callback_metrics  # rank 0's, also under ddp_spawn
-    epochs_run = int(done.get(EPOCHS_RUN_KEY, trainer.current_epoch))
-    metrics["best_epoch"] = int(done.get(BEST_EPOCH_KEY, -1)) if keep_best else epochs_run - 1
-    metrics["epochs_run"] = epochs_run
-    metrics["fit_seconds"] = fit_seconds
-    metrics["device"] = str(trainer.strategy.root_device)
+            _save_checkpoint(trainer, checkpoint_path)
+    metrics = _fit_metrics(module, data, trainer, keep_best, fit_seconds)
     logger.info("trained %s for %d epochs: %s", backbone, metrics["epochs_run"], metrics)
     return TrainResult(module, metrics)
 
