@@ -32,6 +32,7 @@ from gnnaudit._validation import (
 )
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.audit.search.evidence import BACKENDS
+from gnnaudit.audit.search.fit_inputs import resolve_mask
 from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
 from gnnaudit.audit.sensitive import SensitiveAttribute, resolve_attributes, resolve_sensitive
 from gnnaudit.errors import InvalidInputError
@@ -105,36 +106,7 @@ def resolve_nodes(data: Any, mask: Any = None, *, name: str = "mask") -> np.ndar
     explicit audit selection, e.g. ``load_graph(mask_column=...)``), else ``data.test_mask``,
     else every node. An empty selection raises :class:`InvalidInputError`.
     """
-    n = int(data.num_nodes)
-    if mask is None:
-        for attr in ("mask", "test_mask"):
-            value = getattr(data, attr, None)
-            if value is not None:
-                mask, name = value, f"data.{attr}"
-                break
-        else:
-            return np.arange(n, dtype=np.int64)
-    arr = _to_numpy(mask)
-    if arr.dtype == bool:
-        if arr.shape != (n,):
-            raise InvalidInputError(
-                f"{name} as a boolean mask must have shape ({n},), got {arr.shape}"
-            )
-        ids = np.flatnonzero(arr).astype(np.int64)
-    else:
-        if arr.size and (arr.dtype.kind not in "iu" or arr.ndim != 1):
-            raise InvalidInputError(
-                f"{name} must be a boolean mask of length {n} or 1-D integer node ids, got "
-                f"dtype {arr.dtype} shape {arr.shape}"
-            )
-        ids = np.unique(arr.astype(np.int64))
-        if ids.size and (ids[0] < 0 or ids[-1] >= n):
-            raise InvalidInputError(
-                f"{name} holds node ids in [{ids[0]}, {ids[-1]}] but must lie in [0, {n - 1}]"
-            )
-    if ids.size == 0:
-        raise InvalidInputError(f"{name} selects no node; the audit needs at least one")
-    return ids
+    return resolve_mask(mask, data, int(data.num_nodes), name=name, purpose="the audit")
 
 
 class AuditContext:

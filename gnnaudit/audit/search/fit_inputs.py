@@ -94,15 +94,19 @@ def stored_ks(data: Any, n: int, num_hops: int, alpha: float) -> torch.Tensor | 
     return ks.detach().cpu()
 
 
-def resolve_mask(mask: Any, data: Any, n: int) -> np.ndarray:
-    """Ascending ids of the test nodes: ``mask`` (a boolean mask of length ``n`` or node ids),
-    else ``data.mask`` (an explicit audit selection), else ``data.test_mask``, else every
-    node; an empty selection raises."""
-    name = "mask"
+def resolve_mask(
+    mask: Any, data: Any, n: int, *, name: str = "mask", purpose: str = "the search"
+) -> np.ndarray:
+    """Ascending ids of the selected nodes, the one rule of the search and the audit:
+    ``mask`` (a boolean mask of length ``n`` or integer node ids), else ``data.mask`` (an
+    explicit audit selection, e.g. ``load_graph(mask_column=...)``), else ``data.test_mask``,
+    else every node. An empty selection raises, naming ``name`` and what needs a node
+    (``purpose``)."""
     if mask is None:  # data.mask (an explicit audit selection) wins over the test split
         for attr in ("mask", "test_mask"):
-            mask, name = getattr(data, attr, None), f"data.{attr}"
-            if mask is not None:
+            value = getattr(data, attr, None)
+            if value is not None:
+                mask, name = value, f"data.{attr}"
                 break
         else:
             return np.arange(n, dtype=np.int64)
@@ -122,7 +126,7 @@ def resolve_mask(mask: Any, data: Any, n: int) -> np.ndarray:
                 f"{name} holds node ids in [{ids[0]}, {ids[-1]}] but must lie in [0, {n - 1}]"
             )
     if ids.size == 0:
-        raise InvalidInputError(f"{name} selects no test node; at least one is required")
+        raise InvalidInputError(f"{name} selects no node; {purpose} needs at least one")
     return ids
 
 
