@@ -85,12 +85,52 @@ def write_markdown(records: list[dict[str, Any]], path: Path, command: str) -> N
         "",
         markdown_table(summary(records)),
         "",
+        "## Goal check: FairFinetune against NIFTY and FairGNN (GCN, means over seeds)",
+        "",
+        "Goal (issue 24): FairFinetune ≤ theirs on ΔSP, ΔEO and CF at an AUROC no more than 1 "
+        "point below theirs, and a faster fit. fit: FairFinetune's kept candidate alone / with "
+        "its vanilla pre-training / its whole validation selection.",
+        "",
+        goal_table(records),
+        "",
         "## Published figures",
         "",
         "\n".join(pub),
         "",
     ]
     path.write_text("\n".join(text))
+
+
+def _verdict(ours: float, theirs: float, lower_is_better: bool = True, slack: float = 0.0) -> str:
+    ok = ours <= theirs + slack if lower_is_better else ours >= theirs - slack
+    return f"{'wins' if ok else '**loses**'} ({100 * ours:.2f} vs {100 * theirs:.2f})"
+
+
+def goal_table(records: list[dict[str, Any]]) -> str:
+    """Per dataset and competitor: does FairFinetune (GCN) meet the goal, metric by metric."""
+    df = pd.DataFrame(records)
+    df = df[df["backbone"] == "gcn"]
+    head = "| graph | vs | AUROC (within 1 pt) | ΔSP | ΔEO | CF | fit s (ours: kept / +pre-training / selection) |"
+    lines = [head, "|" + "---|" * 7]
+    for d, g in df.groupby("dataset", sort=True):
+        ff = g[g["method"] == "fairfinetune"]
+        if ff.empty:
+            continue
+        m = ff[["auroc", "dsp", "deo", "cf", "fit_s"]].mean()
+        pre = float(ff["pretrain_s"].mean()) if "pretrain_s" in ff else float("nan")
+        sel = float(ff["select_s"].mean()) if "select_s" in ff else float(m["fit_s"])
+        for other in ("nifty", "fairgnn"):
+            o = g[g["method"] == other]
+            if o.empty:
+                continue
+            t = o[["auroc", "dsp", "deo", "cf", "fit_s"]].mean()
+            fit = f"{m['fit_s']:.0f} / {m['fit_s'] + pre:.0f} / {sel + pre:.0f} vs {t['fit_s']:.0f}"
+            lines.append(
+                f"| {d} | {other} | {_verdict(m['auroc'], t['auroc'], False, 0.01)} | "
+                f"{_verdict(m['dsp'], t['dsp'])} | {_verdict(m['deo'], t['deo'])} | "
+                f"{_verdict(m['cf'], t['cf'])} | {fit} |"
+            )
+    return "\n".join(lines)
 
 
 def write_pareto(records: list[dict[str, Any]], path: Path) -> None:
