@@ -7,6 +7,7 @@ before Sphinx), written under ``docs/_generated/``.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 
@@ -52,16 +53,33 @@ napoleon_use_ivar = True
 html_theme = "furo"
 html_title = f"gnnaudit {release}"
 
-# a method's docstring is its own: the inherited ones (Lightning's hooks, scikit-learn's) are
-# written for another documentation set and reference its labels
-autodoc_inherit_docstrings = False
 # "more than one target found" for the dimension names in types (``n``, ``k``), not a defect
 suppress_warnings = ["ref.python"]
 
 
+def _documented_elsewhere(obj: object) -> bool:
+    """A method without a docstring of its own that inherits one from a class outside gnnaudit
+    (a Lightning hook, a scikit-learn method): documented by that library, in its own markup."""
+    if not inspect.isfunction(obj) or (obj.__doc__ or "").strip():
+        return False
+    owner = sys.modules.get(obj.__module__)
+    for part in obj.__qualname__.split(".")[:-1]:
+        owner = getattr(owner, part, None)
+    if not inspect.isclass(owner):
+        return False
+    for base in owner.__mro__[1:]:
+        doc = getattr(base.__dict__.get(obj.__name__), "__doc__", None)
+        if doc and doc.strip():
+            return not base.__module__.startswith("gnnaudit")
+    return False
+
+
 def _skip_member(app, what, name, obj, skip, options):  # noqa: ARG001, PLR0913 (Sphinx API)
-    """Skip scikit-learn's generated metadata-routing methods (``set_fit_request`` ...)."""
+    """Skip scikit-learn's generated metadata-routing methods (``set_fit_request`` ...) and the
+    overrides that only inherit a third-party docstring."""
     if name.startswith("set_") and name.endswith("_request"):
+        return True
+    if _documented_elsewhere(obj):
         return True
     return None
 
