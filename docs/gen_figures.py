@@ -10,7 +10,8 @@ its report (drawn from ``report.json`` by the report's own renderer) are written
 that fails stops the build (exit 1, its stderr printed): the gallery shows only real runs.
 An example whose data set is not on this machine (NIFTY German) gets a fragment that says so.
 
-The whole run takes about a minute on a 2-core machine (``make docs`` prints the time).
+Measured on a 2-core machine shared with other jobs (load 13): the examples took 3 min wall,
+under a minute of CPU; each example's time is printed.
 """
 
 from __future__ import annotations
