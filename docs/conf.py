@@ -8,6 +8,7 @@ before Sphinx), written under ``docs/_generated/``.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -46,9 +47,10 @@ autodoc_class_signature = "mixed"
 napoleon_numpy_docstring = True
 napoleon_google_docstring = True
 napoleon_use_rtype = False
-# attributes as fields of their class, so a property documented in "Attributes" is not a
-# second object description
-napoleon_use_ivar = True
+# "Attributes" rendered like "Parameters" (a field list): the docstrings write several names per
+# entry ("labels_, n_clusters_ : ..."), which attribute directives or :ivar: fields would split
+# into wrong names, and a property listed there would be described twice
+napoleon_custom_sections = [("Attributes", "params_style")]
 
 html_theme = "furo"
 html_title = f"gnnaudit {release}"
@@ -84,5 +86,35 @@ def _skip_member(app, what, name, obj, skip, options):  # noqa: ARG001, PLR0913 
     return None
 
 
+#: numpy-style sections whose entries read "name : type"
+_FIELD_SECTIONS = {"Parameters", "Other Parameters", "Attributes", "Keyword Arguments"}
+_ENTRY = re.compile(r"^(?P<names>\*{0,2}[A-Za-z_]\w*(?:, *\*{0,2}[A-Za-z_]\w*)*) : (?P<rest>.+)$")
+
+
+def _is_prose(text: str) -> bool:
+    """Whether the text after ``name :`` is a description rather than a type: a sentence (ends
+    with punctuation) or six words or more. This code base writes ``name : what it is``."""
+    return text.rstrip().endswith((".", ",", ";", ":")) or len(text.split()) >= 6
+
+
+def _prose_entries(app, what, name, obj, options, lines):  # noqa: ARG001, PLR0913 (Sphinx API)
+    """Before napoleon: ``name : description`` entries become ``name`` plus an indented
+    description, so the description is not shown as the entry's type."""
+    section = None
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        if following.strip() and set(following.strip()) == {"-"} and line.strip():
+            section = line.strip()
+        match = _ENTRY.match(line)
+        if section in _FIELD_SECTIONS and match and _is_prose(match["rest"]):
+            out += [match["names"], "    " + match["rest"]]
+        else:
+            out.append(line)
+    lines[:] = out
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_member)
+    # napoleon converts the docstring at the default priority 500; this runs first
+    app.connect("autodoc-process-docstring", _prose_entries, priority=400)
