@@ -4,9 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
 OUT ?= out/demo
 
-.PHONY: demo test bench lint format clean
+.PHONY: demo test bench lint format docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,9 +31,19 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check gnnaudit tests examples benchmarks
 	$(BIN)/mypy gnnaudit
 
+# the documentation site: run the examples for the gallery (docs/gen_figures.py), then Sphinx
+# with every warning an error; the docs extra is installed on first use
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(BIN)/python docs/gen_figures.py
+	$(BIN)/python -m sphinx -W --keep-going -b html docs docs/_build/html
+
 format: $(STAMP)
 	$(BIN)/ruff check --fix gnnaudit tests examples benchmarks
 	$(BIN)/ruff format gnnaudit tests examples benchmarks
 
 clean:
-	rm -rf $(VENV) out .pytest_cache
+	rm -rf $(VENV) out .pytest_cache docs/_build docs/_generated

@@ -2,12 +2,17 @@
 
 Subpackages
 -----------
-graph_ops   graph-native primitives (kernel-similarity propagation, DBSCAN core graph,
-            dc-distance tree, must-link / cannot-link constraint graph) and PyG transforms.
-audit       counterfactual-evidence search and the fairness / error audits built on it.
-clustering  ExDBSCAN, FairDen, constrained clustering trees and clustering metrics.
-training    Lightning node classifier, data module, audit callback and fine-tuning.
-datasets    graph and tabular loaders and generators.
+graph_ops
+    graph-native primitives (kernel-similarity propagation, DBSCAN core graph,
+    dc-distance tree, must-link / cannot-link constraint graph) and PyG transforms.
+audit
+    counterfactual-evidence search and the fairness / error audits built on it.
+clustering
+    ExDBSCAN, FairDen, constrained clustering trees and clustering metrics.
+training
+    Lightning node classifier, data module, audit callback and fine-tuning.
+datasets
+    graph and tabular loaders and generators.
 """
 
 from gnnaudit._version import __version__

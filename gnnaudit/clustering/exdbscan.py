@@ -106,6 +106,8 @@ class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
     max_exact_combinations : int
         Largest number of subsets ``explain(exact=True)`` enumerates.
 
+    Notes
+    -----
     Parameters are checked declaratively at the start of ``fit`` (``_parameter_constraints``,
     :mod:`gnnaudit._params`). ``predict(X)`` assigns new points to the cluster of their nearest
     core point within ``eps`` (else ``-1``), the rule the counterfactuals' validity rests on.

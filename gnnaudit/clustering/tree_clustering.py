@@ -130,7 +130,9 @@ class TreeClustering(TreeFitSteps, DenseInputTagsMixin, ClusterMixin, BaseEstima
     constraints that no tree found in time honours give the best greedy tree instead,
     ``status_ == "feasible_soft"``, with ``violated_constraints_`` listing what it breaks.
 
-    Attributes (after ``fit``; ``None`` when no solution was found):
+    The attributes below are set by ``fit`` (``None`` when no solution was found).
+
+    Attributes:
         labels_: ``(n,)`` cluster of every point (clusters numbered by first appearance);
             ``None`` only for ``infeasible`` (and ``unknown``).
         tree_: :class:`ClusteringTree` (``None`` for ``tree=False``).

@@ -110,8 +110,8 @@ class DCTree:
     progress:
         Show a tqdm progress bar over the three stages.
 
-    Attributes (after :meth:`fit`)
-    ------------------------------
+    Attributes
+    ----------
     core_distances_ : (n,) core distances.
     mst_ : :class:`~gnnaudit.graph_ops.mst.MSTEdges`, the ``n - 1`` MST edges.
     linkage_ : (n-1, 4) scipy linkage matrix of the dendrogram (children, height, size).

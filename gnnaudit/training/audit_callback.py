@@ -91,8 +91,8 @@ class CounterfactualAuditCallback(Callback):
 
     Attributes (after an audit)
     ---------------------------
-    evidences_ : DataFrame of the latest global top-k pairs (``node_u, node_v, similarity,
-        pred_u, pred_v, rank``).
+    evidences_ : DataFrame of the latest global top-k pairs
+        (``node_u, node_v, similarity, pred_u, pred_v, rank``).
     discrimination_ : latest discrimination table.
     history_ : list of dicts, one per audit (epoch, metrics, wall ``seconds`` and
         ``cpu_seconds`` of this thread, ``top_values`` naming the logged top scores).

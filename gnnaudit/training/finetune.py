@@ -98,8 +98,8 @@ class FinetuneResult:
 
     Attributes
     ----------
-    runs : one row per seed, columns ``seed, finetune_nodes, eval_nodes, before,
-        after_evidence, after_control``.
+    runs : one row per seed
+        (columns ``seed, finetune_nodes, eval_nodes, before, after_evidence, after_control``).
     evidence_nodes : node ids of the evidence fine-tuning set (rank order).
     m, epochs, lr, keep_train : the settings used.
     """

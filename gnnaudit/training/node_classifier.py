@@ -101,6 +101,8 @@ class NodeClassifier(L.LightningModule):
     lr : Adam learning rate in (0, ``MAX_LEARNING_RATE`` = 10].
     weight_decay : Adam weight decay in [0, ``MAX_WEIGHT_DECAY`` = 1].
 
+    Notes
+    -----
     Batches are :class:`~torch_geometric.data.Data` objects with ``x``, ``edge_index``, ``y``
     and ``train_mask`` / ``val_mask`` / ``test_mask``. A ``NeighborLoader`` mini-batch (which
     carries ``batch_size``) is scored on its first ``batch_size`` (seed) nodes only.

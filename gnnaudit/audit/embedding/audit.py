@@ -112,19 +112,24 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
     max_explained : cap of the noise nodes explained when no node is chosen.
     n_permutations : permutations of the balance test.
 
-    Attributes (after :meth:`fit`)
-    ------------------------------
-    nodes_ : audited node ids clustered (ascending). embeddings_ : their embeddings.
-    layer_ : the hooked layer. predictions_, y_true_ (or None), sensitive_ : per node of nodes_.
+    Attributes
+    ----------
+    nodes_, embeddings_ : audited node ids clustered (ascending) and their embeddings.
+    layer_ : the hooked layer.
+    predictions_, y_true_, sensitive_ : per node of ``nodes_`` (``y_true_`` may be None).
     eps_, min_samples_, k_distances_ : DBSCAN parameters and the sorted k-distance curve.
     eps_rule_ : ``"given"``, ``"knee"`` or ``"split"`` (module docstring, item 1).
-    core_graph_, dc_tree_ : the graph objects. labels_ : DBSCAN labels (-1 noise).
-    n_clusters_ : DBSCAN clusters. balance_, balance_p_value_, dcsi_ : of ``labels_``.
-    cluster_table_ : per-cluster table. fair_labels_, fair_balance_, fair_dcsi_,
-    fair_table_ : FairDen's. tree_ : the fitted TreeClustering or None, tree_rules_,
-    tree_nodes_, tree_ari_, tree_ari_all_, must_link_, cannot_link_ (node id pairs),
-    constraints_held_, constraints_total_, tree_note_. counterparts_, counterpart_features_,
-    counterpart_notes_ : ExDBSCAN counterparts. timings_ : seconds per method.
+    core_graph_, dc_tree_ : the graph objects.
+    labels_, n_clusters_ : DBSCAN labels (-1 noise) and clusters.
+    balance_, balance_p_value_, dcsi_ : of ``labels_``.
+    cluster_table_ : per-cluster table.
+    fair_labels_, fair_balance_, fair_dcsi_, fair_table_ : FairDen's.
+    tree_ : the fitted TreeClustering or None.
+    tree_rules_, tree_nodes_, tree_ari_, tree_ari_all_ : the tree's description and fit.
+    must_link_, cannot_link_, constraints_held_, constraints_total_, tree_note_ : the tree's
+        constraints (node id pairs) and how many it holds.
+    counterparts_, counterpart_features_, counterpart_notes_ : ExDBSCAN counterparts.
+    timings_ : seconds per method.
     """
 
     _parameter_constraints: dict[str, list[Any]] = {

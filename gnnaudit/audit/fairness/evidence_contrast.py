@@ -355,6 +355,8 @@ def evidence_contrast(  # noqa: PLR0913  # public function: each keyword is a do
         :class:`~gnnaudit.audit.search.results.LocalEvidence` covering the audited nodes with at
         least ``k`` columns; its first ``k`` are used); default: searched here.
 
+    Notes
+    -----
     Returns a :class:`ContrastResult` (module docstring for the statistic and its test).
     """
     check_fitted(evidence, "space_")

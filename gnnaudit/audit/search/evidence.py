@@ -112,6 +112,8 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
     searcher_ : the built backend.
     backend_ : the backend actually built (``backend``, or what ``"auto"`` resolved to).
 
+    Notes
+    -----
     Queries: :meth:`search_local` / :meth:`search_global` return the typed results
     (:class:`~gnnaudit.audit.search.results.LocalEvidence` /
     :class:`~gnnaudit.audit.search.results.GlobalEvidence`) straight from the backend;

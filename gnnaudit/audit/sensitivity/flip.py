@@ -342,6 +342,8 @@ def counterfactual_flip(
         ``confidence``, ``base_logits``, ``progress``, ``client``), given as an object, as
         keywords of the same names, or both (the keywords win); another name raises.
 
+    Notes
+    -----
     Cost (forward passes): graph scope ``1 + V``; node scope ``1 + B * V + 3`` with ``V``
     counterfactual values (1 for binary / continuous, the number of categories otherwise),
     ``B <= Delta + 1`` batches (module docstring) and :data:`SAFEGUARD_NODES` checks.
