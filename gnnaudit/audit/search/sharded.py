@@ -9,8 +9,10 @@ near-equal shards: ``n_shards``, or ``ceil(m / shard_rows)`` (default ``shard_ro
 is below 2) trained on a seeded sample of the shard (``train_rows``, default ``64 nlist``);
 ``IndexIVFPQ`` instead when the shard's flat codes (``4 d`` bytes per row) would exceed
 ``pq_above_bytes`` (default :data:`PQ_ABOVE_BYTES`, 1 GiB: about 2M rows at ``d = 128``) --
-PQ stores ``d / 4 + 8`` bytes per row instead of ``4 d + 8``, which is what lets a worker hold
-a shard of that size at all.
+PQ stores ``d / 8 + 8`` bytes per row instead of ``4 d + 8``, which is what lets a worker hold
+a shard of that size at all; its candidates are chosen on quantised similarities, so the
+default oversampling is then :data:`DEFAULT_OVERSAMPLE_PQ` (measured in
+``benchmarks/results/sharded_search.md``).
 
 Local query of a node ``v`` (class ``c``), for ``k`` evidences:
 
@@ -77,7 +79,13 @@ from gnnaudit.audit.search.sharded_shard import ShardIndex, ShardParams, build_s
 from gnnaudit.audit.search.topk import BLOCK_ENTRIES, rescore_rows, zero_query_topk
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["ShardedSearcher", "DEFAULT_SHARD_ROWS", "PQ_ABOVE_BYTES", "DEFAULT_OVERSAMPLE"]
+__all__ = [
+    "ShardedSearcher",
+    "DEFAULT_SHARD_ROWS",
+    "PQ_ABOVE_BYTES",
+    "DEFAULT_OVERSAMPLE",
+    "DEFAULT_OVERSAMPLE_PQ",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +94,11 @@ logger = logging.getLogger(__name__)
 DEFAULT_SHARD_ROWS = 2**18
 #: a shard whose flat codes (4 d bytes per row) exceed this gets IVF-PQ codes (module doc)
 PQ_ABOVE_BYTES = 2**30
-#: ``k' = ceil(oversample * k)`` candidates asked of each shard
+#: ``k' = ceil(oversample * k)`` candidates asked of each shard (IVF-Flat / flat shards) ...
 DEFAULT_OVERSAMPLE = 2.0
+#: ... and when a shard has IVF-PQ codes (100,000 x 64 clustered rows, 4 PQ shards of 8-byte
+#: codes: recall@10 0.87 / 0.97 / 0.99 at oversample 2 / 4 / 8)
+DEFAULT_OVERSAMPLE_PQ = 8.0
 
 _NAME = "index_params"
 
@@ -129,9 +140,10 @@ class ShardedSearcher(EvidenceSearcher):
         explicit value is capped at the shard's rows).
     nprobe : lists scanned per shard (``None``: ``default_nprobe(nlist, d)``; ``>= nlist``
         scans every list: exact). Must not exceed an explicit ``nlist``.
-    oversample : ``k' = ceil(oversample * k)`` candidates per shard (>= 1, default 2).
+    oversample : ``k' = ceil(oversample * k)`` candidates per shard (>= 1; ``None``: 2, or 8
+        when a shard has IVF-PQ codes).
     pq_above_bytes : IVF-PQ for shards whose flat codes exceed this many bytes (default 1 GiB).
-    pq_m : PQ sub-quantisers (must divide ``d``; default about ``d / 4``).
+    pq_m : PQ sub-quantisers (must divide ``d``; default about ``d / 8``).
     train_rows : rows sampled from a shard to train its lists (default ``64 nlist``, at least
         16,384 for PQ).
     client : a ``dask.distributed.Client``: shards built and searched on its workers.
@@ -160,7 +172,7 @@ class ShardedSearcher(EvidenceSearcher):
         shard_rows: int | None = None,
         nlist: int | None = None,
         nprobe: int | None = None,
-        oversample: float = DEFAULT_OVERSAMPLE,
+        oversample: float | None = None,
         pq_above_bytes: int = PQ_ABOVE_BYTES,
         pq_m: int | None = None,
         train_rows: int | None = None,
@@ -204,7 +216,8 @@ class ShardedSearcher(EvidenceSearcher):
                 f"{_NAME}['nprobe'] must be <= nlist ({nlist}): nprobe = nlist already scans "
                 f"every list; got nprobe={nprobe}"
             )
-        self.oversample_ = check_float(f"{_NAME}['oversample']", self.oversample, minimum=1.0)
+        if self.oversample is not None:
+            check_float(f"{_NAME}['oversample']", self.oversample, minimum=1.0)
         pq_m = self._opt_int("pq_m")
         if pq_m is not None and d % pq_m:
             raise InvalidInputError(
@@ -279,6 +292,8 @@ class ShardedSearcher(EvidenceSearcher):
                 [self.client_.submit(getattr, f, "kind", pure=False) for f in self.shards_]
             )
         self.certify_ = np.array([kind != "ivfpq" for kind in self.kinds_])
+        default = DEFAULT_OVERSAMPLE if self.certify_.all() else DEFAULT_OVERSAMPLE_PQ
+        self.oversample_ = default if self.oversample is None else float(self.oversample)
         logger.info("ShardedSearcher built %d shards: %s", self.n_shards_, self.kinds_)
         return self
 
