@@ -65,7 +65,12 @@ SETTINGS: list[tuple[str, dict[str, Any]]] = [
     ("8 shards, defaults", {"n_shards": 8}),
     ("4 shards, exhaustive", {"n_shards": 4, "nlist": 64, "nprobe": 64}),
     ("4 shards, IVF-PQ, oversample 2", {"n_shards": 4, "pq_above_bytes": 0, "oversample": 2}),
-    ("4 shards, IVF-PQ (default oversample 8)", {"n_shards": 4, "pq_above_bytes": 0}),
+    ("4 shards, IVF-PQ (defaults: d/4 codes, oversample 8)", {"n_shards": 4, "pq_above_bytes": 0}),
+    ("4 shards, IVF-PQ, pq_m 8 (8-byte codes)", {"n_shards": 4, "pq_above_bytes": 0, "pq_m": 8}),
+    (
+        "4 shards, IVF-PQ, pq_m 8 (8-byte codes), oversample 32",
+        {"n_shards": 4, "pq_above_bytes": 0, "pq_m": 8, "oversample": 32},
+    ),
 ]
 
 
@@ -74,6 +79,17 @@ def md_table(df: pd.DataFrame) -> str:
     cells = [[("" if pd.isna(v) else str(v)) for v in row] for row in df.itertuples(index=False)]
     lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in cells])
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def rss_mb() -> float:
@@ -253,7 +269,7 @@ def main() -> None:
         "",
         f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; wall "
         f"{time.perf_counter() - start:.0f} s",
-        f"- machine: {platform.platform()}, {platform.processor() or 'x86_64'}, "
+        f"- machine: {platform.platform()}, {cpu_model()}, "
         f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GB RAM (shared "
         "with other jobs)",
         "- load average (1/5/15 min): before "
@@ -263,7 +279,7 @@ def main() -> None:
         "- threads: 1 (OMP/OPENBLAS/MKL_NUM_THREADS=1, faiss.omp_set_num_threads(1))",
         f"- versions: python {platform.python_version()}, numpy {np.__version__}, "
         f"faiss {faiss.__version__}",
-        f"- command: `python benchmarks/bench_sharded_search.py {' '.join(sys.argv[1:])}`",
+        f"- command: `{' '.join(['python benchmarks/bench_sharded_search.py', *sys.argv[1:]])}`",
         f"- data: {args.n:,} x {args.dim} clustered unit vectors (60 blobs, 3 predicted "
         f"classes); {args.queries:,} random queries; k = {args.k}; reference: the exact "
         f"backend ({exact_s:.1f} s for the queries); final RSS {peak:.0f} MB",

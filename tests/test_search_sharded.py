@@ -128,7 +128,7 @@ def test_ivf_pq_above_the_size_threshold():
     s = ShardedSearcher(n_shards=1, nlist=32, pq_above_bytes=0, random_state=0)
     s.build(space_of(x, pred))
     assert s.kinds_ == ["ivfpq"]
-    assert s.shards_[0].index.code_size == 2  # pq_m = d / 8 sub-quantisers of one byte
+    assert s.shards_[0].index.code_size == 4  # pq_m = d / 4 sub-quantisers of one byte
     assert s.oversample_ == 8.0  # the IVF-PQ default
     q = np.arange(0, 10_000, 50)
     sim, pos = positions(s, s.local(q, 10))

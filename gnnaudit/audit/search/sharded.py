@@ -9,7 +9,7 @@ near-equal shards: ``n_shards``, or ``ceil(m / shard_rows)`` (default ``shard_ro
 is below 2) trained on a seeded sample of the shard (``train_rows``, default ``64 nlist``);
 ``IndexIVFPQ`` instead when the shard's flat codes (``4 d`` bytes per row) would exceed
 ``pq_above_bytes`` (default :data:`PQ_ABOVE_BYTES`, 1 GiB: about 2M rows at ``d = 128``) --
-PQ stores ``d / 8 + 8`` bytes per row instead of ``4 d + 8``, which is what lets a worker hold
+PQ stores ``d / 4 + 8`` bytes per row instead of ``4 d + 8``, which is what lets a worker hold
 a shard of that size at all; its candidates are chosen on quantised similarities, so the
 default oversampling is then :data:`DEFAULT_OVERSAMPLE_PQ` (measured in
 ``benchmarks/results/sharded_search.md``).
@@ -96,8 +96,9 @@ DEFAULT_SHARD_ROWS = 2**18
 PQ_ABOVE_BYTES = 2**30
 #: ``k' = ceil(oversample * k)`` candidates asked of each shard (IVF-Flat / flat shards) ...
 DEFAULT_OVERSAMPLE = 2.0
-#: ... and when a shard has IVF-PQ codes (100,000 x 64 clustered rows, 4 PQ shards of 8-byte
-#: codes: recall@10 0.87 / 0.97 / 0.99 at oversample 2 / 4 / 8)
+#: ... and when a shard has IVF-PQ codes: their candidates are ranked on quantised
+#: similarities (1M x 64 clustered rows, 4 shards of 16-byte codes: recall@10 0.996 at
+#: oversample 8; ``benchmarks/results/sharded_search.md``)
 DEFAULT_OVERSAMPLE_PQ = 8.0
 
 _NAME = "index_params"
@@ -143,7 +144,7 @@ class ShardedSearcher(EvidenceSearcher):
     oversample : ``k' = ceil(oversample * k)`` candidates per shard (>= 1; ``None``: 2, or 8
         when a shard has IVF-PQ codes).
     pq_above_bytes : IVF-PQ for shards whose flat codes exceed this many bytes (default 1 GiB).
-    pq_m : PQ sub-quantisers (must divide ``d``; default about ``d / 8``).
+    pq_m : PQ sub-quantisers (must divide ``d``; default about ``d / 4``).
     train_rows : rows sampled from a shard to train its lists (default ``64 nlist``, at least
         16,384 for PQ).
     client : a ``dask.distributed.Client``: shards built and searched on its workers.
