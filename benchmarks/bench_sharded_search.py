@@ -4,7 +4,7 @@ exact search, build and query time, memory, for a few (n_shards, nlist, nprobe) 
 Usage::
 
     python benchmarks/bench_sharded_search.py [--n 1000000] [--dim 64] [--queries 2000]
-        [--k 10] [--no-dask] [--no-baseline] [--out FILE]
+        [--k 10] [--no-dask] [--no-baseline] [--only WORD ...] [--out FILE] [--quick]
 
 Data: clustered unit vectors (the law of ``clustered`` in ``benchmarks/tune_faiss_index.py``:
 60 Gaussian blobs, noise 1.0, 3 predicted classes, 70 % of a blob predicted with the blob's
@@ -185,7 +185,8 @@ def dask_row(space: SearchSpace, q: np.ndarray, k: int, ref: Any, local_pos: Any
     finally:
         client.close()
         cluster.close()
-    row["identical"] = f"{row['identical']} (= local: {bool(np.array_equal(pos, local_pos))})"
+    same = "n/a" if local_pos is None else bool(np.array_equal(pos, local_pos))
+    row["identical"] = f"{row['identical']} (= local: {same})"
     return row
 
 
@@ -222,8 +223,16 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--no-dask", action="store_true")
     ap.add_argument("--no-baseline", action="store_true")
-    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--only", nargs="*", default=None, help="run the settings whose label has one")
+    ap.add_argument("--out", type=Path, default=None, help=f"default: {RESULTS}")
+    ap.add_argument(
+        "--quick", action="store_true", help="100,000 rows, 300 queries; no file unless --out"
+    )
     args = ap.parse_args()
+    if args.quick:
+        args.n, args.queries = min(args.n, 100_000), min(args.queries, 300)
+    elif args.out is None:
+        args.out = RESULTS
     faiss.omp_set_num_threads(1)
     start = time.perf_counter()
     load_before = os.getloadavg()
@@ -250,6 +259,8 @@ def main() -> None:
     print(rows[0], flush=True)
     local_default = None
     for label, params in SETTINGS:
+        if args.only is not None and not any(word in label for word in args.only):
+            continue
         row, pos = run_setting(label, params, space, q, args.k, ref)
         if label == "4 shards, defaults":
             local_default = pos
@@ -287,8 +298,9 @@ def main() -> None:
         table,
         "",
     ]
-    args.out.write_text("\n".join(header))
-    print(f"wrote {args.out}")
+    if args.out is not None:
+        args.out.write_text("\n".join(header))
+        print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
