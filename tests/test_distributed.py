@@ -199,5 +199,5 @@ def test_bad_client_is_named(graph_and_model):
 def test_client_with_an_approximate_backend_is_rejected(client):
     data = synthetic_credit_graph(num_nodes=60, seed=0)
     pred = (data.x[:, 0] > 0).long()
-    with pytest.raises(InvalidInputError, match="backend='exact' only"):
+    with pytest.raises(InvalidInputError, match="backend='exact' and 'sharded' only"):
         CounterfactualEvidence(backend="sorted", client=client).fit(data, predictions=pred)

@@ -4,7 +4,7 @@
   and pair order, ties included -- on generated inputs whose float32 products are exact
   (entries in {-1, -1/2, 0, 1/2, 1}), for every memory block size and with node ids that
   differ from positions.
-* ``index`` and ``faiss`` are approximate: every answer must be a valid evidence (another
+* ``index``, ``faiss`` and ``sharded`` are approximate: every answer must be a valid evidence (another
   class, not the query, a node of the space, its true KS as similarity, rows sorted and padded
   only when fewer than k candidates exist, never better than the oracle at any rank), and on
   clustered data they must meet a recall floor.
@@ -32,6 +32,7 @@ from gnnaudit.audit.search.exact import ExactSearcher
 from gnnaudit.audit.search.faiss_search import FaissSearcher
 from gnnaudit.audit.search.index import IndexSearcher
 from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
+from gnnaudit.audit.search.sharded import ShardedSearcher
 from gnnaudit.audit.search.sorted_scan import SortedSimilaritySearcher
 
 pytestmark = pytest.mark.usefixtures("faiss_one_thread")
@@ -53,6 +54,7 @@ def approximate_backends() -> list[EvidenceSearcher]:
         IndexSearcher(random_state=0, n_partitions=2, n_clusters=3, max_probe=1, entry="margin"),
         FaissSearcher(random_state=0),  # classes below 256 nodes get a flat index
         FaissSearcher(random_state=0, index_type="ivf"),
+        ShardedSearcher(random_state=0, n_shards=3, nlist=4, nprobe=1, oversample=1.0),
     ]
 
 
@@ -147,8 +149,9 @@ def test_approximate_backends_return_valid_evidences(case, k, stride):
         lambda: IndexSearcher(random_state=0, n_partitions=4, max_probe=1),
         lambda: FaissSearcher(random_state=0, ef_search=4, M=4),
         lambda: FaissSearcher(random_state=0, index_type="ivf", nprobe=1),
+        lambda: ShardedSearcher(random_state=0, n_shards=2, nlist=16, nprobe=1, oversample=1),
     ],
-    ids=["index-paper", "faiss-hnsw", "faiss-ivf"],
+    ids=["index-paper", "faiss-hnsw", "faiss-ivf", "sharded-ivf"],
 )
 def test_approximate_backends_valid_on_large_classes(make):
     # classes of >= 256 nodes: faiss builds real HNSW / IVF indexes (small classes are flat);
@@ -166,8 +169,9 @@ def test_approximate_backends_valid_on_large_classes(make):
         (lambda: IndexSearcher(random_state=0, n_partitions=20), 0.9),
         (lambda: FaissSearcher(random_state=0), 0.95),
         (lambda: FaissSearcher(random_state=0, index_type="ivf"), 0.95),
+        (lambda: ShardedSearcher(random_state=0, n_shards=3), 0.95),
     ],
-    ids=["exact", "sorted", "index", "faiss-hnsw", "faiss-ivf"],
+    ids=["exact", "sorted", "index", "faiss-hnsw", "faiss-ivf", "sharded"],
 )
 def test_recall_floor_on_clustered_data(make, floor):
     x, pred = clustered(m=1500, d=32, n_centres=12, n_classes=3, seed=0)

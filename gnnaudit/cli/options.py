@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 #: light; a test checks they agree)
 BACKBONES: tuple[str, ...] = ("gcn", "gat", "gin", "sage", "mpnn")
 #: evidence search backends, = :data:`gnnaudit.audit.search.evidence.BACKENDS` (a test checks it)
-BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss", "auto")
+BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss", "sharded", "auto")
 
 __all__ = [
     "BACKBONES",

@@ -1,5 +1,5 @@
-"""Counterfactual-evidence search: the :class:`CounterfactualEvidence` estimator, its four
-backends (exact, sorted similarity, the paper's index, faiss) with their shared pieces
+"""Counterfactual-evidence search: the :class:`CounterfactualEvidence` estimator, its five
+backends (exact, sorted similarity, the paper's index, faiss, sharded faiss) with their shared pieces
 (similarity blocks, top-k selection, spherical k-means and caps), and the evidence results.
 
 Imports nothing else of :mod:`gnnaudit.audit` (the bottom layer of the audit, beside
@@ -11,6 +11,7 @@ from gnnaudit.audit.search.exact import ExactSearcher
 from gnnaudit.audit.search.faiss_search import FaissSearcher
 from gnnaudit.audit.search.index import IndexSearcher
 from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
+from gnnaudit.audit.search.sharded import ShardedSearcher
 from gnnaudit.audit.search.sorted_scan import SortedSimilaritySearcher
 
 __all__ = [
@@ -21,5 +22,6 @@ __all__ = [
     "GlobalEvidence",
     "IndexSearcher",
     "LocalEvidence",
+    "ShardedSearcher",
     "SortedSimilaritySearcher",
 ]

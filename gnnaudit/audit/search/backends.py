@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 #: Backend names accepted by ``CounterfactualEvidence(backend=...)``.
-BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss", "auto")
+BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss", "sharded", "auto")
 
 #: ``backend="auto"`` picks ``"faiss"`` (IVF, :mod:`~gnnaudit.audit.search.faiss_search` defaults)
 #: from this many test nodes on when the embedding has at least
@@ -67,7 +67,7 @@ def make_searcher(
 
     ``index_params`` are passed as keyword arguments to the backend's constructor
     (``ExactSearcher(block_bytes=...)``, ``SortedSimilaritySearcher(max_nodes=...)``,
-    ``IndexSearcher(...)``, ``FaissSearcher(...)``). ``"auto"`` must be resolved first
+    ``IndexSearcher(...)``, ``FaissSearcher(...)``, ``ShardedSearcher(...)``). ``"auto"`` must be resolved first
     (:func:`resolve_backend`): it depends on the search space.
     """
     backend = check_choice("backend", backend, BACKENDS)
@@ -76,8 +76,8 @@ def make_searcher(
             "backend='auto' depends on the data: resolve it with resolve_backend(backend, "
             "n_nodes, n_dims) before make_searcher"
         )
-    if backend == "faiss":  # asked for by name: a missing faiss names its extra
-        require("faiss", "backend='faiss' (the faiss evidence search)")
+    if backend in ("faiss", "sharded"):  # asked for by name: a missing faiss names its extra
+        require("faiss", f"backend={backend!r} (a faiss evidence search)")
     params = dict(index_params or {})
     try:
         if backend == "exact":
@@ -94,6 +94,10 @@ def make_searcher(
             from gnnaudit.audit.search.index import IndexSearcher
 
             return IndexSearcher(random_state=random_state, **params)
+        if backend == "sharded":
+            from gnnaudit.audit.search.sharded import ShardedSearcher
+
+            return ShardedSearcher(random_state=random_state, **params)
         from gnnaudit.audit.search.faiss_search import FaissSearcher
 
         return FaissSearcher(random_state=random_state, **params)

@@ -86,7 +86,8 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
     backend : ``"exact"`` (blocked exact search, the oracle), ``"sorted"`` (exact, from a
         similarity order sorted once: for repeated searches with changing predictions, up to
         ``max_nodes`` test nodes), ``"index"`` (the paper's weighted-k-means index,
-        approximate), ``"faiss"`` (a faiss index, approximate) or ``"auto"``: ``"exact"``
+        approximate), ``"faiss"`` (a faiss index, approximate), ``"sharded"`` (faiss IVF per
+        row shard, exact merge and re-rank: :mod:`~gnnaudit.audit.search.sharded`) or ``"auto"``: ``"exact"``
         below the measured crossover (:func:`resolve_backend`: 50,000 test nodes, 100,000
         under 32 dimensions), above it ``"faiss"`` with an IVF index (``index_type="ivf"`` unless
         ``index_params`` name another), the measured crossover. The choice is ``backend_``.
@@ -99,7 +100,8 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
         search on the CPU.
     client : a ``dask.distributed.Client`` (optional extra ``gnnaudit[distributed]``): the
         exact backend runs its similarity blocks on the client's workers (CPU); results equal
-        the single-process CPU results exactly. Other backends do not accept it;
+        the single-process CPU results exactly; the sharded backend builds and searches its
+        shards there. Other backends do not accept it;
         ``backend="auto"`` with a client is the exact backend.
 
     Attributes (after ``fit``)
@@ -187,10 +189,10 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
         """
         validate_parameters(self)
         client = check_client(self.client)
-        if client is not None and self.backend not in ("exact", "auto"):
+        if client is not None and self.backend not in ("exact", "sharded", "auto"):
             raise InvalidInputError(
-                f"client= is supported by backend='exact' only ('auto' then means exact), "
-                f"got backend={self.backend!r}"
+                f"client= is supported by backend='exact' and 'sharded' only ('auto' then "
+                f"means exact), got backend={self.backend!r}"
             )
         x, edge_index = self._graph(data)
         n = int(x.size(0))
@@ -252,7 +254,7 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
         emb = space.embedding
         params = dict(self.index_params or {})
         backend = resolve_backend(self.backend, int(emb.shape[0]), int(emb.shape[1]))
-        if client is not None:
+        if client is not None and backend != "sharded":
             backend = "exact"  # "auto" with a Dask client: the distributed exact search
         if self.backend == "auto":
             logger.info(
