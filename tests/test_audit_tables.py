@@ -160,6 +160,21 @@ def test_scaler_passed_gives_the_users_own_accuracy(trained, tmp_path, capsys):
     assert report.model["test_accuracy"] == pytest.approx(trained["accuracy"], abs=1e-12)
     assert report.model["standardize"].endswith("scaler.npz")
     assert report.dataset["num_nodes"] == 400 if "num_nodes" in report.dataset else True
+    # the discrimination table shows the user's units: income bins are the raw quantiles
+    table = report.table("discrimination", "scores")
+    raw = pd.read_csv(trained["root"] / "graph" / "nodes.csv")
+    assert not any(str(f).startswith("region=") for f in table["feature"])
+    assert set(table.loc[table["feature"] == "region", "value"]) <= {
+        *(v for r in ("north", "south", "west") for v in (r, f"not {r}"))
+    }
+    assert set(table.loc[table["feature"] == "gender", "value"]) <= {"F", "M"}
+    assert {"region", "gender", "income", "age"} <= set(table["feature"])
+    income = table.loc[table["feature"] == "income", "value"]
+    edges = np.array([float(e) for label in income for e in label.strip("[])").split(", ")])
+    values = raw["income"].to_numpy()
+    oracle = np.array([values.min(), *np.quantile(values, [0.25, 0.5, 0.75]), values.max()])
+    assert (np.abs(edges[:, None] - oracle[None, :]).min(axis=1) < 6e-4 * np.abs(edges)).all()
+    assert any("original units" in note for note in report.section("discrimination").notes)
 
 
 def test_raw_features_with_expected_accuracy_name_the_preprocessing(trained, tmp_path, capsys):

@@ -167,6 +167,19 @@ def test_counterparts_are_core_nodes_of_their_target(split_audit):
     assert len(feats) == len(a.counterparts_) * a.input_features_.shape[1]
 
 
+@pytest.mark.parametrize("progress", [True, False])
+def test_progress_bar_over_the_steps(credit, capsys, progress):
+    model = GenderSplit(credit.x.size(1), credit.sensitive_index)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        EmbeddingAudit(depth=1, tree_time_limit=5.0).fit(
+            model, credit, mask=torch.arange(200), progress=progress
+        )
+    err = capsys.readouterr().err
+    assert ("embedding audit" in err and "/5" in err) == progress
+    assert progress or err == ""
+
+
 def test_counterparts_of_a_chosen_node(credit):
     model = GenderSplit(credit.x.size(1), credit.sensitive_index)
     with warnings.catch_warnings():

@@ -279,6 +279,9 @@ def test_nifty_dataset_downloads_processes_and_reloads(tmp_path, monkeypatch):
     assert len(calls) == 1  # read back, not processed again
     assert again[0].num_nodes == 10
     assert again[0].feature_names == direct.feature_names
+    # the standardisation's inverse travels with the processed file (feature_units)
+    assert again[0].feature_mean == direct.feature_mean and len(direct.feature_mean) == 4
+    assert ds[0].feature_scale == direct.feature_scale
     with pytest.raises(InvalidInputError, match="name"):
         NiftyDataset(tmp_path / "root", "adult")
 

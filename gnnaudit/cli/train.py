@@ -142,7 +142,7 @@ def _train_into(args: argparse.Namespace, out_dir: str, start: float) -> float:
         batch_size=args.batch_size,
         patience=args.patience,
         checkpoint_path=ckpt,
-        enable_progress_bar=progress_enabled(args),
+        progress=progress_enabled(args),
         verbose=bool(getattr(args, "verbose", False)),
     )
     wall = time.perf_counter() - start

@@ -128,10 +128,12 @@ def _encode(
     keep: set[str],
     sensitive: str | None,
     ordinal: Sequence[str],
-) -> tuple[dict[str, pd.Series], dict[str, list]]:
-    """Every column but those in ``keep`` (taken as they are) encoded by the module rules."""
+) -> tuple[dict[str, pd.Series], dict[str, list], dict[str, list[str]]]:
+    """Every column but those in ``keep`` (taken as they are) encoded by the module rules;
+    also the values of the coded columns and ``one-hot name -> [column, value]``."""
     columns: dict[str, pd.Series] = {}
     categories: dict[str, list] = {}
+    onehot: dict[str, list[str]] = {}
     for col in nodes.columns:
         series = nodes[col]
         if col in keep:
@@ -148,7 +150,9 @@ def _encode(
         columns.update(parts)
         if values is not None:
             categories[col] = values
-    return columns, categories
+        elif len(parts) > 1:
+            onehot.update({name: [col, name[len(col) + 1 :]] for name in parts})
+    return columns, categories, onehot
 
 
 def read_graph(  # noqa: PLR0913 - the documented schema, keyword-only, as pandas.read_csv
@@ -192,7 +196,10 @@ def read_graph(  # noqa: PLR0913 - the documented schema, keyword-only, as panda
     Returns
     -------
     Data as :func:`gnnaudit.datasets.load_graph` returns, plus ``categories`` (coded text
-    columns' values), ``class_names`` for a text label and ``node_ids``.
+    columns' values), ``class_names`` for a text label and ``node_ids``; for the features,
+    ``feature_categories`` (coded feature -> values in code order) and ``feature_onehot``
+    (one-hot feature ``gender=F`` -> ``["gender", "F"]``), so reports name the values
+    (:mod:`gnnaudit.audit.fairness.feature_units`).
 
     Raises
     ------
@@ -287,7 +294,7 @@ def _assemble_frame(  # noqa: PLR0913 - read_graph's schema passed through, keyw
     special = {c for c in (label_name, split_column, mask_column) if c is not None}
     keep = special | set(masks)
     dropped = [c for c in ignore if c != sensitive and c not in special]
-    columns, categories = _encode(
+    columns, categories, onehot = _encode(
         source, frame.drop(columns=dropped), keep=keep, sensitive=sensitive, ordinal=ordinal
     )
     if sensitive is not None and len(categories.get(sensitive, ())) == 1:
@@ -329,6 +336,19 @@ def _assemble_frame(  # noqa: PLR0913 - read_graph's schema passed through, keyw
         data.class_names = class_names
     if categories:
         data.categories = categories
+    _record_units(data, categories, onehot)
     if undirected:
         data.edge_index = clean_edge_index(data.edge_index, data.num_nodes)
     return data
+
+
+def _record_units(data: Data, categories: dict[str, list], onehot: dict[str, list[str]]) -> None:
+    """``feature_categories`` / ``feature_onehot`` of the features (the values behind the codes,
+    read by :mod:`gnnaudit.audit.fairness.feature_units`)."""
+    names = set(getattr(data, "feature_names", None) or [])
+    coded = {k: [str(v) for v in values] for k, values in categories.items() if k in names}
+    hot = {k: v for k, v in onehot.items() if k in names}
+    if coded:
+        data.feature_categories = coded
+    if hot:
+        data.feature_onehot = hot

@@ -41,7 +41,8 @@ pokec_n    I_am_working_in_field   region      FairGNN layout (``region_job_2``)
 The label column (and ``user_id``) is removed from the features; the sensitive column stays a
 feature and holds exactly the group id (``x[:, sensitive_index] == sensitive``; FairGNN's own
 loader drops it, NIFTY's keeps it). With ``standardize=True`` (default) every non-binary feature
-column is z-scored; 0/1 columns stay 0/1. Pandas index artefacts (``Unnamed: ...``) are ignored.
+column is z-scored (the inverse kept in ``data.feature_mean`` / ``data.feature_scale``); 0/1
+columns stay 0/1. Pandas index artefacts (``Unnamed: ...``) are ignored.
 
 Splits: ``"stratified"`` (default, seeded 50/25/25 by label over the evaluable nodes),
 ``"nifty"`` and ``"fairgnn"`` (the published splits, :mod:`gnnaudit.datasets.nifty_splits`).
@@ -288,8 +289,10 @@ def load_nifty(
         (2 * pairs + num_nodes) / 2,
         source,
     )
+    units: dict[str, list[float]] = {}
     if standardize:
-        x = standardise_non_binary(x)
+        x, mean, scale = standardise_non_binary(x)
+        units = {"feature_mean": mean.tolist(), "feature_scale": scale.tolist()}
     masks = _split(name, split, targets, seed, label_number)
     data = Data(
         x=torch.from_numpy(as_float32(str(csv_path), x, columns=feature_names)),
@@ -303,6 +306,7 @@ def load_nifty(
         sensitive_name=spec.sensitive,
         sensitive_index=feature_names.index(spec.sensitive),
         num_nodes=num_nodes,
+        **units,
     )
     if targets.label_mask is not None and targets.sensitive_mask is not None:
         data.label_mask = torch.from_numpy(targets.label_mask)

@@ -115,13 +115,17 @@ def read_edge_file(path: str, num_nodes: int) -> torch.Tensor:
     return clean_edge_index(torch.from_numpy(ids.T.copy()), num_nodes)
 
 
-def standardise_non_binary(x: np.ndarray) -> np.ndarray:
-    """z-score every column that is not 0/1 (constant columns are only centred)."""
+def standardise_non_binary(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """z-score every column that is not 0/1 (constant columns are only centred); returns the
+    scaled ``x`` and per column the ``mean`` and ``scale`` that undo it (``x * scale + mean``;
+    0 and 1 for the 0/1 columns)."""
     binary = ((x == 0) | (x == 1)).all(axis=0)
     cols = ~binary
+    mean, scale = np.zeros(x.shape[1]), np.ones(x.shape[1])
     if cols.any():
         sub = x[:, cols]
         std = sub.std(axis=0)
+        mean[cols], scale[cols] = sub.mean(axis=0), np.where(std > 0, std, 1.0)
         x = x.copy()
-        x[:, cols] = (sub - sub.mean(axis=0)) / np.where(std > 0, std, 1.0)
-    return x
+        x[:, cols] = (sub - mean[cols]) / scale[cols]
+    return x, mean, scale

@@ -14,6 +14,11 @@ The transform is scikit-learn's ``x' = (x - mean_) / scale_``. With ``feature_na
 applies to those columns of ``data.feature_names`` (each must exist; other columns, such as
 one-hot codes the scaler never saw, are left as they are); without it ``mean_`` and
 ``scale_`` must have one entry per feature.
+
+The scaled graph records the transform as ``data.feature_mean`` / ``data.feature_scale`` (one
+entry per feature, ``raw = x * scale + mean``; 0 / 1 for the columns left as they are;
+composed with those already there), so reports can show values in the user's units
+(:mod:`gnnaudit.audit.fairness.feature_units`).
 """
 
 from __future__ import annotations
@@ -62,17 +67,34 @@ class Standardizer:
         return np.array([feature_names.index(n) for n in self.feature_names_in_], dtype=np.int64)
 
     def apply(self, data: Any) -> Any:
-        """A shallow copy of ``data`` with the scaled features (``data`` is not modified)."""
+        """A shallow copy of ``data`` with the scaled features (``data`` is not modified) and
+        the inverse transform in ``feature_mean`` / ``feature_scale`` (module doc)."""
         x = data.x
+        d = int(x.size(1))
         names = [str(f) for f in (getattr(data, "feature_names", None) or [])]
-        cols = torch.from_numpy(self.columns(names, int(x.size(1)))).to(x.device)
+        positions = self.columns(names, d)
+        cols = torch.from_numpy(positions).to(x.device)
         mean = torch.as_tensor(self.mean_, dtype=x.dtype, device=x.device)
         scale = torch.as_tensor(self.scale_, dtype=x.dtype, device=x.device)
         scaled = x.clone()
         scaled[:, cols] = (x[:, cols] - mean) / scale
         out = copy.copy(data)
         out.x = scaled
+        out.feature_mean, out.feature_scale = self._inverse(data, d, positions)
         return out
+
+    def _inverse(self, data: Any, d: int, positions: np.ndarray) -> tuple[list, list]:
+        """``(mean, scale)`` from the scaled inputs to the raw values: this scaler's inverse
+        followed by the one ``data`` already records (when it fits ``d`` columns)."""
+        mean, scale = np.zeros(d), np.ones(d)
+        known_mean = getattr(data, "feature_mean", None)
+        known_scale = getattr(data, "feature_scale", None)
+        if known_mean is not None and known_scale is not None and len(known_mean) == d:
+            mean = np.asarray(known_mean, dtype=np.float64).copy()
+            scale = np.asarray(known_scale, dtype=np.float64).copy()
+        mean[positions] += self.mean_ * scale[positions]
+        scale[positions] *= self.scale_
+        return mean.tolist(), scale.tolist()
 
 
 def _vector(source: str, key: str, value: Any) -> np.ndarray:

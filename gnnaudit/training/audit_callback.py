@@ -49,6 +49,7 @@ from lightning.pytorch.callbacks import Callback
 
 from gnnaudit._validation import MAX_NUM_HOPS, check_choice, check_float, check_int
 from gnnaudit.audit.fairness.discrimination import arrays_to_table, code_features, score_arrays
+from gnnaudit.audit.fairness.feature_units import FeatureUnits
 from gnnaudit.audit.search import sorted_scan as search_sorted
 from gnnaudit.audit.search.base import SearchSpace
 from gnnaudit.audit.search.inputs import node_features
@@ -233,7 +234,9 @@ class CounterfactualAuditCallback(Callback):
         self._cache = {
             "nodes": nodes,
             "emb": np.ascontiguousarray(emb.to(torch.float32).numpy()),
-            "coding": code_features(x_np, names, self.features),
+            "coding": code_features(
+                x_np, names, self.features, units=FeatureUnits.from_data(data, x_np.shape[1])
+            ),
             "y": data.y.detach().cpu().numpy(),
             "searcher": None,
         }

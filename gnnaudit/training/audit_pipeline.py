@@ -53,6 +53,7 @@ from gnnaudit._threads import ThreadChoice, thread_limits
 from gnnaudit._validation import resolve_progress
 from gnnaudit.audit.context import AuditContext, AuditOptions
 from gnnaudit.audit.embedding.unit import EmbeddingStructureUnit
+from gnnaudit.audit.fairness.feature_units import drop_units
 from gnnaudit.audit.report.audit_report import REPORT_FILES, AuditReport
 from gnnaudit.audit.report.verdict import compose_verdict
 from gnnaudit.audit.unit import AuditUnit, UnitsOutcome, describe_units, run_units
@@ -295,7 +296,9 @@ def apply_transform(data: Any, transform: Any) -> Any:
     trained with: a PyG transform such as ``T.NormalizeFeatures()`` or any callable taking and
     returning the graph). The caller's ``data`` keeps its attributes: the copy has its own
     attribute store, so a transform that assigns ``data.x = ...`` changes only the copy (one
-    that edits a tensor in place, ``data.x.mul_(2)``, would still reach the caller's tensor)."""
+    that edits a tensor in place, ``data.x.mul_(2)``, would still reach the caller's tensor).
+    A transform that changes ``x`` drops the copy's feature units (``feature_mean`` ...,
+    :mod:`gnnaudit.audit.fairness.feature_units`): they no longer describe its inputs."""
     if transform is None:
         return data
     if not callable(transform):
@@ -305,12 +308,17 @@ def apply_transform(data: Any, transform: Any) -> Any:
         )
     import copy
 
+    x = getattr(data, "x", None)
     out = transform(copy.copy(data))
     if getattr(out, "x", None) is None or getattr(out, "edge_index", None) is None:
         raise InvalidInputError(
             f"transform {getattr(transform, '__name__', type(transform).__name__)} must return "
             f"the graph (with x and edge_index), got {type(out).__name__}"
         )
+    if out.x is not x and not (
+        isinstance(x, torch.Tensor) and x.shape == out.x.shape and torch.equal(x, out.x)
+    ):
+        drop_units(out)
     return out
 
 

@@ -91,6 +91,7 @@ from gnnaudit._validation import (
     check_float,
     check_int,
     check_seed,
+    resolve_progress,
 )
 from gnnaudit.audit.interventions import FeatureSpec, alternatives, feature_columns, resolve_feature
 from gnnaudit.audit.search.inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
@@ -419,6 +420,7 @@ class FairFinetune(L.LightningModule):
         epochs: int = DEFAULT_EPOCHS,
         random_state: int = 0,
         trainer_kwargs: dict[str, Any] | None = None,
+        progress: bool | None = None,
         **options: Any,
     ) -> nn.Module:
         """A fine-tuned deep copy of ``model`` (in eval mode, on ``model``'s device); ``model``
@@ -427,10 +429,13 @@ class FairFinetune(L.LightningModule):
         ``epochs`` full-batch steps; ``random_state`` seeds Lightning (weights are copied, so it
         drives dropout and the consistency term's draws); ``options``: the other constructor
         arguments (``lambda_cov, scopes, divergence, lr, weight_decay, num_hops, max_nodes,
-        evidence, ev_pairs, ev_min_share``); ``trainer_kwargs``: see :func:`make_trainer`.
+        evidence, ev_pairs, ev_min_share``); ``trainer_kwargs``: see :func:`make_trainer`;
+        ``progress``: a bar over the steps on stderr (``None``: only when stderr is a
+        terminal; :mod:`gnnaudit.training.progress`).
         """
         epochs = check_int("epochs", epochs, minimum=1, maximum=MAX_EPOCHS)
         random_state = check_seed("random_state", random_state)
+        show = resolve_progress("progress", progress)
         if not isinstance(model, nn.Module):
             raise InvalidInputError(
                 f"model must be a torch.nn.Module called as model(x, edge_index), got "
@@ -455,7 +460,13 @@ class FairFinetune(L.LightningModule):
             raise InvalidInputError(f"FairFinetune.finetune: {exc}") from exc
         with quiet_lightning(False):
             L.seed_everything(random_state, workers=True, verbose=False)
-            trainer = make_trainer(epochs, trainer_kwargs, limit_val_batches=0)
+            trainer = make_trainer(
+                epochs,
+                trainer_kwargs,
+                limit_val_batches=0,
+                progress=show,
+                progress_desc="fair fine-tuning",
+            )
             tuned.train()
             trainer.fit(wrapper, datamodule=GraphDataModule(data, seed=random_state))
         return tuned.to(device).eval()

@@ -47,6 +47,7 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -57,7 +58,14 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data
 
-from gnnaudit._validation import MAX_EPOCHS, MAX_LEARNING_RATE, check_choice, check_float, check_int
+from gnnaudit._validation import (
+    MAX_EPOCHS,
+    MAX_LEARNING_RATE,
+    check_choice,
+    check_float,
+    check_int,
+    resolve_progress,
+)
 from gnnaudit.audit.model_adapter import resolve_device
 from gnnaudit.audit.report.section import ReportSection
 from gnnaudit.audit.search.inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
@@ -218,7 +226,7 @@ def _finetune_copy(
 
 
 def _evidence_and_others(
-    module: L.LightningModule, data: Data, evidence: Any, m: int
+    module: L.LightningModule, data: Data, evidence: Any, m: int, progress: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """The (at most ``m``) evidence nodes to fine-tune on and the other test nodes (controls
     and evaluation nodes are drawn from them); :class:`InfeasibleError` when there are too
@@ -226,7 +234,9 @@ def _evidence_and_others(
     if evidence is None:
         from gnnaudit.audit.search.evidence import CounterfactualEvidence
 
-        evidence = CounterfactualEvidence().fit(data, model=module, mask=data.test_mask)
+        evidence = CounterfactualEvidence(progress=progress).fit(
+            data, model=module, mask=data.test_mask
+        )
     ev_nodes = evidence_node_budget(evidence, m)
     test = np.flatnonzero(data.test_mask.numpy())
     if ev_nodes.size == 0:
@@ -256,7 +266,7 @@ def finetune_on_evidences(
     *,
     keep_train: bool = True,
     role: str = "train",
-    progress: bool = False,
+    progress: bool | None = None,
 ) -> FinetuneResult:
     """Fine-tune copies of ``module`` on evidence nodes and on random control nodes.
 
@@ -278,7 +288,8 @@ def finetune_on_evidences(
         ``"train"``).
     role : ``"train"`` (fine-tune on the nodes' true labels) or ``"validation"`` (keep training
         on the training nodes; the nodes select the epoch), see the module docstring.
-    progress : tqdm bar over the seeds.
+    progress : tqdm bar over the seeds on stderr; ``None`` (default): only when stderr is a
+        terminal.
 
     Returns
     -------
@@ -291,6 +302,7 @@ def finetune_on_evidences(
     epochs = check_int("epochs", epochs, minimum=1, maximum=MAX_EPOCHS)
     lr = check_float("lr", lr, minimum=0.0, maximum=MAX_LEARNING_RATE, inclusive=(False, True))
     role = check_choice("role", role, ("train", "validation"))
+    show = resolve_progress("progress", progress)
     given = [seeds] if isinstance(seeds, (int, np.integer)) else seeds
     seeds = [check_int("seeds entry", s, minimum=0) for s in given]
     if not seeds:
@@ -300,13 +312,13 @@ def finetune_on_evidences(
             f"module must be a LightningModule callable as module(x, edge_index), got "
             f"{type(module).__name__}"
         )
-    ev_nodes, others = _evidence_and_others(module, data, evidence, m)
+    ev_nodes, others = _evidence_and_others(module, data, evidence, m, show)
     budget = ev_nodes.size
     from tqdm.auto import tqdm
 
     rows = []
     base_pred = _predictions(module, data)  # the untouched model: one pass for every seed
-    for seed in tqdm(seeds, desc="fine-tuning seeds", disable=not progress):
+    for seed in tqdm(seeds, desc="fine-tuning seeds", disable=not show, file=sys.stderr):
         rng = np.random.default_rng(seed)
         control = np.sort(rng.choice(others, size=budget, replace=False))
         remaining = torch.from_numpy(np.setdiff1d(others, control))

@@ -294,6 +294,7 @@ class MitigationUnit(AuditUnit):
         model = ctx.adapter.model
         spec = resolve_sensitive_feature(ctx.data, ctx.sensitive_column)
         kwargs = dict(self.finetune_kwargs)
+        kwargs.setdefault("progress", opts.progress)
         if self.lambda_ev > 0:
             kwargs.setdefault("evidence", ctx.global_evidence(int(kwargs.get("ev_pairs", 500))))
 

@@ -26,12 +26,13 @@ from lightning.pytorch.callbacks import Callback, EarlyStopping
 from torch_geometric.data import Data
 
 from gnnaudit._threads import thread_limits
-from gnnaudit._validation import MAX_EPOCHS, check_int, check_seed
+from gnnaudit._validation import MAX_EPOCHS, check_int, check_seed, resolve_progress
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io import atomic_file, safe_torch_load
 from gnnaudit.training.data_module import GraphDataModule, check_node_data
 from gnnaudit.training.divergence import DivergenceGuard
 from gnnaudit.training.node_classifier import MAX_MODEL_WEIGHTS, NodeClassifier, estimated_weights
+from gnnaudit.training.progress import progress_callbacks
 
 __all__ = [
     "TrainResult",
@@ -125,7 +126,12 @@ def quiet_lightning(verbose: bool) -> Iterator[None]:
 
 
 def make_trainer(
-    max_epochs: int, trainer_kwargs: Mapping[str, Any] | None = None, **overrides: Any
+    max_epochs: int,
+    trainer_kwargs: Mapping[str, Any] | None = None,
+    *,
+    progress: bool = False,
+    progress_desc: str = "training",
+    **overrides: Any,
 ) -> L.Trainer:
     """The reproducible full-batch ``Trainer`` every training step of gnnaudit uses.
 
@@ -133,7 +139,8 @@ def make_trainer(
     ``devices=1``, ``deterministic=True``, no logger, no checkpoint files, no progress bar or
     model summary and no sanity validation. ``overrides`` (gnnaudit's own settings) and then
     ``trainer_kwargs`` (the user's: ``accelerator``, ``devices``, ``strategy``, ``logger``,
-    ``precision`` ...) replace any of these. A
+    ``precision`` ...) replace any of these. ``progress`` (already resolved) adds a
+    :class:`~gnnaudit.training.progress.StepProgressBar` (``progress_desc``) on stderr. A
     :class:`~gnnaudit.training.divergence.DivergenceGuard` is always added to the callbacks:
     a non-finite loss or weight stops ``fit`` with
     :class:`~gnnaudit.errors.TrainingDivergedError`. ``max_epochs`` must lie in
@@ -163,6 +170,7 @@ def make_trainer(
     callbacks = list(callbacks) if isinstance(callbacks, list | tuple) else [callbacks]
     if not any(isinstance(c, DivergenceGuard) for c in callbacks):
         callbacks.append(DivergenceGuard())
+    callbacks.extend(progress_callbacks(progress, progress_desc))
     settings["callbacks"] = callbacks
     try:
         return L.Trainer(**settings)
@@ -225,7 +233,8 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
     patience: int | None = None,
     keep_best: bool = True,
     checkpoint_path: str | os.PathLike[str] | None = None,
-    enable_progress_bar: bool = False,
+    progress: bool | None = None,
+    enable_progress_bar: bool | None = None,
     verbose: bool = False,
     trainer_kwargs: Mapping[str, Any] | None = None,
 ) -> TrainResult:
@@ -246,7 +255,10 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
     checkpoint_path : where to write the Lightning checkpoint of the returned module (never
         written when training diverges: a non-finite loss or weight raises
         :class:`~gnnaudit.errors.TrainingDivergedError` instead).
-    enable_progress_bar : show Lightning's progress bar.
+    progress : a bar over the training steps on stderr
+        (:mod:`gnnaudit.training.progress`); ``None`` (default): only when stderr is a
+        terminal.
+    enable_progress_bar : former name of ``progress`` (used when ``progress`` is None).
     verbose : keep Lightning's informational messages and warnings.
     trainer_kwargs : extra ``lightning.Trainer`` arguments (``accelerator``, ``devices``,
         ``strategy`` ...), see :func:`make_trainer`.
@@ -266,6 +278,7 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
     seed = check_seed("seed", seed)
     if patience is not None:
         patience = check_int("patience", patience, minimum=1)
+    show = resolve_progress("progress", enable_progress_bar if progress is None else progress)
     num_classes = max(int(data.y.max()) + 1, 2)
     # 1 thread on small graphs (gnnaudit._threads), for the training only
     with quiet_lightning(verbose), thread_limits(num_nodes=data.num_nodes):
@@ -290,7 +303,7 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
         trainer = make_trainer(
             max_epochs,
             trainer_kwargs,
-            enable_progress_bar=enable_progress_bar,
+            progress=show,
             log_every_n_steps=1,
             callbacks=_callbacks(keep_best, patience),
         )

@@ -225,6 +225,7 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
         *,
         mask: Any = None,
         explain: int | None = None,
+        progress: bool = False,
     ) -> EmbeddingAudit:
         """Run the four methods on the embeddings of the audited nodes; returns ``self``.
 
@@ -240,8 +241,15 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
         mask : audited nodes (default ``data.mask``, else ``data.test_mask``, else all).
         explain : a node id (one of the audited nodes) to find counterparts of; None: the
             noise nodes, up to ``max_explained``.
+        progress : a tqdm bar over the five steps (embeddings, density, FairDen, tree,
+            counterparts) on stderr; the tree's MaxSAT solves alone may take
+            ``3 * tree_time_limit`` seconds.
         """
         validate_parameters(self)
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=5, desc="embedding audit", disable=not progress, leave=False)
+        bar.set_postfix_str("embeddings")
         self._inputs(model, data, sensitive, mask)
         Z, n = self.embeddings_, self.embeddings_.shape[0]
         d = Z.shape[1]
@@ -261,10 +269,18 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
             )
         explain_pos = self._explain_position(explain)
         self.min_samples_ = min_samples
-        self._density(Z)
-        self._fair(Z)
-        self._tree(evidence)
-        self._counterparts(explain_pos)
+        steps = (
+            ("density", lambda: self._density(Z)),
+            ("FairDen", lambda: self._fair(Z)),
+            ("tree", lambda: self._tree(evidence)),
+            ("counterparts", lambda: self._counterparts(explain_pos)),
+        )
+        for name, step in steps:
+            bar.update(1)
+            bar.set_postfix_str(name)
+            step()
+        bar.update(1)
+        bar.close()
         return self
 
     def _explain_position(self, explain: Any) -> int | None:

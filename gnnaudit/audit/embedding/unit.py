@@ -236,7 +236,12 @@ class EmbeddingStructureUnit(AuditUnit):
         params = {"random_state": ctx.options.random_state, **self.params}
         try:
             audit = EmbeddingAudit(**params).fit(
-                ctx.adapter, ctx.data, sensitive=ctx.sensitive, evidence=evidence, mask=ctx.nodes
+                ctx.adapter,
+                ctx.data,
+                sensitive=ctx.sensitive,
+                evidence=evidence,
+                mask=ctx.nodes,
+                progress=ctx.options.progress,
             )
         except (InvalidInputError, InfeasibleError) as err:
             # the data cannot support this analysis (too few nodes or groups for the clusters):

@@ -46,6 +46,7 @@ import pandas as pd
 
 from gnnaudit._validation import check_array, check_choice, check_int
 from gnnaudit.audit.fairness.feature_coding import FeatureCoding, code_features
+from gnnaudit.audit.fairness.feature_units import MODEL_UNITS, FeatureUnits, units_note
 from gnnaudit.audit.report.section import Figure, ReportSection
 from gnnaudit.audit.search.inputs import (
     check_frame,
@@ -238,13 +239,18 @@ def discrimination_scores(
     DataFrame ``feature, value, score, baseline, lift, support``, one row per (feature, value)
     held by at least ``min_support`` scored nodes, sorted by ``score`` descending (ties:
     larger ``lift``, then feature, value). ``value`` is a readable label: the value of a
-    categorical column or the interval of a bin.
+    categorical column or the interval of a bin, in the user's units when ``data`` carries
+    them (``feature_mean`` / ``feature_scale``, ``feature_categories``, ``feature_onehot``:
+    :mod:`~gnnaudit.audit.fairness.feature_units`; a one-hot column ``gender=F`` then reads
+    feature ``gender``, value ``F``), else in model-input units; ``table.attrs["units"]`` says
+    which.
     """
     k = check_int("k", k, minimum=1)
     min_support = check_int("min_support", min_support, minimum=1)
     x, names = node_features(data)
     n = x.shape[0]
-    coding = code_features(x, names, features, max_values=max_values, bins=bins)
+    units = FeatureUnits.from_data(data, x.shape[1])
+    coding = code_features(x, names, features, max_values=max_values, bins=bins, units=units)
 
     if is_estimator(evidence):
         test_nodes = fitted_test_nodes(evidence)
@@ -323,7 +329,9 @@ def score_local(
     arrays = score_arrays(
         coding, local.query[has], local.evidence[has], pred, test_nodes, min_support=min_support
     )
-    return arrays_to_table(arrays, coding)
+    table = arrays_to_table(arrays, coding)
+    table.attrs["units"] = coding.units
+    return table
 
 
 def feature_rank(table: pd.DataFrame, feature: str, by: str = "score") -> int:
@@ -359,6 +367,7 @@ class DiscriminationResult(AuditResult):
     bins: int
     sensitive_name: str | None = None
     top: int = 15
+    units: str = MODEL_UNITS
 
     def to_frame(self) -> pd.DataFrame:
         return self.table
@@ -418,6 +427,7 @@ class DiscriminationResult(AuditResult):
                 "baseline. A score equal to its baseline says nothing about the model.",
                 f"k = {self.k}; values held by fewer than {self.min_support} audited nodes are "
                 f"left out; continuous columns are cut into {self.bins} quantile bins.",
+                units_note(self.units),
                 "Descriptive only: on data with a planted bias this ranking does not single out "
                 "the sensitive attribute (benchmarks/results/audit.md); the findings rest on "
                 "the counterfactual flip and the evidence contrast.",
@@ -455,7 +465,10 @@ class DiscriminationUnit(AuditUnit):
 
     def run(self, ctx: AuditContext) -> DiscriminationResult:
         x, names = ctx.features
-        coding = code_features(x, names, self.features, max_values=self.max_values, bins=self.bins)
+        units = FeatureUnits.from_data(ctx.data, x.shape[1])
+        coding = code_features(
+            x, names, self.features, max_values=self.max_values, bins=self.bins, units=units
+        )
         table = score_local(
             coding,
             ctx.local_evidence(),
@@ -469,4 +482,5 @@ class DiscriminationUnit(AuditUnit):
             min_support=self.min_support,
             bins=self.bins,
             sensitive_name=ctx.sensitive_name,
+            units=coding.units,
         )

@@ -4,6 +4,10 @@ Binary and categorical columns (whole numbers, at most ``max_values`` distinct v
 nodes) keep their values; a continuous column is cut into ``bins`` quantile bins over all nodes
 (:func:`~gnnaudit.audit.interventions.quantile_bins`), each labelled by its interval
 ``[lo, hi)``, so a table never lists the raw floats of a continuous column as values.
+
+With ``units`` (:class:`~gnnaudit.audit.fairness.feature_units.FeatureUnits`, what the graph
+says about its inputs) the labels are in the user's units, ``[25, 34)`` rather than
+``[-0.41, 0.12)``, category names rather than codes; the codes stay those of the inputs.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from gnnaudit._validation import check_int
+from gnnaudit.audit.fairness.feature_units import MODEL_UNITS, ORIGINAL_UNITS, FeatureUnits
 from gnnaudit.audit.interventions import quantile_bins
 from gnnaudit.errors import InvalidInputError
 
@@ -39,6 +44,8 @@ class FeatureCoding:
     codes : (n, F) int32, the value (category or bin) of each node in each column.
     labels : per column, the label of each code (``"1"``, ``"0.5"``, ``"[-0.67, 0.01)"``).
     kinds : per column, ``"categorical"`` (binary included) or ``"binned"``.
+    units : :data:`~gnnaudit.audit.fairness.feature_units.MODEL_UNITS` or ``ORIGINAL_UNITS``,
+        the units of the labels.
     """
 
     columns: list[int]
@@ -46,6 +53,7 @@ class FeatureCoding:
     codes: np.ndarray
     labels: list[list[str]]
     kinds: list[str] = field(default_factory=list)
+    units: str = MODEL_UNITS
 
 
 def code_features(
@@ -55,12 +63,14 @@ def code_features(
     *,
     max_values: int = 10,
     bins: int = 4,
+    units: FeatureUnits | None = None,
 ) -> FeatureCoding:
     """Codes of the columns ``features`` (names or indices; default every column).
 
     Binary columns (two values) and whole-number columns with at most ``max_values`` distinct
     values are coded by value; every other column (fractional values, e.g. a standardised
     count, or many values) is cut into ``bins`` quantile bins (see the module docstring).
+    ``units`` labels the values in the user's units (``FeatureUnits.from_data(data, d)``).
     Cost O(n F log n)."""
     max_values = check_int("max_values", max_values, minimum=2)
     bins = check_int("bins", bins, minimum=2)
@@ -89,13 +99,19 @@ def code_features(
     codes = np.empty((x.shape[0], len(cols)), dtype=np.int32)
     labels: list[list[str]] = []
     kinds: list[str] = []
+    shown = [names[c] for c in cols]
     for j, c in enumerate(cols):
         col = x[:, c]
+        top = float(np.abs(col).max()) if col.size else 0.0
         values, inverse = np.unique(col, return_inverse=True)
         whole = bool(np.all(values == np.round(values)))
         if values.size <= 2 or (whole and values.size <= max_values):
             codes[:, j] = inverse
-            labels.append([_num(v) for v in values])
+            if units is None:
+                labels.append([_num(v) for v in values])
+            else:
+                shown[j], value_labels = units.categorical(c, names[c], values, top)
+                labels.append(value_labels)
             kinds.append("categorical")
             continue
         raw, inner = quantile_bins(col, bins)
@@ -103,12 +119,19 @@ def code_features(
         codes[:, j] = np.searchsorted(used, raw)
         lows = np.concatenate([[col.min()], inner])
         highs = np.concatenate([inner, [col.max()]])
-        labels.append(
-            [f"[{_num(lows[b])}, {_num(highs[b])}{']' if b == inner.size else ')'}" for b in used]
-        )
+        if units is None:
+            lo, hi = [_num(v) for v in lows], [_num(v) for v in highs]
+        else:
+            lo, hi = units.edges(c, lows, highs, top)
+        labels.append([f"[{lo[b]}, {hi[b]}{']' if b == inner.size else ')'}" for b in used])
         kinds.append("binned")
     return FeatureCoding(
-        columns=cols, names=[names[c] for c in cols], codes=codes, labels=labels, kinds=kinds
+        columns=cols,
+        names=shown,
+        codes=codes,
+        labels=labels,
+        kinds=kinds,
+        units=MODEL_UNITS if units is None else ORIGINAL_UNITS,
     )
 
 

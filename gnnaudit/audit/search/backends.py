@@ -93,6 +93,7 @@ def make_searcher(
         if backend == "index":
             from gnnaudit.audit.search.index import IndexSearcher
 
+            params.setdefault("progress", progress)
             return IndexSearcher(random_state=random_state, **params)
         if backend == "sharded":
             from gnnaudit.audit.search.sharded import ShardedSearcher
