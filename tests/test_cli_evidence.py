@@ -67,7 +67,7 @@ def test_without_checkpoint_trains_then_searches(tmp_path, capsys):
     assert run_cli("--epochs", "20", "--k", "2", "--global", "--out", str(out)) == 0
     assert "training a gcn" in capsys.readouterr().err
     got = pd.read_csv(out)
-    assert list(got.columns) == ["node_u", "node_v", "similarity", "pred_u", "pred_v", "rank"]
+    assert list(got.columns) == ["node_u", "node_v", "pred_u", "pred_v", "similarity", "rank"]
     assert len(got) <= 2
 
 

@@ -47,7 +47,9 @@ import pandas as pd
 from gnnaudit._validation import check_array, check_choice, check_int
 from gnnaudit.audit.fairness.feature_coding import FeatureCoding, code_features
 from gnnaudit.audit.report.section import Figure, ReportSection
+from gnnaudit.audit.search.evidence_table import graph_user_ids
 from gnnaudit.audit.search.inputs import (
+    REQUIRED_LOCAL_COLUMNS,
     check_frame,
     fitted_predictions,
     fitted_test_nodes,
@@ -252,8 +254,8 @@ def discrimination_scores(
         local = evidence.search_local(test_nodes, k=k)
     else:
         if isinstance(evidence, pd.DataFrame):
-            check_frame("evidence", evidence, ("query", "evidence", "rank"))
-            local = LocalEvidence.from_frame(evidence, k=k)
+            check_frame("evidence", evidence, REQUIRED_LOCAL_COLUMNS)
+            local = LocalEvidence.from_frame(evidence, k=k, user_ids=graph_user_ids(data, n))
         elif isinstance(evidence, LocalEvidence):
             local = evidence.head(k)
         else:
