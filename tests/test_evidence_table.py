@@ -121,6 +121,11 @@ def test_local_table_shows_the_user_ids_of_the_brute_force_top_k(fitted):
     queries = ["user_10", "user_94", "user_59"]
     rows = [data.node_ids.index(q) for q in queries]
     table = ce.local_evidence(rows, k=k)
+    pd.testing.assert_frame_equal(ce.local_evidence(queries, k=k), table)  # queries by id
+    pd.testing.assert_frame_equal(
+        ce.local_evidence(queries[1], k=k),
+        table[table["node_u"] == queries[1]].reset_index(drop=True),
+    )
     assert list(table.columns) == EVIDENCE_COLUMNS
     assert table["node_u"].drop_duplicates().tolist() == queries
     for q in queries:
@@ -197,6 +202,8 @@ def test_bad_ids_are_clear_errors(fitted):
     table.loc[0, "node_v"] = "nobody"
     with pytest.raises(InvalidInputError, match="'nobody'"):
         GlobalEvidence.from_frame(table, user_ids=ce.user_ids_)
+    with pytest.raises(InvalidInputError, match="nodes holds 1 id.*'user_0'"):
+        ce.local_evidence(["user_10", "user_0"])
     with pytest.raises(InvalidInputError, match="node_u.*integer node indices"):
         table_nodes(table, "node_u", None)
     with pytest.raises(InvalidInputError, match="14 entries but the graph has 13 nodes"):
@@ -205,3 +212,24 @@ def test_bad_ids_are_clear_errors(fitted):
         graph_user_ids(type("G", (), {"node_ids": ["a", "b", "a"], "x": np.zeros((3, 1))})())
     with pytest.raises(InvalidInputError, match="repeat"):
         evidence_frame([0], [1], [0], [1], [0.5], [1], extra={"rank": [1]})
+
+
+def test_report_pair_cards_name_nodes_by_the_users_ids(fitted, tmp_path):
+    from gnnaudit.audit.report.audit_report import AuditReport
+    from gnnaudit.audit.report.section import Figure, ReportSection
+
+    _, _, _, data, ce = fitted
+    glob = ce.global_evidence(k=3)
+    top, feats = pair_comparison(data, ce.search_global(k=3), ce.predictions_, top=3)
+    assert top[EVIDENCE_COLUMNS].equals(glob)  # the report's table is the evidence table
+    section = ReportSection(
+        key="pairs",
+        title="Pairs",
+        tables={"pairs": top, "pair_features": feats},
+        figures=[Figure("pair_cards", "pairs")],
+    )
+    report = AuditReport(dataset={"name": "ids"}, model={}, config={}, sections=[section])
+    assert f"node {glob['node_u'].iloc[0]}</th>" in report.to_html()
+    report.to_json(tmp_path / "r.json")
+    back = AuditReport.from_json(tmp_path / "r.json").sections[0].tables["pairs"]
+    assert back["node_u"].tolist() == top["node_u"].tolist()

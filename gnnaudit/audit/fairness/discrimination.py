@@ -220,8 +220,9 @@ def discrimination_scores(
     data : PyG ``Data`` with ``x`` (and optionally ``feature_names``, ``test_mask``).
     evidence : a fitted :class:`~gnnaudit.audit.CounterfactualEvidence` (the local top-``k``
         of all of its test nodes is searched), a :class:`~gnnaudit.audit.LocalEvidence`, or a
-        local-evidence DataFrame with columns ``query, evidence, rank`` as ``local_evidence``
-        returns (the first ``k`` evidences of each query by ``rank`` are used).
+        local evidence table with columns ``node_u`` (query), ``node_v`` (evidence), ``rank``
+        as ``local_evidence`` returns (the first ``k`` evidences of each query by ``rank`` are
+        used; the graph's own ids when ``data.node_ids`` is set).
     k : number of local evidences per test node (the paper uses 10). A node with fewer than
         ``k`` evidences is scored over those returned; nodes without any are not scored.
     features : names (``data.feature_names``) or column indices; default every column.

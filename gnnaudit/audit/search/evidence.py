@@ -50,7 +50,12 @@ from gnnaudit.audit.search.backends import (
 )
 from gnnaudit.audit.search.base import EvidenceSearcher, SearchSpace
 from gnnaudit.audit.search.estimator_tags import GraphInputTagsMixin
-from gnnaudit.audit.search.evidence_table import NODE_U, graph_user_ids, is_local_table
+from gnnaudit.audit.search.evidence_table import (
+    NODE_U,
+    graph_user_ids,
+    is_local_table,
+    user_id_indices,
+)
 from gnnaudit.audit.search.fit_inputs import (
     check_predictions,
     model_predictions,
@@ -279,7 +284,11 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
 
     # ---------------------------------------------------------------- queries
     def _positions(self, nodes: Any) -> np.ndarray:
-        ids = node_array("nodes", nodes)
+        text = not isinstance(nodes, torch.Tensor) and np.asarray(nodes).dtype.kind in "USO"
+        if text and self.user_ids_ is not None:  # the graph's own ids, as the tables show them
+            ids = user_id_indices("nodes", nodes, self.user_ids_)
+        else:
+            ids = node_array("nodes", nodes)
         pos = np.searchsorted(self.node_ids_, ids)
         pos_c = np.minimum(pos, self.node_ids_.size - 1)
         bad = self.node_ids_[pos_c] != ids
@@ -314,6 +323,9 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
 
     def search_local(self, nodes: Any, k: int = 10) -> LocalEvidence:
         """Top-``k`` counterfactual evidences of each query node (one id or many, batched).
+
+        ``nodes``: integer node indices, or, when the graph has its own ids (``user_ids_``),
+        those ids as text (e.g. ``"user_17"``, as the tables show them).
 
         Returns a :class:`~gnnaudit.audit.search.results.LocalEvidence`: one row per query in
         the given order, padded arrays of width ``min(k, most candidates of any query)``

@@ -60,6 +60,7 @@ __all__ = [
     "user_id_array",
     "is_local_table",
     "table_nodes",
+    "user_id_indices",
 ]
 
 NODE_U = "node_u"
@@ -157,16 +158,7 @@ def table_nodes(frame: pd.DataFrame, column: str, user_ids: np.ndarray | None) -
     """
     values = frame[column].to_numpy()
     if user_ids is not None:
-        index = pd.Index(np.asarray(user_ids, dtype=object))
-        text = frame[column].astype(str).to_numpy(dtype=object)
-        pos = index.get_indexer(text)
-        if (pos < 0).any():
-            bad = text[pos < 0]
-            raise InvalidInputError(
-                f"evidence column {column!r} holds {bad.size} id(s) that are not node ids of "
-                f"the graph (data.node_ids), e.g. {bad[0]!r}; ids are matched as text"
-            )
-        return pos.astype(np.int64)
+        return user_id_indices(f"evidence column {column!r}", values, user_ids)
     whole = values.dtype.kind == "f" and bool(np.all(np.isfinite(values) & (values % 1 == 0)))
     if values.size and values.dtype.kind not in "iu" and not whole:
         raise InvalidInputError(
@@ -174,6 +166,20 @@ def table_nodes(frame: pd.DataFrame, column: str, user_ids: np.ndarray | None) -
             f"node ids (data.node_ids), got {values.dtype} values such as {values[0]!r}"
         )
     return values.astype(np.int64)
+
+
+def user_id_indices(name: str, values: Any, user_ids: np.ndarray) -> np.ndarray:
+    """Integer node indices of ``values`` (any 1-D array-like) matched as text against the
+    graph's ids ``user_ids``; an unknown id raises InvalidInputError naming ``name`` and it."""
+    text = pd.Series(np.asarray(values, dtype=object).reshape(-1), dtype=object).astype(str)
+    pos = pd.Index(np.asarray(user_ids, dtype=object)).get_indexer(text.to_numpy(dtype=object))
+    if (pos < 0).any():
+        bad = text.to_numpy(dtype=object)[pos < 0]
+        raise InvalidInputError(
+            f"{name} holds {bad.size} id(s) that are not node ids of the graph "
+            f"(data.node_ids), e.g. {bad[0]!r}; ids are matched as text"
+        )
+    return pos.astype(np.int64)
 
 
 def is_local_table(frame: pd.DataFrame) -> bool:
