@@ -228,8 +228,8 @@ def matched_control_rank(run: dict[str, Any], features: list[str], min_support: 
     controls = np.argsort(-sim, axis=1, kind="stable")[:, :K]
     x = data.x.numpy()[nodes]
     cols = [data.feature_names.index(f) for f in features]
-    qpos = loc["query"].map(pos).to_numpy()
-    epos = loc["evidence"].map(pos).to_numpy()
+    qpos = loc["node_u"].map(pos).to_numpy()
+    epos = loc["node_v"].map(pos).to_numpy()
     best = {}
     for f, j in zip(features, cols, strict=True):
         mis_e = np.bincount(qpos, weights=(x[epos, j] != x[qpos, j]), minlength=nodes.size)

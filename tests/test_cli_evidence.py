@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from gnnaudit.audit import CounterfactualEvidence
+from gnnaudit.audit.search.evidence_table import EVIDENCE_COLUMNS
 from gnnaudit.cli.main import main
 
 pytest.importorskip("lightning")
@@ -43,7 +44,8 @@ def test_local_with_checkpoint_matches_library(trained, tmp_path, capsys):
     assert rc == 0
     got = pd.read_csv(out)
     expected = ce.local_evidence(nodes, k=4)
-    assert list(got.columns) == list(expected.columns)
+    assert list(got.columns) == list(expected.columns) == EVIDENCE_COLUMNS
+    assert got["node_u"].drop_duplicates().tolist() == nodes
     pd.testing.assert_frame_equal(
         got.drop(columns="similarity"), expected.drop(columns="similarity")
     )
@@ -57,6 +59,7 @@ def test_global_with_checkpoint(trained, tmp_path):
     out = tmp_path / "global.csv"
     assert run_cli("--checkpoint", str(ckpt), "--global", "--k", "7", "--out", str(out)) == 0
     got = pd.read_csv(out)
+    assert list(got.columns) == EVIDENCE_COLUMNS
     expected = CounterfactualEvidence().fit(data, model=model).global_evidence(k=7)
     assert got[["node_u", "node_v", "rank"]].equals(expected[["node_u", "node_v", "rank"]])
     assert (got["pred_u"] != got["pred_v"]).all()
@@ -67,7 +70,7 @@ def test_without_checkpoint_trains_then_searches(tmp_path, capsys):
     assert run_cli("--epochs", "20", "--k", "2", "--global", "--out", str(out)) == 0
     assert "training a gcn" in capsys.readouterr().err
     got = pd.read_csv(out)
-    assert list(got.columns) == ["node_u", "node_v", "similarity", "pred_u", "pred_v", "rank"]
+    assert list(got.columns) == EVIDENCE_COLUMNS
     assert len(got) <= 2
 
 

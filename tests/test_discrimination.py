@@ -50,7 +50,7 @@ def _random_local(pred, test_mask, rng, k, short_every=0):
         for r, u in enumerate(chosen):
             rows.append((int(q), int(u), float(rng.random()), int(pred[q]), int(pred[u]), r + 1))
     frame = pd.DataFrame(
-        rows, columns=["query", "evidence", "similarity", "query_pred", "evidence_pred", "rank"]
+        rows, columns=["node_u", "node_v", "similarity", "pred_u", "pred_v", "rank"]
     )
     return frame.sample(frac=1.0, random_state=0)  # row order must not matter
 
@@ -73,8 +73,8 @@ def _oracle(x, names, pred, test_mask, frame, k, cols):
     """{(feature, code): (score, baseline, support)} by plain loops (code = value or bin)."""
     test = np.flatnonzero(test_mask)
     ev = {}
-    for q, grp in frame.groupby("query"):
-        ev[int(q)] = grp.sort_values(["rank", "evidence"])["evidence"].tolist()[:k]
+    for q, grp in frame.groupby("node_u"):
+        ev[int(q)] = grp.sort_values(["rank", "node_v"])["node_v"].tolist()[:k]
     out = {}
     for c in cols:
         code = _bin_of(x[:, c])
@@ -127,14 +127,14 @@ def test_explicit_features_by_name_and_index_and_predictions_argument():
     by_name = discrimination_scores(data, frame, k=4, features=["cat"])
     by_index = discrimination_scores(
         data,
-        frame.drop(columns=["query_pred", "evidence_pred"]),
+        frame.drop(columns=["pred_u", "pred_v"]),
         k=4,
         features=[1],
         predictions=pred,
     )
     pd.testing.assert_frame_equal(by_name, by_index)
     assert set(by_name["feature"]) == {"cat"}
-    assert by_name["support"].sum() == frame["query"].nunique()
+    assert by_name["support"].sum() == frame["node_u"].nunique()
 
 
 def test_planted_feature_scores_one_and_rarity_baseline():
@@ -149,7 +149,7 @@ def test_planted_feature_scores_one_and_rarity_baseline():
     for q in range(n):
         cands = [u for u in range(n) if pred[u] != pred[q]][:3]
         rows += [(q, u, r + 1, pred[q], pred[u]) for r, u in enumerate(cands)]
-    frame = pd.DataFrame(rows, columns=["query", "evidence", "rank", "query_pred", "evidence_pred"])
+    frame = pd.DataFrame(rows, columns=["node_u", "node_v", "rank", "pred_u", "pred_v"])
     table = discrimination_scores(data, frame, k=3)
     f0 = table[table["feature"] == "x0"]
     assert np.allclose(f0["score"], 1.0) and np.allclose(f0["baseline"], 1.0)
@@ -185,7 +185,7 @@ def test_invariants(seed, k):
     for col in ("score", "baseline"):
         assert ((table[col] >= 0) & (table[col] <= 1)).all()
     assert np.isfinite(table[["score", "baseline", "lift"]].to_numpy()).all()
-    queries = frame["query"].nunique()
+    queries = frame["node_u"].nunique()
     assert (table.groupby("feature")["support"].sum() == queries).all()
 
 
@@ -203,14 +203,14 @@ def test_errors_name_the_argument():
     with pytest.raises(InvalidInputError, match="CounterfactualEvidence, a LocalEvidence"):
         discrimination_scores(data, [1, 2, 3])
     bad = frame.copy()
-    bad.loc[bad.index[0], "evidence"] = 999
+    bad.loc[bad.index[0], "node_v"] = 999
     with pytest.raises(InvalidInputError, match="outside"):
         discrimination_scores(data, bad)
 
 
 def test_empty_frame_gives_empty_table():
     data, pred, test_mask, _ = _graph(0)
-    frame = pd.DataFrame(columns=["query", "evidence", "rank", "query_pred", "evidence_pred"])
+    frame = pd.DataFrame(columns=["node_u", "node_v", "rank", "pred_u", "pred_v"])
     table = discrimination_scores(data, frame, predictions=pred)
     assert table.empty and list(table.columns) == DISCRIMINATION_COLUMNS
 

@@ -41,11 +41,11 @@ def check_against_oracle(ce: CounterfactualEvidence, df: pd.DataFrame, queries, 
         q = int(np.searchsorted(ids, node))
         sims, pos = brute_local(emb, pred, np.array([q]), k)
         sims, pos = sims[0][pos[0] >= 0].tolist(), pos[0][pos[0] >= 0].tolist()
-        got = df[df["query"] == node].sort_values("rank")
+        got = df[df["node_u"] == node].sort_values("rank")
         assert got["rank"].tolist() == list(range(1, len(pos) + 1))
         np.testing.assert_allclose(got["similarity"].to_numpy(), sims, atol=2e-6)
         for r, (s, p) in enumerate(zip(sims, pos, strict=True)):
-            ev = int(got["evidence"].iloc[r])
+            ev = int(got["node_v"].iloc[r])
             near_tie = np.sum(np.abs(np.array(sims) - s) < 1e-5) > 1 or (
                 len(pos) == k and abs(s - sims[-1]) < 1e-5
             )
@@ -60,20 +60,13 @@ def test_local_and_global_equal_brute_force(seed, k, classes):
     ce = CounterfactualEvidence(num_hops=2, alpha=0.5).fit(data, predictions=pred)
     queries = ce.node_ids_
     df = ce.local_evidence(queries, k=k)
-    assert list(df.columns) == [
-        "query",
-        "evidence",
-        "similarity",
-        "query_pred",
-        "evidence_pred",
-        "rank",
-    ]
+    assert list(df.columns) == ["node_u", "node_v", "pred_u", "pred_v", "similarity", "rank"]
     check_against_oracle(ce, df, queries, k)
     # evidences never share the query's prediction, never the query itself, are test nodes
-    assert (df["query_pred"] != df["evidence_pred"]).all()
-    assert (df["query"] != df["evidence"]).all()
-    assert df["evidence"].isin(ce.node_ids_).all()
-    assert (df["query_pred"].to_numpy() == pred[df["query"].to_numpy()]).all()
+    assert (df["pred_u"] != df["pred_v"]).all()
+    assert (df["node_u"] != df["node_v"]).all()
+    assert df["node_v"].isin(ce.node_ids_).all()
+    assert (df["pred_u"].to_numpy() == pred[df["node_u"].to_numpy()]).all()
 
     g = ce.global_evidence(k=k)
     emb, p = ce.space_.embedding, ce.space_.predictions
@@ -104,9 +97,9 @@ def test_fewer_candidates_than_k_returns_what_exists():
     pred[[4, 9]] = 1  # two nodes of class 1
     ce = CounterfactualEvidence().fit(data, predictions=pred)
     df = ce.local_evidence([0, 4], k=10)
-    assert (df["query"] == 0).sum() == 2  # only the two class-1 nodes are candidates
-    assert (df["query"] == 4).sum() == 10
-    assert sorted(df.loc[df["query"] == 0, "evidence"]) == [4, 9]
+    assert (df["node_u"] == 0).sum() == 2  # only the two class-1 nodes are candidates
+    assert (df["node_u"] == 4).sum() == 10
+    assert sorted(df.loc[df["node_u"] == 0, "node_v"]) == [4, 9]
     g = ce.global_evidence(k=1000)
     assert len(g) == 2 * 28  # all pairs of different classes, no padding
     assert not df.isna().any().any() and not g.isna().any().any()
@@ -117,7 +110,7 @@ def test_single_predicted_class_gives_empty_result_and_warning():
     ce = CounterfactualEvidence().fit(data, predictions=np.ones(20, dtype=np.int64))
     with pytest.warns(UserWarning, match="one predicted class"):
         df = ce.local_evidence(ce.node_ids_[0], k=5)
-    assert df.empty and list(df.columns)[0] == "query"
+    assert df.empty and list(df.columns)[0] == "node_u"
     with pytest.warns(UserWarning, match="one predicted class"):
         g = ce.global_evidence(k=5)
     assert g.empty and "node_u" in g.columns
@@ -131,9 +124,9 @@ def test_determinism_and_query_order():
     pd.testing.assert_frame_equal(a.local_evidence(nodes, k=4), b.local_evidence(nodes, k=4))
     pd.testing.assert_frame_equal(a.global_evidence(k=20), b.global_evidence(k=20))
     df = a.local_evidence(nodes, k=4)
-    assert df["query"].drop_duplicates().tolist() == nodes.tolist()
+    assert df["node_u"].drop_duplicates().tolist() == nodes.tolist()
     single = a.local_evidence(int(nodes[0]), k=4)
-    pd.testing.assert_frame_equal(single, df[df["query"] == nodes[0]].reset_index(drop=True))
+    pd.testing.assert_frame_equal(single, df[df["node_u"] == nodes[0]].reset_index(drop=True))
 
 
 def test_model_predictions_eval_mode_and_mask_default():
@@ -186,10 +179,10 @@ def test_similarity_and_average_similarity():
     df = ce.local_evidence(ce.node_ids_[:5], k=3)
     np.testing.assert_allclose(
         df["similarity"],
-        ce.similarity(df["query"].to_numpy(), df["evidence"].to_numpy()),
+        ce.similarity(df["node_u"].to_numpy(), df["node_v"].to_numpy()),
         atol=1e-6,
     )
-    by_query = [df.loc[df["query"] == q, "similarity"].mean() for q in ce.node_ids_[:5]]
+    by_query = [df.loc[df["node_u"] == q, "similarity"].mean() for q in ce.node_ids_[:5]]
     assert ce.average_similarity(df) == pytest.approx(np.mean(by_query))
     g = ce.global_evidence(k=7)
     assert ce.average_similarity(g) == pytest.approx(g["similarity"].mean())
@@ -207,7 +200,7 @@ def test_zero_embedding_rows_have_similarity_zero():
     ce = CounterfactualEvidence().fit(data, predictions=np.array([0, 1, 0, 1, 0, 1]))
     assert ce.similarity(2, 3) == 0.0
     df = ce.local_evidence(2, k=3)
-    assert df["evidence"].tolist() == [1, 3, 5]  # all ties at 0 -> smaller node id first
+    assert df["node_v"].tolist() == [1, 3, 5]  # all ties at 0 -> smaller node id first
     assert np.isfinite(df["similarity"]).all() and (df["similarity"] == 0).all()
 
 

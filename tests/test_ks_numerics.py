@@ -153,6 +153,8 @@ def test_results_refuse_nan():
         LocalEvidence(ids, np.array([[2], [1]]), np.array([[0.5], [np.nan]]), ids, ids[::-1, None])
     with pytest.raises(InvalidInputError, match="similarity"):
         GlobalEvidence(ids[:1], ids[1:], np.array([np.inf]), ids[:1], ids[1:])
-    frame = pd.DataFrame({"query": [1, 1], "evidence": [2, 3], "similarity": [0.5, np.nan]})
+    frame = pd.DataFrame(
+        {"node_u": [1, 1], "node_v": [2, 3], "rank": [1, 2], "similarity": [0.5, np.nan]}
+    )
     with pytest.raises(InvalidInputError, match="finite"):
         CounterfactualEvidence.average_similarity(frame)

@@ -52,6 +52,7 @@ from gnnaudit.audit.fairness.discrimination import arrays_to_table, code_feature
 from gnnaudit.audit.fairness.feature_units import FeatureUnits
 from gnnaudit.audit.search import sorted_scan as search_sorted
 from gnnaudit.audit.search.base import SearchSpace
+from gnnaudit.audit.search.evidence_table import evidence_frame, graph_user_ids
 from gnnaudit.audit.search.inputs import node_features
 from gnnaudit.audit.search.sorted_scan import SortedSimilaritySearcher
 from gnnaudit.errors import InvalidInputError
@@ -92,8 +93,8 @@ class CounterfactualAuditCallback(Callback):
 
     Attributes (after an audit)
     ---------------------------
-    evidences_ : DataFrame of the latest global top-k pairs
-        (``node_u, node_v, similarity, pred_u, pred_v, rank``).
+    evidences_ : evidence table of the latest global top-k pairs (``node_u, node_v, pred_u,
+        pred_v, similarity, rank``; the graph's own ids when ``data.node_ids`` is set).
     discrimination_ : latest discrimination table.
     history_ : list of dicts, one per audit (epoch, metrics, wall ``seconds`` and
         ``cpu_seconds`` of this thread, ``top_values`` naming the logged top scores).
@@ -239,6 +240,7 @@ class CounterfactualAuditCallback(Callback):
             ),
             "y": data.y.detach().cpu().numpy(),
             "searcher": None,
+            "user_ids": graph_user_ids(data),
         }
         self._cache_key = key
         return self._cache
@@ -246,19 +248,13 @@ class CounterfactualAuditCallback(Callback):
     # ---------------------------------------------------------------- results
     @property
     def evidences_(self) -> pd.DataFrame | None:
-        """Latest global top-k pairs (``node_u, node_v, similarity, pred_u, pred_v, rank``)."""
+        """Latest global top-k pairs, an evidence table (``node_u, node_v, pred_u, pred_v,
+        similarity, rank``)."""
         if self._pairs is None:
             return None
-        lo, hi, sim, pred_all = self._pairs
-        return pd.DataFrame(
-            {
-                "node_u": lo,
-                "node_v": hi,
-                "similarity": sim.astype(np.float64),
-                "pred_u": pred_all[lo],
-                "pred_v": pred_all[hi],
-                "rank": np.arange(1, lo.size + 1, dtype=np.int64),
-            }
+        lo, hi, sim, pred_all, user_ids = self._pairs
+        return evidence_frame(
+            lo, hi, pred_all[lo], pred_all[hi], sim, np.arange(1, lo.size + 1), user_ids=user_ids
         )
 
     @property
@@ -384,7 +380,7 @@ class CounterfactualAuditCallback(Callback):
             lo = np.minimum(pairs.node_u, pairs.node_v)
             hi = np.maximum(pairs.node_u, pairs.node_v)
             sim = pairs.similarity
-            self._pairs = (lo, hi, sim, pred_all)
+            self._pairs = (lo, hi, sim, pred_all, cache["user_ids"])
             distinct = np.unique(np.concatenate([lo, hi]))
             metrics["audit/accuracy_in_top_k"] = float(
                 np.mean(pred_all[distinct] == cache["y"][distinct])

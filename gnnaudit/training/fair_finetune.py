@@ -94,6 +94,7 @@ from gnnaudit._validation import (
     resolve_progress,
 )
 from gnnaudit.audit.interventions import FeatureSpec, alternatives, feature_columns, resolve_feature
+from gnnaudit.audit.search.evidence_table import graph_user_ids
 from gnnaudit.audit.search.inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
 from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.audit.sensitivity.receptive_field import hop_adjacency, infer_num_hops, plan_batches
@@ -168,7 +169,7 @@ def _global_pairs(evidence: Any, model: nn.Module, data: Data, n_pairs: int) -> 
     if isinstance(evidence, GlobalEvidence):
         return evidence
     check_frame("evidence", evidence, REQUIRED_GLOBAL_COLUMNS)
-    return GlobalEvidence.from_frame(evidence)
+    return GlobalEvidence.from_frame(evidence, user_ids=graph_user_ids(data))
 
 
 def sensitive_evidence_pairs(

@@ -68,6 +68,7 @@ from gnnaudit._validation import (
 )
 from gnnaudit.audit.model_adapter import resolve_device
 from gnnaudit.audit.report.section import ReportSection
+from gnnaudit.audit.search.evidence_table import graph_user_ids
 from gnnaudit.audit.search.inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
 from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.audit.unit import AuditResult, AuditUnit
@@ -141,12 +142,14 @@ class FinetuneResult:
         return pd.DataFrame(rows, columns=FINETUNE_COLUMNS)
 
 
-def evidence_node_budget(evidence: Any, m: int) -> np.ndarray:
+def evidence_node_budget(evidence: Any, m: int, *, user_ids: Any = None) -> np.ndarray:
     """The first ``m`` distinct nodes of the global evidences in rank order.
 
     ``evidence``: a fitted CounterfactualEvidence (``search_global`` is asked for ``m`` pairs,
     then twice as many, ... until ``m`` distinct nodes appear or the pairs run out), or a
-    :class:`~gnnaudit.audit.GlobalEvidence` / global-evidence DataFrame (used as given).
+    :class:`~gnnaudit.audit.GlobalEvidence` / global evidence table (used as given; with
+    ``user_ids``, the graph's own ids, its ``node_u`` / ``node_v`` are matched against them).
+    Returns integer node indices.
     """
     m = check_int("m", m, minimum=1)
     if is_estimator(evidence):
@@ -161,7 +164,7 @@ def evidence_node_budget(evidence: Any, m: int) -> np.ndarray:
         nodes = evidence.distinct_nodes()
     else:
         check_frame("evidence", evidence, REQUIRED_GLOBAL_COLUMNS)
-        nodes = GlobalEvidence.from_frame(evidence).distinct_nodes()
+        nodes = GlobalEvidence.from_frame(evidence, user_ids=user_ids).distinct_nodes()
     return nodes[:m]
 
 
@@ -237,7 +240,7 @@ def _evidence_and_others(
         evidence = CounterfactualEvidence(progress=progress).fit(
             data, model=module, mask=data.test_mask
         )
-    ev_nodes = evidence_node_budget(evidence, m)
+    ev_nodes = evidence_node_budget(evidence, m, user_ids=graph_user_ids(data))
     test = np.flatnonzero(data.test_mask.numpy())
     if ev_nodes.size == 0:
         raise InfeasibleError("there is no global counterfactual evidence to fine-tune on")

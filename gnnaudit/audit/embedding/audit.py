@@ -70,6 +70,8 @@ from gnnaudit.audit.embedding.parts import (
     tree_sample,
 )
 from gnnaudit.audit.search.estimator_tags import GraphInputTagsMixin
+from gnnaudit.audit.search.evidence_table import graph_user_ids
+from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.audit.sensitive import resolve_sensitive
 from gnnaudit.clustering import ExDBSCAN, FairDen, TreeClustering
 from gnnaudit.clustering.metrics import balance, dcsi, group_mix, noise_fraction
@@ -236,8 +238,9 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
         sensitive : feature name, (num_nodes,) array, or None for ``data.sensitive``
             (required: :class:`InvalidInputError` when neither is there).
         evidence : counterfactual evidence pairs for the tree's cannot-links: a
-            :class:`~gnnaudit.audit.GlobalEvidence` or a DataFrame with ``node_u``,
-            ``node_v`` (most similar first); None: no cannot-link.
+            :class:`~gnnaudit.audit.GlobalEvidence` or a global evidence table (``node_u``,
+            ``node_v``, most similar first; the graph's own ids when ``data.node_ids`` is
+            set); None: no cannot-link.
         mask : audited nodes (default ``data.mask``, else ``data.test_mask``, else all).
         explain : a node id (one of the audited nodes) to find counterparts of; None: the
             noise nodes, up to ``max_explained``.
@@ -269,6 +272,8 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
             )
         explain_pos = self._explain_position(explain)
         self.min_samples_ = min_samples
+        if isinstance(evidence, pd.DataFrame):  # an evidence table may name nodes by user ids
+            evidence = GlobalEvidence.from_frame(evidence, user_ids=graph_user_ids(data))
         steps = (
             ("density", lambda: self._density(Z)),
             ("FairDen", lambda: self._fair(Z)),

@@ -48,7 +48,9 @@ from gnnaudit._validation import check_array, check_choice, check_int
 from gnnaudit.audit.fairness.feature_coding import FeatureCoding, code_features
 from gnnaudit.audit.fairness.feature_units import MODEL_UNITS, FeatureUnits, units_note
 from gnnaudit.audit.report.section import Figure, ReportSection
+from gnnaudit.audit.search.evidence_table import graph_user_ids
 from gnnaudit.audit.search.inputs import (
+    REQUIRED_LOCAL_COLUMNS,
     check_frame,
     fitted_predictions,
     fitted_test_nodes,
@@ -219,8 +221,9 @@ def discrimination_scores(
     data : PyG ``Data`` with ``x`` (and optionally ``feature_names``, ``test_mask``).
     evidence : a fitted :class:`~gnnaudit.audit.CounterfactualEvidence` (the local top-``k``
         of all of its test nodes is searched), a :class:`~gnnaudit.audit.LocalEvidence`, or a
-        local-evidence DataFrame with columns ``query, evidence, rank`` as ``local_evidence``
-        returns (the first ``k`` evidences of each query by ``rank`` are used).
+        local evidence table with columns ``node_u`` (query), ``node_v`` (evidence), ``rank``
+        as ``local_evidence`` returns (the first ``k`` evidences of each query by ``rank`` are
+        used; the graph's own ids when ``data.node_ids`` is set).
     k : number of local evidences per test node (the paper uses 10). A node with fewer than
         ``k`` evidences is scored over those returned; nodes without any are not scored.
     features : names (``data.feature_names``) or column indices; default every column.
@@ -258,8 +261,8 @@ def discrimination_scores(
         local = evidence.search_local(test_nodes, k=k)
     else:
         if isinstance(evidence, pd.DataFrame):
-            check_frame("evidence", evidence, ("query", "evidence", "rank"))
-            local = LocalEvidence.from_frame(evidence, k=k)
+            check_frame("evidence", evidence, REQUIRED_LOCAL_COLUMNS)
+            local = LocalEvidence.from_frame(evidence, k=k, user_ids=graph_user_ids(data, n))
         elif isinstance(evidence, LocalEvidence):
             local = evidence.head(k)
         else:

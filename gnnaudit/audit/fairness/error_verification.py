@@ -32,6 +32,7 @@ import pandas as pd
 from gnnaudit._validation import MAX_RESAMPLES, check_class_array, check_int
 from gnnaudit.audit.intervals import binomial_interval
 from gnnaudit.audit.report.section import Figure, Finding, ReportSection
+from gnnaudit.audit.search.evidence_table import user_id_array
 from gnnaudit.audit.search.inputs import fitted_test_nodes, is_estimator, mask_nodes
 from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.audit.unit import AuditResult, AuditUnit
@@ -66,11 +67,12 @@ DEFAULT_KS: tuple[int, ...] = (10, 20, 50, 100, 200, 500)
 ALPHA = 0.05
 
 
-def _pairs(evidence: Any) -> GlobalEvidence:
+def _pairs(evidence: Any, node_ids: Any, n: int) -> GlobalEvidence:
     if isinstance(evidence, GlobalEvidence):
         return evidence
     if isinstance(evidence, pd.DataFrame):
-        return GlobalEvidence.from_frame(evidence)
+        user_ids = None if node_ids is None else user_id_array("node_ids", node_ids, n)
+        return GlobalEvidence.from_frame(evidence, user_ids=user_ids)
     raise InvalidInputError(
         "evidence must be a fitted CounterfactualEvidence, a GlobalEvidence or a global-evidence "
         f"DataFrame, got {type(evidence).__name__}"
@@ -87,6 +89,7 @@ def error_verification(
     n_boot: int = 1000,
     confidence: float = 0.95,
     random_state: int = 0,
+    node_ids: Any = None,
 ) -> pd.DataFrame:
     """Accuracy on the nodes of the top-k global evidences vs the whole test set (Sec. 7.2).
 
@@ -96,6 +99,8 @@ def error_verification(
         ``max(ks)`` pairs; the test set is its test nodes), a
         :class:`~gnnaudit.audit.GlobalEvidence` or a global-evidence DataFrame (``node_u,
         node_v, similarity``, most similar first); then ``mask`` gives the test set.
+    node_ids : the graph's own node ids (``data.node_ids``, one per node) when the evidence
+        table names nodes by them (as tables of such graphs do); None: integer node indices.
     y_true, y_pred : (n,) true and predicted class of every node.
     ks : numbers of top pairs to evaluate (positive integers).
     mask : test nodes (bool mask or ids), required unless ``evidence`` is an estimator.
@@ -130,7 +135,7 @@ def error_verification(
         test_nodes = fitted_test_nodes(evidence)
         pairs = evidence.search_global(k=ks_list[-1])
     else:
-        pairs = _pairs(evidence)
+        pairs = _pairs(evidence, node_ids, n)
         if mask is None:
             raise InvalidInputError("mask (the test nodes) is required with evidence pairs")
         test_nodes = mask_nodes("mask", mask, n)

@@ -17,6 +17,7 @@ import pandas as pd
 
 from gnnaudit._validation import check_class_array, check_int
 from gnnaudit.audit.report.section import Figure, ReportSection
+from gnnaudit.audit.search.evidence_table import EVIDENCE_COLUMNS, evidence_frame, graph_user_ids
 from gnnaudit.audit.search.inputs import node_features
 from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.audit.unit import AuditResult, AuditUnit
@@ -33,17 +34,8 @@ __all__ = [
     "PAIR_FEATURE_COLUMNS",
 ]
 
-PAIR_COLUMNS = [
-    "rank",
-    "node_u",
-    "node_v",
-    "similarity",
-    "pred_u",
-    "pred_v",
-    "label_u",
-    "label_v",
-    "differing_features",
-]
+#: the evidence-table schema, then the true classes and the number of differing features
+PAIR_COLUMNS = [*EVIDENCE_COLUMNS, "label_u", "label_v", "differing_features"]
 PAIR_FEATURE_COLUMNS = ["rank", "feature", "value_u", "value_v", "std_difference"]
 
 
@@ -59,7 +51,8 @@ def pair_comparison(
     """The first ``top`` pairs of ``pairs`` side by side with the features on which they differ.
 
     Returns ``(pairs_table, features_table)``: ``pairs_table`` has columns :data:`PAIR_COLUMNS`
-    (``rank`` = position in ``pairs``, 1 = first; ``differing_features`` = number of feature
+    (the evidence-table schema, nodes named by ``data.node_ids`` when the graph has them;
+    ``rank`` = position in ``pairs``, 1 = first; ``differing_features`` = number of feature
     columns where the two nodes differ); ``features_table`` (long form,
     :data:`PAIR_FEATURE_COLUMNS`) lists for each pair up to ``max_features`` differing features,
     largest standardised difference ``|x_u[f] - x_v[f]| / std(x[f])`` first (std over all
@@ -67,15 +60,16 @@ def pair_comparison(
     """
     top = check_int("top", top, minimum=0)
     max_features = check_int("max_features", max_features, minimum=1)
+    x, names = node_features(data)
+    n = x.shape[0]
+    user_ids = graph_user_ids(data, n)
     if isinstance(pairs, pd.DataFrame):
-        pairs = GlobalEvidence.from_frame(pairs)
+        pairs = GlobalEvidence.from_frame(pairs, user_ids=user_ids)
     if not isinstance(pairs, GlobalEvidence):
         raise InvalidInputError(
             f"pairs must be a GlobalEvidence or a global-evidence DataFrame, got "
             f"{type(pairs).__name__}"
         )
-    x, names = node_features(data)
-    n = x.shape[0]
     pred = check_class_array("predictions", predictions)
     y = np.full(n, -1, dtype=np.int64) if labels is None else check_class_array("labels", labels)
     if pred.shape[0] != n or y.shape[0] != n:
@@ -92,19 +86,19 @@ def pair_comparison(
     std = np.where(std > 0, std, 1.0)
     diff = np.abs(x[u] - x[v]) / std  # (p, d)
     differs = x[u] != x[v]
-    table = pd.DataFrame(
-        {
-            "rank": ranks,
-            "node_u": u,
-            "node_v": v,
-            "similarity": head.similarity.astype(np.float64),
-            "pred_u": pred[u],
-            "pred_v": pred[v],
+    table = evidence_frame(
+        u,
+        v,
+        pred[u],
+        pred[v],
+        head.similarity,
+        ranks,
+        user_ids=user_ids,
+        extra={
             "label_u": y[u],
             "label_v": y[v],
             "differing_features": differs.sum(axis=1).astype(np.int64),
         },
-        columns=PAIR_COLUMNS,
     )
     order = np.argsort(-np.where(differs, diff, -1.0), axis=1, kind="stable")[:, :max_features]
     rows_i = np.repeat(np.arange(u.size), order.shape[1])
@@ -135,6 +129,7 @@ def sensitive_first(pairs: GlobalEvidence, sensitive: np.ndarray) -> GlobalEvide
         pairs.similarity[order],
         pairs.pred_u[order],
         pairs.pred_v[order],
+        user_ids=pairs.user_ids,
     )
 
 

@@ -204,7 +204,7 @@ def _pair_cards(section: ReportSection, fig: Figure) -> str:
     for row in pairs.to_dict(orient="records"):
         head = (
             f"<tr><th>#{int(row['rank'])} similarity {float(row['similarity']):.4f}</th>"
-            f"<th>node {int(row['node_u'])}</th><th>node {int(row['node_v'])}</th></tr>"
+            f"<th>node {esc(str(row['node_u']))}</th><th>node {esc(str(row['node_v']))}</th></tr>"
             f"<tr><td>predicted</td><td>{int(row['pred_u'])}</td><td>{int(row['pred_v'])}</td></tr>"
         )
         if int(row.get("label_u", -1)) >= 0:

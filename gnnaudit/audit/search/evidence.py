@@ -50,6 +50,12 @@ from gnnaudit.audit.search.backends import (
 )
 from gnnaudit.audit.search.base import EvidenceSearcher, SearchSpace
 from gnnaudit.audit.search.estimator_tags import GraphInputTagsMixin
+from gnnaudit.audit.search.evidence_table import (
+    NODE_U,
+    graph_user_ids,
+    is_local_table,
+    user_id_indices,
+)
 from gnnaudit.audit.search.fit_inputs import (
     check_predictions,
     model_predictions,
@@ -107,7 +113,9 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
     Attributes (after ``fit``)
     --------------------------
     ks_ : (n, d) tensor, ``x^agg`` of every node.
-    node_ids_ : (m,) int64, the test nodes (ascending global ids).
+    node_ids_ : (m,) int64, the test nodes (ascending integer node indices).
+    user_ids_ : the graph's own node ids (``data.node_ids``, object array of text, one per
+        node) or None; the evidence tables name nodes by them.
     predictions_ : (m,) int64, the model's predicted class of each test node.
     classes_ : predicted classes present among the test nodes.
     space_ : the :class:`~gnnaudit.audit.search.base.SearchSpace` given to the backend.
@@ -119,7 +127,10 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
     Queries: :meth:`search_local` / :meth:`search_global` return the typed results
     (:class:`~gnnaudit.audit.search.results.LocalEvidence` /
     :class:`~gnnaudit.audit.search.results.GlobalEvidence`) straight from the backend;
-    :meth:`local_evidence` / :meth:`global_evidence` are their DataFrames (``to_frame()``).
+    :meth:`local_evidence` / :meth:`global_evidence` are their DataFrames (``to_frame()``), in
+    the one evidence-table schema ``node_u, node_v, pred_u, pred_v, similarity, rank``
+    (:mod:`gnnaudit.audit.search.evidence_table`): ``node_u`` / ``node_v`` hold the graph's
+    own ids when it came with them (``data.node_ids``), else the integer node indices.
 
     A scikit-learn estimator: ``get_params`` / ``set_params`` / ``clone`` work, the parameters
     are checked at the start of :meth:`fit` (:attr:`_parameter_constraints`, an
@@ -221,6 +232,7 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
         self.backend_, self.searcher_ = self._build_searcher(space, x.device, client)
         self.ks_ = ks
         self.node_ids_ = node_ids
+        self.user_ids_ = graph_user_ids(data, n)
         self.predictions_ = pred_test
         self.classes_ = np.unique(pred_test)
         self.space_ = space
@@ -276,7 +288,11 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
 
     # ---------------------------------------------------------------- queries
     def _positions(self, nodes: Any) -> np.ndarray:
-        ids = node_array("nodes", nodes)
+        text = not isinstance(nodes, torch.Tensor) and np.asarray(nodes).dtype.kind in "USO"
+        if text and self.user_ids_ is not None:  # the graph's own ids, as the tables show them
+            ids = user_id_indices("nodes", nodes, self.user_ids_)
+        else:
+            ids = node_array("nodes", nodes)
         pos = np.searchsorted(self.node_ids_, ids)
         pos_c = np.minimum(pos, self.node_ids_.size - 1)
         bad = self.node_ids_[pos_c] != ids
@@ -312,6 +328,9 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
     def search_local(self, nodes: Any, k: int = 10) -> LocalEvidence:
         """Top-``k`` counterfactual evidences of each query node (one id or many, batched).
 
+        ``nodes``: integer node indices, or, when the graph has its own ids (``user_ids_``),
+        those ids as text (e.g. ``"user_17"``, as the tables show them).
+
         Returns a :class:`~gnnaudit.audit.search.results.LocalEvidence`: one row per query in
         the given order, padded arrays of width ``min(k, most candidates of any query)``
         (padding: node ``-1``, similarity ``-inf``). A query with fewer than ``k`` candidates
@@ -326,7 +345,7 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
         if self._single_class() or pos.size == 0:
             return LocalEvidence.from_positions(
                 self.space_, pos, np.full((pos.size, 0), -1), np.full((pos.size, 0), -np.inf)
-            )
+            ).named(self.user_ids_)
         counts = np.bincount(np.searchsorted(self.classes_, self.predictions_))
         query_class = np.searchsorted(self.classes_, self.predictions_[pos])
         kk = min(k, int((self.node_ids_.size - counts[query_class]).max()))
@@ -343,7 +362,7 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
             self._test_predictions(res.evidence[valid]) == query_pred
         ):
             raise GnnAuditError(f"backend {self.backend_!r} returned same-class evidence")
-        return res
+        return res.named(self.user_ids_)
 
     def search_global(self, k: int = 100) -> GlobalEvidence:
         """The top-``k`` unordered test-node pairs with different predictions and largest KS.
@@ -358,7 +377,7 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
         check_fitted(self, "searcher_")
         k = check_int("k", k, minimum=1)
         if self._single_class():
-            return GlobalEvidence.empty()
+            return GlobalEvidence.empty().named(self.user_ids_)
         counts = np.unique(self.predictions_, return_counts=True)[1].astype(object)
         total = (int(counts.sum()) ** 2 - int((counts * counts).sum())) // 2
         check_allocation("k", 48.0 * min(k, total), "the top-k global pair arrays")
@@ -370,21 +389,23 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
             self._test_predictions(res.node_u) == self._test_predictions(res.node_v)
         ):
             raise GnnAuditError(f"backend {self.backend_!r} returned a same-class pair")
-        return res
+        return res.named(self.user_ids_)
 
     def local_evidence(self, nodes: Any, k: int = 10) -> pd.DataFrame:
-        """:meth:`search_local` as a DataFrame.
+        """:meth:`search_local` as an evidence table.
 
-        Columns ``query, evidence, similarity, query_pred, evidence_pred, rank`` (global node
-        ids; ``rank`` 1 = most similar), queries in the given order, no padding.
+        Columns ``node_u, node_v, pred_u, pred_v, similarity, rank``: ``node_u`` the query,
+        ``node_v`` its evidence (the graph's own ids when it has them, else node indices),
+        ``rank`` 1 = most similar within the query; queries in the given order, no padding.
         """
         return self._search_local(nodes, k).to_frame()
 
     def global_evidence(self, k: int = 100) -> pd.DataFrame:
-        """:meth:`search_global` as a DataFrame.
+        """:meth:`search_global` as an evidence table.
 
-        Columns ``node_u, node_v, similarity, pred_u, pred_v, rank`` (``node_u < node_v``,
-        ``rank`` 1 = most similar; ties: smaller ``(node_u, node_v)``).
+        Columns ``node_u, node_v, pred_u, pred_v, similarity, rank`` (node index of ``node_u``
+        < that of ``node_v``; the graph's own ids when it has them; ``rank`` 1 = most similar
+        over the table; ties: smaller ``(node_u, node_v)`` indices).
         """
         return self._search_global(k).to_frame()
 
@@ -422,10 +443,11 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
     def average_similarity(result: pd.DataFrame | LocalEvidence | GlobalEvidence) -> float:
         """Average similarity AS (Eq. 11) of a result.
 
-        Local result: the mean over queries of the mean KS of the evidences returned for that
-        query. Global result: the mean similarity of the returned pairs. Accepts the typed
-        results and their DataFrames. An empty result has no AS and raises
-        :class:`~gnnaudit.errors.InvalidInputError`.
+        Local result: the mean over queries (``node_u``) of the mean KS of the evidences
+        returned for that query. Global result: the mean similarity of the returned pairs.
+        Accepts the typed results and their evidence tables (a table is local when its
+        ``rank`` values repeat; with one query the two means agree). An empty result has no AS
+        and raises :class:`~gnnaudit.errors.InvalidInputError`.
         """
         if isinstance(result, (LocalEvidence, GlobalEvidence)):
             result = result.to_frame()
@@ -438,8 +460,8 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
             raise InvalidInputError("result is empty: the average similarity is undefined")
         if not np.isfinite(result["similarity"].to_numpy(dtype=np.float64)).all():
             raise InvalidInputError("result['similarity'] must be finite (no NaN or inf)")
-        if "query" in result:
-            return float(result.groupby("query", sort=False)["similarity"].mean().mean())
-        if "node_u" in result:
-            return float(result["similarity"].mean())
-        raise InvalidInputError("result must have a 'query' (local) or 'node_u' (global) column")
+        if NODE_U not in result or "rank" not in result:
+            raise InvalidInputError("result must be an evidence table with node_u and rank columns")
+        if is_local_table(result):
+            return float(result.groupby(NODE_U, sort=False)["similarity"].mean().mean())
+        return float(result["similarity"].mean())

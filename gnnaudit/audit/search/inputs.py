@@ -10,12 +10,13 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_array
+from gnnaudit.audit.search.evidence_table import NODE_U, NODE_V, RANK, SIMILARITY
 from gnnaudit.errors import InvalidInputError
 
-#: columns a local-evidence DataFrame must have to be audited
-REQUIRED_LOCAL_COLUMNS = ("query", "evidence", "rank")
-#: columns a global-evidence DataFrame must have to be audited
-REQUIRED_GLOBAL_COLUMNS = ("node_u", "node_v", "similarity")
+#: columns a local evidence table must have to be audited (``node_u`` = query)
+REQUIRED_LOCAL_COLUMNS = (NODE_U, NODE_V, RANK)
+#: columns a global evidence table must have to be audited
+REQUIRED_GLOBAL_COLUMNS = (NODE_U, NODE_V, SIMILARITY)
 
 
 def is_estimator(evidence: Any) -> bool:

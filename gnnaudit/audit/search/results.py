@@ -3,8 +3,11 @@
 
 Every search backend answers with these, :class:`~gnnaudit.audit.CounterfactualEvidence` returns
 them, and every audit statistic and the Lightning callback consume them. They hold plain numpy
-arrays in *node-id* space (global node ids, not positions into the search space) and turn into
-pandas DataFrames with :meth:`to_frame` for display.
+arrays in *node-id* space (global integer node indices, not positions into the search space)
+and turn into pandas DataFrames with :meth:`to_frame`, in the one evidence-table schema of
+:mod:`gnnaudit.audit.search.evidence_table` (``node_u, node_v, pred_u, pred_v, similarity,
+rank``). ``user_ids`` (the graph's own node ids, ``data.node_ids``, or None) only changes how
+:meth:`to_frame` names the nodes; ``from_frame`` maps such ids back to indices.
 
 Local result of ``q`` queries with ``k`` evidences each (padded arrays, so a vectorised
 statistic never needs a Python loop over queries):
@@ -16,27 +19,41 @@ statistic never needs a Python loop over queries):
 
 Global result of ``p`` unordered pairs, sorted by similarity descending (ties: smaller
 ``(node_u, node_v)``): ``node_u < node_v``, ``similarity``, ``pred_u``, ``pred_v``.
+
+Local table: ``node_u`` = query, ``node_v`` = evidence, ``rank`` within the query; global
+table: ``rank`` over the table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Self
 
 import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_int
+from gnnaudit.audit.search.evidence_table import (
+    EVIDENCE_COLUMNS,
+    NODE_U,
+    NODE_V,
+    PRED_U,
+    PRED_V,
+    RANK,
+    SIMILARITY,
+    evidence_frame,
+    table_nodes,
+)
 from gnnaudit.audit.search.space import SearchSpace
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["LocalEvidence", "GlobalEvidence", "LOCAL_COLUMNS", "GLOBAL_COLUMNS"]
 
-#: columns of :meth:`LocalEvidence.to_frame`
-LOCAL_COLUMNS = ["query", "evidence", "similarity", "query_pred", "evidence_pred", "rank"]
-#: columns of :meth:`GlobalEvidence.to_frame`
-GLOBAL_COLUMNS = ["node_u", "node_v", "similarity", "pred_u", "pred_v", "rank"]
+#: columns of :meth:`LocalEvidence.to_frame` (the one evidence-table schema)
+LOCAL_COLUMNS = EVIDENCE_COLUMNS
+#: columns of :meth:`GlobalEvidence.to_frame` (the same schema)
+GLOBAL_COLUMNS = EVIDENCE_COLUMNS
 
 
 def _int_array(name: str, value: Any, ndim: int) -> np.ndarray:
@@ -64,6 +81,8 @@ class LocalEvidence:
     similarity: np.ndarray
     query_pred: np.ndarray
     evidence_pred: np.ndarray
+    #: the graph's own node ids (object array of text) or None; only ``to_frame`` uses them
+    user_ids: np.ndarray | None = field(default=None, kw_only=True, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         q = _int_array("query", self.query, 1).shape[0]
@@ -121,19 +140,24 @@ class LocalEvidence:
         )
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, k: int | None = None) -> LocalEvidence:
-        """Rebuild padded arrays from a DataFrame with at least ``query, evidence, rank``
-        (``similarity``, ``query_pred``, ``evidence_pred`` optional: ``nan`` / ``-1`` when
-        absent). Queries come out ascending; each query keeps its first ``k`` evidences by rank
-        (all when ``k`` is None)."""
-        missing = [c for c in ("query", "evidence", "rank") if c not in frame.columns]
+    def from_frame(
+        cls, frame: pd.DataFrame, k: int | None = None, *, user_ids: np.ndarray | None = None
+    ) -> LocalEvidence:
+        """Rebuild padded arrays from a local evidence table with at least ``node_u`` (query),
+        ``node_v`` (evidence), ``rank`` (``similarity``, ``pred_u``, ``pred_v`` optional:
+        ``-inf`` / ``-1`` when absent). Queries come out ascending; each query keeps its first
+        ``k`` evidences by rank (all when ``k`` is None). With ``user_ids`` (the graph's own
+        ids) the node columns are matched against them
+        (:func:`~gnnaudit.audit.search.evidence_table.table_nodes`)."""
+        missing = [c for c in (NODE_U, NODE_V, RANK) if c not in frame.columns]
         if missing:
             raise InvalidInputError(
-                f"a local-evidence DataFrame needs columns query, evidence, rank; missing {missing}"
+                f"a local-evidence DataFrame needs columns {NODE_U}, {NODE_V}, {RANK}; "
+                f"missing {missing}"
             )
-        q_all = frame["query"].to_numpy(dtype=np.int64)
-        e_all = frame["evidence"].to_numpy(dtype=np.int64)
-        order = np.lexsort((e_all, frame["rank"].to_numpy(dtype=np.int64), q_all))
+        q_all = table_nodes(frame, NODE_U, user_ids)
+        e_all = table_nodes(frame, NODE_V, user_ids)
+        order = np.lexsort((e_all, frame[RANK].to_numpy(dtype=np.int64), q_all))
         q, e = q_all[order], e_all[order]
         queries, start, counts = np.unique(q, return_index=True, return_counts=True)
         slot = np.arange(q.size) - np.repeat(start, counts)
@@ -152,17 +176,20 @@ class LocalEvidence:
         evidence = np.full((queries.size, kk), -1, dtype=np.int64)
         evidence[row, col] = e[keep]
         query_pred = np.full(queries.size, -1, dtype=np.int64)
-        if "query_pred" in frame.columns:
-            query_pred[np.searchsorted(queries, q)] = frame["query_pred"].to_numpy(dtype=np.int64)[
-                order
-            ]
+        if PRED_U in frame.columns:
+            query_pred[np.searchsorted(queries, q)] = frame[PRED_U].to_numpy(dtype=np.int64)[order]
         return cls(
             query=queries,
             evidence=evidence,
-            similarity=column("similarity", -np.inf, np.float64),
+            similarity=column(SIMILARITY, -np.inf, np.float64),
             query_pred=query_pred,
-            evidence_pred=column("evidence_pred", -1, np.int64),
+            evidence_pred=column(PRED_V, -1, np.int64),
+            user_ids=user_ids,
         )
+
+    def named(self, user_ids: np.ndarray | None) -> Self:
+        """The same result whose tables name nodes by ``user_ids`` (None: node indices)."""
+        return self if user_ids is self.user_ids else replace(self, user_ids=user_ids)
 
     # ------------------------------------------------------------------ views
     @property
@@ -189,6 +216,7 @@ class LocalEvidence:
             self.similarity[:, :k],
             self.query_pred,
             self.evidence_pred[:, :k],
+            user_ids=self.user_ids,
         )
 
     def select(self, queries: Sequence[int] | np.ndarray) -> LocalEvidence:
@@ -206,23 +234,22 @@ class LocalEvidence:
             self.similarity[rows],
             self.query_pred[rows],
             self.evidence_pred[rows],
+            user_ids=self.user_ids,
         )
 
     def to_frame(self) -> pd.DataFrame:
-        """Long DataFrame (:data:`LOCAL_COLUMNS`), padding dropped, queries in stored order,
-        ``rank`` 1 = most similar."""
-        valid = self.valid
-        rows, cols = np.nonzero(valid)
-        return pd.DataFrame(
-            {
-                "query": self.query[rows],
-                "evidence": self.evidence[rows, cols],
-                "similarity": self.similarity[rows, cols].astype(np.float64),
-                "query_pred": self.query_pred[rows],
-                "evidence_pred": self.evidence_pred[rows, cols],
-                "rank": (cols + 1).astype(np.int64),
-            },
-            columns=LOCAL_COLUMNS,
+        """Long evidence table (:data:`~gnnaudit.audit.search.evidence_table.EVIDENCE_COLUMNS`:
+        ``node_u`` = query, ``node_v`` = evidence, ``rank`` 1 = most similar within the query),
+        padding dropped, queries in stored order; nodes named by ``user_ids`` when set."""
+        rows, cols = np.nonzero(self.valid)
+        return evidence_frame(
+            self.query[rows],
+            self.evidence[rows, cols],
+            self.query_pred[rows],
+            self.evidence_pred[rows, cols],
+            self.similarity[rows, cols],
+            cols + 1,
+            user_ids=self.user_ids,
         )
 
 
@@ -235,6 +262,8 @@ class GlobalEvidence:
     similarity: np.ndarray
     pred_u: np.ndarray
     pred_v: np.ndarray
+    #: the graph's own node ids (object array of text) or None; only ``to_frame`` uses them
+    user_ids: np.ndarray | None = field(default=None, kw_only=True, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         p = _int_array("node_u", self.node_u, 1).shape[0]
@@ -271,17 +300,21 @@ class GlobalEvidence:
         return cls(z, z, np.zeros(0, dtype=np.float64), z, z)
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame) -> GlobalEvidence:
-        """From a DataFrame with ``node_u, node_v, similarity`` (``pred_u``, ``pred_v``
-        optional, ``-1`` when absent), kept in the given (rank) order."""
-        missing = [c for c in ("node_u", "node_v", "similarity") if c not in frame.columns]
+    def from_frame(
+        cls, frame: pd.DataFrame, *, user_ids: np.ndarray | None = None
+    ) -> GlobalEvidence:
+        """From a global evidence table with ``node_u, node_v, similarity`` (``pred_u``,
+        ``pred_v`` optional, ``-1`` when absent), kept in the given (rank) order. With
+        ``user_ids`` (the graph's own ids) the node columns are matched against them
+        (:func:`~gnnaudit.audit.search.evidence_table.table_nodes`)."""
+        missing = [c for c in (NODE_U, NODE_V, SIMILARITY) if c not in frame.columns]
         if missing:
             raise InvalidInputError(
-                f"a global-evidence DataFrame needs columns node_u, node_v, similarity; "
+                f"a global-evidence DataFrame needs columns {NODE_U}, {NODE_V}, {SIMILARITY}; "
                 f"missing {missing}"
             )
-        u = frame["node_u"].to_numpy(dtype=np.int64)
-        v = frame["node_v"].to_numpy(dtype=np.int64)
+        u = table_nodes(frame, NODE_U, user_ids)
+        v = table_nodes(frame, NODE_V, user_ids)
         swap = u > v
 
         def pred(name: str) -> np.ndarray:
@@ -289,14 +322,19 @@ class GlobalEvidence:
                 return frame[name].to_numpy(dtype=np.int64)
             return np.full(u.size, -1, dtype=np.int64)
 
-        pu, pv = pred("pred_u"), pred("pred_v")
+        pu, pv = pred(PRED_U), pred(PRED_V)
         return cls(
             node_u=np.where(swap, v, u),
             node_v=np.where(swap, u, v),
-            similarity=frame["similarity"].to_numpy(dtype=np.float64),
+            similarity=frame[SIMILARITY].to_numpy(dtype=np.float64),
             pred_u=np.where(swap, pv, pu),
             pred_v=np.where(swap, pu, pv),
+            user_ids=user_ids,
         )
+
+    def named(self, user_ids: np.ndarray | None) -> GlobalEvidence:
+        """The same result whose tables name nodes by ``user_ids`` (None: node indices)."""
+        return self if user_ids is self.user_ids else replace(self, user_ids=user_ids)
 
     def __len__(self) -> int:
         return int(self.node_u.shape[0])
@@ -307,7 +345,12 @@ class GlobalEvidence:
         if k >= len(self):
             return self
         return GlobalEvidence(
-            self.node_u[:k], self.node_v[:k], self.similarity[:k], self.pred_u[:k], self.pred_v[:k]
+            self.node_u[:k],
+            self.node_v[:k],
+            self.similarity[:k],
+            self.pred_u[:k],
+            self.pred_v[:k],
+            user_ids=self.user_ids,
         )
 
     def distinct_nodes(self, k: int | None = None) -> np.ndarray:
@@ -319,17 +362,17 @@ class GlobalEvidence:
         return flat[np.sort(first)]
 
     def to_frame(self) -> pd.DataFrame:
-        """DataFrame (:data:`GLOBAL_COLUMNS`), ``rank`` 1 = most similar."""
-        return pd.DataFrame(
-            {
-                "node_u": self.node_u,
-                "node_v": self.node_v,
-                "similarity": self.similarity.astype(np.float64),
-                "pred_u": self.pred_u,
-                "pred_v": self.pred_v,
-                "rank": np.arange(1, len(self) + 1, dtype=np.int64),
-            },
-            columns=GLOBAL_COLUMNS,
+        """Evidence table (:data:`~gnnaudit.audit.search.evidence_table.EVIDENCE_COLUMNS`),
+        ``rank`` 1 = most similar over the whole table; nodes named by ``user_ids`` when
+        set."""
+        return evidence_frame(
+            self.node_u,
+            self.node_v,
+            self.pred_u,
+            self.pred_v,
+            self.similarity,
+            np.arange(1, len(self) + 1),
+            user_ids=self.user_ids,
         )
 
 
