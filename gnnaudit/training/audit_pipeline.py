@@ -49,6 +49,7 @@ from typing import Any
 
 import torch
 
+from gnnaudit._aliases import renamed_keywords
 from gnnaudit._threads import ThreadChoice, thread_limits
 from gnnaudit._validation import resolve_progress
 from gnnaudit.audit.context import AuditContext, AuditOptions
@@ -138,6 +139,7 @@ def _versions() -> dict[str, str]:
     }
 
 
+@renamed_keywords(aliases={"sensitive_features": "sensitive"})
 def run_audit(
     model: Any,
     data: Any,
@@ -314,6 +316,7 @@ def apply_transform(data: Any, transform: Any) -> Any:
     return out
 
 
+@renamed_keywords(aliases={"sensitive_features": "sensitive"})
 def audit_model(
     model: Any,
     data: Any,

@@ -83,6 +83,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.data import Data
 
+from gnnaudit._aliases import renamed_keywords
 from gnnaudit._validation import (
     MAX_EPOCHS,
     MAX_LEARNING_RATE,
@@ -219,6 +220,7 @@ class FairFinetune(L.LightningModule):
     random_state : seed of the node sample, the batch order and the category draws.
     """
 
+    @renamed_keywords(aliases={"sensitive_features": "sensitive"})
     def __init__(  # noqa: PLR0913  # estimator-like trainer: mirrors its documented parameters
         self,
         model: nn.Module,
@@ -408,6 +410,7 @@ class FairFinetune(L.LightningModule):
 
     # ------------------------------------------------------------------ one call
     @classmethod
+    @renamed_keywords(aliases={"sensitive_features": "sensitive"})
     def finetune(
         cls,
         model: nn.Module,
