@@ -59,7 +59,8 @@ def same_value(a: Any, b: Any) -> bool:
         return True
     try:
         if np.ndim(a) == 0 and np.ndim(b) == 0:
-            return bool(a == b) and type(a) is type(b)
+            flags = isinstance(a, bool | np.bool_), isinstance(b, bool | np.bool_)
+            return bool(a == b) and flags[0] == flags[1]  # 5 and np.int64(5) alike, 1 and True not
         return bool(np.array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object)))
     except Exception:  # noqa: BLE001  # incomparable values are simply different
         return False

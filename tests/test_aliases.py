@@ -98,6 +98,7 @@ def test_resolve_alias_and_same_value():
     with pytest.raises(InvalidInputError, match="got a=2 and b=3"):
         resolve_alias("a", 2, "b", 3)
     assert same_value(np.arange(3), [0, 1, 2]) and same_value("g", "g")
+    assert same_value(5, np.int64(5)) and same_value(0.5, np.float32(0.5))
     assert not same_value(1, True) and not same_value([1, 2], [1, 2, 3])
     assert not same_value(pd.Series([1, 2]), pd.Series([1, 3]))
 
@@ -227,3 +228,36 @@ def test_run_audit_accepts_sensitive_features():
     pd.testing.assert_frame_equal(new.findings, alias.findings)
     with pytest.raises(InvalidInputError, match="sensitive='gender' and sensitive_features='age'"):
         audit(sensitive="gender", sensitive_features="age")
+
+
+def _entry_points():
+    from gnnaudit.audit.context import AuditContext
+    from gnnaudit.audit.fairness.literature_metrics import literature_metrics
+    from gnnaudit.datasets import load_graph, load_tabular
+    from gnnaudit.training.audit_callback import CounterfactualAuditCallback
+    from gnnaudit.training.audit_pipeline import audit_model, run_audit
+    from gnnaudit.training.fair_finetune import FairFinetune
+    from gnnaudit.training.mitigation import mitigation_metrics
+
+    return [
+        lambda **kw: run_audit(None, None, **kw),
+        lambda **kw: audit_model(None, None, **kw),
+        lambda **kw: AuditContext(None, None, **kw),
+        lambda **kw: EmbeddingAudit().fit(None, None, **kw),
+        lambda **kw: FairFinetune(None, None, **kw),
+        lambda **kw: FairFinetune.finetune(None, None, **kw),
+        lambda **kw: mitigation_metrics(None, None, **kw),
+        lambda **kw: CounterfactualAuditCallback(**kw),
+        lambda **kw: literature_metrics(None, None, None, None, sensitive_index=0, nodes=0, **kw),
+        lambda **kw: load_tabular(None, **kw),
+        lambda **kw: load_graph(None, **kw),
+        lambda **kw: group_mix([0], **kw),
+    ]
+
+
+@pytest.mark.parametrize("index", range(12))
+def test_every_entry_point_refuses_two_different_sensitive_values_before_any_work(index):
+    """The wrapper checks the two names first, so even placeholder inputs fail on that."""
+    call = _entry_points()[index]
+    with pytest.raises(InvalidInputError, match="sensitive='a' and sensitive_features='b'"):
+        call(sensitive="a", sensitive_features="b")

@@ -393,9 +393,9 @@ def tree_cluster_argv(draw: Callable, root: Path) -> list[str]:
 
 def explain_dbscan_argv(draw: Callable, root: Path) -> list[str]:
     columns = ["x", "y", "lab"]
-    required = [
+    required = [  # eps within the [-3, 3] grid: a larger one makes a single cluster
         "--eps",
-        *pick(draw, ["3", "10", "1.5"], ["0", "-1", "nan", "inf"]),
+        *pick(draw, ["3", "1", "1.5"], ["0", "-1", "nan", "inf"]),
         "--min-samples",
         *pick(draw, ["1", "2"], ["0", "-1"]),
         "--index",

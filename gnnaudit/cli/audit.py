@@ -268,6 +268,8 @@ def _load_gnnaudit_checkpoint(path: str) -> Any:
     try:
         return load_node_classifier(path)
     except InvalidInputError as exc:
+        if "NodeClassifier" not in str(exc):  # unreadable, refused or too large: as it is
+            raise
         raise _error(
             f"--checkpoint {path} is not a gnnaudit NodeClassifier checkpoint ({exc}); a "
             "Lightning checkpoint of your own LightningModule needs --model MODULE:NAME"

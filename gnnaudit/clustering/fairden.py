@@ -49,7 +49,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from tqdm.auto import tqdm
 
-from gnnaudit._aliases import deprecated_attribute, renamed_keywords
+from gnnaudit._aliases import deprecated_attribute, renamed_keywords, resolve_alias
 from gnnaudit._params import Integer, Options, Real, Satisfies, validate_parameters
 from gnnaudit.clustering._estimator_input import DenseInputTagsMixin, validate_fit_input
 from gnnaudit.clustering._fairden_steps import (
@@ -211,7 +211,6 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         self.noise_loop = noise_loop
         self.progress = progress
 
-    @renamed_keywords(aliases={"sensitive": "sensitive_features"})
     def fit(
         self,
         X: Any,
@@ -220,6 +219,7 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         sensitive_features: Any = None,
         categorical: Any = None,
         dc_tree: DCTree | None = None,
+        sensitive: Any = None,
     ) -> FairDen:
         """Cluster ``X`` (n, d_n numerical) fairly w.r.t. ``sensitive_features``; returns ``self``.
 
@@ -266,6 +266,9 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
                 stacklevel=2,
             )
             categorical = args[0]
+        sensitive_features = resolve_alias(
+            "sensitive_features", sensitive_features, "sensitive", sensitive, where="FairDen.fit: "
+        )
         if sensitive_features is None and y is not None:
             warnings.warn(
                 "FairDen.fit(X, sensitive) is deprecated: the second positional argument is "

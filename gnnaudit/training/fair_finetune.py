@@ -203,7 +203,7 @@ class FairFinetune(L.LightningModule):
         :meth:`finetune` for a copy).
     data : the graph (``x``, ``y``, ``edge_index``, train / val / test masks).
     sensitive : the sensitive attribute: feature name, column index or one-hot group of
-        ``data.x`` (None: ``data.sensitive_name``).
+        ``data.x`` (None: ``data.sensitive_name``); ``sensitive_features=`` is an alias.
     lambda_cf : weight of the counterfactual-consistency term (0 = off).
     lambda_ev : weight of the evidence term (0 = off).
     lambda_cov : weight of the covariance term (0 = off, the default).
