@@ -186,7 +186,7 @@ def quality() -> pd.DataFrame:
         min_pts = 2 * X.shape[1] - 1
         db = _dbscan_by_dcsi(X, min_pts)
         fair = FairDen(n_clusters=k, random_state=0).fit(X, sensitive_features=s, categorical=c)
-        tree = DCTree(min_pts=min_pts).fit(X)
+        tree = DCTree(min_samples=min_pts).fit(X)
         dn, dc = X.shape[1], 0 if c is None else c.shape[1]
         op = AffinityOperator(
             tree, None if c is None else Goodall1(c), dn / (dn + dc), dc / (dn + dc)

@@ -145,7 +145,7 @@ def run(quick: bool, ks: list[int]) -> pd.DataFrame:
     rows = []
     for name, X, s, truth, cat in datasets(quick):
         min_pts = max(2, 2 * X.shape[1] - 1)
-        tree = DCTree(min_pts=min_pts).fit(X)
+        tree = DCTree(min_samples=min_pts).fit(X)
         for k in ks:
             row_probe, pure, paper_bal = np.nan, 0, np.nan
             for variant, params in VARIANTS.items():

@@ -47,7 +47,7 @@ def fit_time(X: np.ndarray, min_pts: int, method: str, repeats: int) -> tuple[fl
     best, weight = np.inf, 0.0
     for _ in range(repeats):
         t0 = time.perf_counter()
-        tree = DCTree(min_pts=min_pts, mst_method=method).fit(X)  # type: ignore[arg-type]
+        tree = DCTree(min_samples=min_pts, mst_method=method).fit(X)  # type: ignore[arg-type]
         best = min(best, time.perf_counter() - t0)
         weight = tree.mst_.total_weight
     return best, weight
@@ -73,7 +73,7 @@ def fairden_rows(n: int, repeats: int) -> list[dict[str, object]]:
                 t0 = time.perf_counter()
                 tree = None
                 if variant.startswith("dense"):
-                    tree = DCTree(min_pts=19, mst_method="dense").fit(X)
+                    tree = DCTree(min_samples=19, mst_method="dense").fit(X)
                 fitted = FairDen(n_clusters=2).fit(X, sensitive_features=s, dc_tree=tree)
                 elapsed = time.perf_counter() - t0
             if elapsed < best:
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         "Dense vs Boruvka MST in DCTree.fit (crossover)",
         "1 (OMP/OPENBLAS/MKL_NUM_THREADS=1, faiss 1 thread)",
     ) + [
-        f"Timings: best of {args.repeats} runs of `DCTree(min_pts={args.min_pts}, "
+        f"Timings: best of {args.repeats} runs of `DCTree(min_samples={args.min_pts}, "
         "mst_method=...).fit(X)`; data `make_blobs(n, d, centers=5, random_state=0)`. "
         "`dense/boruvka` > 1: Boruvka is faster.",
         "",

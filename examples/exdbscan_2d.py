@@ -1,6 +1,6 @@
 """ExDBSCAN on 2-D moons: plot a noise point, its reference cores and counterfactuals.
 
-Usage: python examples/exdbscan_2d.py [OUTPUT.png] [--k 5] [--strategy energy]
+Usage: python examples/exdbscan_2d.py [OUTPUT.png] [--n-counterfactuals 5] [--strategy energy]
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from gnnaudit.clustering import ExDBSCAN  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output", nargs="?", default="exdbscan_2d.png", help="PNG path")
-    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--n-counterfactuals", type=int, default=5)
     parser.add_argument(
         "--strategy", default="energy", choices=("energy", "random", "nearest", "furthest")
     )
     args = parser.parse_args()
 
     X, _ = make_moons(600, noise=0.07, random_state=0)
-    model = ExDBSCAN(eps=0.12, min_samples=5, n_counterfactuals=args.k, strategy=args.strategy).fit(
-        X
-    )
+    model = ExDBSCAN(
+        eps=0.12, min_samples=5, n_counterfactuals=args.n_counterfactuals, strategy=args.strategy
+    ).fit(X)
     x = np.array([0.5, 0.25])  # between the moons: noise
     result = model.explain(x, target=1)
     print(result.summary().to_string(index=False))

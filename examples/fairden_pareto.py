@@ -1,6 +1,6 @@
 """FairDen's balance repair: the (balance, DCSI) front from the paper's rounding to exact quotas.
 
-Usage: python examples/fairden_pareto.py [OUTPUT.png] [--k 3] [--min-balance 0.8]
+Usage: python examples/fairden_pareto.py [OUTPUT.png] [--n-clusters 3] [--min-balance 0.8]
 
 Three moons whose sensitive shares differ per moon. The paper's rounding (Alg. 1, k-means on
 the fair embedding) follows the moons but leaves unbalanced clusters; ``rounding="repair"``
@@ -27,16 +27,16 @@ from gnnaudit.datasets.tabular import three_moons  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output", nargs="?", default="fairden_pareto.png", help="PNG path")
-    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--n-clusters", type=int, default=3)
     parser.add_argument("--min-balance", type=float, default=0.8)
     args = parser.parse_args()
 
     moons = three_moons(n_per_moon=200, noise=0.05, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the paper's rounding warns: unfair
-        model = FairDen(n_clusters=args.k, rounding="pareto", min_balance=args.min_balance)
+        model = FairDen(n_clusters=args.n_clusters, rounding="pareto", min_balance=args.min_balance)
         model.fit(moons.X, sensitive_features=moons.sensitive)
-        default = FairDen(n_clusters=args.k, min_balance=args.min_balance)
+        default = FairDen(n_clusters=args.n_clusters, min_balance=args.min_balance)
         default.fit(moons.X, sensitive_features=moons.sensitive)
     front = model.pareto_front_
     print(front.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
@@ -87,7 +87,7 @@ def main() -> None:
     ax.axvline(args.min_balance, ls="--", c="0.5", lw=0.8)
     ax.set_xlabel("balance (noise-adjusted)")
     ax.set_ylabel("DCSI (squared, noise-adjusted)")
-    ax.set_title(f"FairDen repair path, three moons, k={args.k}")
+    ax.set_title(f"FairDen repair path, three moons, n_clusters={args.n_clusters}")
     ax.legend(fontsize=8, loc="lower left")
     markers = ["o", "^"]
     for g in (0, 1):

@@ -109,11 +109,13 @@ LAYERS = {
     # errors and _validation) is applied by the entry points in training; _params (the
     # estimators' declarative parameter rules, a leaf importing only errors) is for estimators;
     # _optional (optional dependencies and their extras, a leaf importing only errors) is for
-    # every package that imports faiss, networkx or matplotlib
+    # every package that imports faiss, networkx or matplotlib; _aliases (renamed keywords and
+    # aliases, a leaf importing only errors) is for every package's entry points
     "safe_io": {"errors", "_validation"},
-    "graph_ops": {"errors", "_validation", "safe_io", "_optional"},
+    "graph_ops": {"errors", "_validation", "safe_io", "_optional", "_aliases"},
     "audit": {
         "errors",
+        "_aliases",
         "_validation",
         "_params",
         "_distributed",
@@ -125,6 +127,7 @@ LAYERS = {
     },
     "clustering": {
         "errors",
+        "_aliases",
         "_validation",
         "_params",
         "_distributed",
@@ -132,9 +135,10 @@ LAYERS = {
         "safe_io",
         "graph_ops",
     },
-    "datasets": {"errors", "_validation", "safe_io"},
+    "datasets": {"errors", "_validation", "safe_io", "_aliases"},
     "training": {
         "_version",
+        "_aliases",
         "errors",
         "_validation",
         "_params",
@@ -186,6 +190,11 @@ def test_distributed_is_a_leaf():
     names = {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in top if isinstance(n, ast.ImportFrom) and n.module}
     assert not any(str(m).split(".")[0] in {"dask", "distributed"} for m in names)
+
+
+def test_aliases_is_a_leaf():
+    """``gnnaudit._aliases`` imports only ``errors``."""
+    assert _gnnaudit_imports(PACKAGE / "_aliases.py") <= {"errors"}
 
 
 def test_optional_is_a_leaf():

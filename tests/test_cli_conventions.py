@@ -46,9 +46,9 @@ def command_argv(command: str, table, out) -> list[str]:
         extra = ["--no-finetune"] if command == "audit" else []
         return [command, *GRAPH_SMALL, *extra, "--out", str(out)]
     if command == "fairden":
-        return ["fairden", str(table), "--sensitive", "g", "--k", "2", "--out", str(out)]
+        return ["fairden", str(table), "--sensitive", "g", "--n-clusters", "2", "--out", str(out)]
     if command == "tree-cluster":
-        return ["tree-cluster", str(table), "--ignore", "g", "--k", "2", "--depth", "1",
+        return ["tree-cluster", str(table), "--ignore", "g", "--n-clusters", "2", "--depth", "1",
                 "--out", str(out)]  # fmt: skip
     return ["explain-dbscan", str(table), "--eps", "1", "--min-samples", "3", "--index", "0",
             "--label", "g", "--out", str(out)]  # fmt: skip
@@ -144,7 +144,7 @@ def test_bad_output_path_fails_before_the_computation(command, table, tmp_path, 
 
 def test_output_alias_is_deprecated_but_works(table, tmp_path, capsys):
     out = tmp_path / "labels.csv"
-    argv = ["tree-cluster", str(table), "--ignore", "g", "--k", "2", "--depth", "1"]
+    argv = ["tree-cluster", str(table), "--ignore", "g", "--n-clusters", "2", "--depth", "1"]
     assert main([*argv, "--output", str(out)]) == 0
     assert len(pd.read_csv(out)) == 40
     err = capsys.readouterr().err

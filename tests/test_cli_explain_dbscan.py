@@ -27,7 +27,7 @@ def explain(csv_path, *args: str, label: bool = True) -> int:
 
 
 def test_explain_dbscan_prints_changes(csv_path, capsys):
-    code = explain(csv_path, "--index", "300", "--target", "1", "--k", "3")
+    code = explain(csv_path, "--index", "300", "--target", "1", "--n-counterfactuals", "3")
     out = capsys.readouterr().out
     assert code == 0
     assert "row 300 is in cluster -1" in out
@@ -54,3 +54,13 @@ def test_explain_dbscan_clean_errors(csv_path, capsys):
     assert "unknown feature 'height'" in capsys.readouterr().err
     assert explain(f"{csv_path}.missing", "--index", "0", label=False) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_explain_dbscan_old_k_flag_warns_and_gives_the_same_output(csv_path, capsys):
+    """``--k`` is a deprecated spelling of ``--n-counterfactuals`` (until 0.3.0)."""
+    assert explain(csv_path, "--index", "300", "--n-counterfactuals", "2") == 0
+    new = capsys.readouterr()
+    assert explain(csv_path, "--index", "300", "--k", "2") == 0
+    old = capsys.readouterr()
+    assert new.out == old.out and "deprecated" not in new.err
+    assert "--k is deprecated and will be removed in 0.3.0; use --n-counterfactuals" in old.err

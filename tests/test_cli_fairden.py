@@ -36,7 +36,7 @@ def test_cli_fairden_writes_labels_and_prints_balance(moons_csv, tmp_path, capsy
             str(moons_csv),
             "--sensitive",
             "group",
-            "--k",
+            "--n-clusters",
             "2",
             "--ignore",
             "moon",
@@ -57,7 +57,17 @@ def test_cli_fairden_writes_labels_and_prints_balance(moons_csv, tmp_path, capsy
 
 def test_cli_fairden_several_sensitive_columns(moons_csv, capsys):
     code = main(
-        ["fairden", str(moons_csv), "--sensitive", "group", "colour", "--k", "2", "--label", "moon"]
+        [
+            "fairden",
+            str(moons_csv),
+            "--sensitive",
+            "group",
+            "colour",
+            "--n-clusters",
+            "2",
+            "--label",
+            "moon",
+        ]
     )
     assert code == 0
     text = capsys.readouterr().out
@@ -71,6 +81,29 @@ def test_cli_fairden_errors(moons_csv, capsys):
     assert main(["fairden", "/nonexistent.csv", "--sensitive", "g"]) == 2
     args = ["fairden", str(moons_csv), "--sensitive", "group", "--ignore", "colour", "moon"]
     with pytest.raises(SystemExit) as stop:  # a usage error (n_clusters=1 is one cluster)
-        main([*args, "--k", "0"])
+        main([*args, "--n-clusters", "0"])
     assert stop.value.code == 2
-    assert "argument --k" in capsys.readouterr().err
+    assert "argument --n-clusters" in capsys.readouterr().err
+
+
+def test_cli_fairden_old_flags_warn_and_give_the_same_labels(moons_csv, tmp_path, capsys):
+    """``--k`` / ``--min-pts`` are deprecated spellings of ``--n-clusters`` / ``--min-samples``
+    (until 0.3.0): the same labels, one warning line each on stderr, hidden from ``--help``."""
+    base = ["fairden", str(moons_csv), "--sensitive", "group", "--ignore", "moon", "colour"]
+    new, old = tmp_path / "new.csv", tmp_path / "old.csv"
+    assert main([*base, "--n-clusters", "2", "--min-samples", "4", "--out", str(new)]) == 0
+    assert "deprecated" not in capsys.readouterr().err
+    assert main([*base, "--k", "2", "--min-pts", "4", "--out", str(old)]) == 0
+    err = capsys.readouterr().err
+    assert "--k is deprecated and will be removed in 0.3.0; use --n-clusters" in err
+    assert "--min-pts is deprecated and will be removed in 0.3.0; use --min-samples" in err
+    assert pd.read_csv(new).equals(pd.read_csv(old))
+    with pytest.raises(SystemExit):
+        main(["fairden", "--help"])
+    text = capsys.readouterr().out
+    assert "--n-clusters" in text and "--min-samples" in text
+    assert "--min-pts" not in text and "--k " not in text
+    with pytest.raises(SystemExit) as stop:  # two spellings of one flag: a usage error
+        main([*base, "--n-clusters", "2", "--k", "3"])
+    assert stop.value.code == 2
+    assert "not allowed with argument --n-clusters" in capsys.readouterr().err

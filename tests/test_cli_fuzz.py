@@ -348,13 +348,13 @@ def fairden_argv(draw: Callable, root: Path) -> list[str]:
     columns = ["x", "y", "g", "lab"]
     choices = {
         "--categorical": value(draw, ["lab"], ["x", "nope"]),
-        "--min-pts": value(draw, ["2", "3"]),
+        "--min-samples": value(draw, ["2", "3"]),
         "--solver": value(draw, ["auto", "dense", "matrix_free"], ["x"]),
         "--min-group-size": value(draw, ["1", "2"]),
         "--label": value(draw, ["lab"], ["g", "nope"]),
         "--ignore": value(draw, ["lab"], ["g", "nope"]),
         "--seed": value(draw, ["0", "3"]),
-        "--k": value(draw, ["2", "3"]),
+        "--n-clusters": value(draw, ["2", "3"]),
         "--out": lambda: [out_path(draw, root, "labels.csv")],
     }
     sensitive = (
@@ -386,16 +386,16 @@ def tree_cluster_argv(draw: Callable, root: Path) -> list[str]:
         "--out": lambda: [out_path(draw, root, "clusters.csv")],
         "--output": lambda: [out_path(draw, root, "clusters_old.csv")],
     }
-    k = ["--k", *pick(draw, ["2", "3"], ["0", "1", "x"])]
+    k = ["--n-clusters", *pick(draw, ["2", "3"], ["0", "1", "x"])]
     limit = ["--time-limit", *pick(draw, ["2"], ["1e-6", "0", "-1", "nan"])]
     return ["tree-cluster", table_file(draw, root, columns), *k, *options(draw, choices), *limit]
 
 
 def explain_dbscan_argv(draw: Callable, root: Path) -> list[str]:
     columns = ["x", "y", "lab"]
-    required = [
+    required = [  # eps within the [-3, 3] grid: a larger one makes a single cluster
         "--eps",
-        *pick(draw, ["3", "10", "1.5"], ["0", "-1", "nan", "inf"]),
+        *pick(draw, ["3", "1", "1.5"], ["0", "-1", "nan", "inf"]),
         "--min-samples",
         *pick(draw, ["1", "2"], ["0", "-1"]),
         "--index",
@@ -403,7 +403,7 @@ def explain_dbscan_argv(draw: Callable, root: Path) -> list[str]:
     ]
     choices = {
         "--target": value(draw, ["0", "1"], ["-1", "7"]),
-        "--k": value(draw, ["1", "2"], ["0", "-1"]),
+        "--n-counterfactuals": value(draw, ["1", "2"], ["0", "-1"]),
         "--immutable": value(draw, ["x"], ["nope"]),
         "--label": value(draw, ["lab"], ["nope"]),
         "--metric": value(draw, ["euclidean", "manhattan", "chebyshev", "cosine"], ["x"]),

@@ -334,7 +334,7 @@ def test_out_of_range_floats_exit_2_naming_the_flag(data):
         (["train", "--seed", "100000000000000000000"], "--seed"),
         (["audit", "--k", str(2**63)], "--k"),
         (["fairden", "t.csv", "--seed", "100000000000000000000"], "--seed"),
-        (["explain-dbscan", "t.csv", "--k", "1000000000"], "--k"),
+        (["explain-dbscan", "t.csv", "--n-counterfactuals", "1000000000"], "--n-counterfactuals"),
     ],
 )
 def test_sweep_integers_exit_2(tmp_path, argv, flag):

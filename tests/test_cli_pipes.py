@@ -26,7 +26,7 @@ def test_closed_stdout_pipe_exits_0_without_a_traceback(tmp_path):
                 "gnnaudit",
                 "tree-cluster",
                 str(table),
-                "--k",
+                "--n-clusters",
                 "2",
                 "--depth",
                 "2",

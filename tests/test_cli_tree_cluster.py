@@ -28,7 +28,7 @@ def test_tree_cluster_prints_tree_status_and_objectives(iris_csv, tmp_path, caps
     out = tmp_path / "labels.csv"
     code = main(
         [
-            "tree-cluster", str(path), "--k", "3", "--depth", "2", "--label", "target",
+            "tree-cluster", str(path), "--n-clusters", "3", "--depth", "2", "--label", "target",
             "--must-link", str(ml), "--cannot-link", str(cl), "--objective", "md-ms",
             "--time-limit", "60", "--out", str(out),
         ]
@@ -52,7 +52,7 @@ def test_tree_cluster_infeasible_exit_code(tmp_path, capsys):
     ml.write_text("0,2\n")
     cl.write_text("0,1\n")
     code = main(
-        ["tree-cluster", str(path), "--k", "2", "--depth", "1", "--must-link", str(ml),
+        ["tree-cluster", str(path), "--n-clusters", "2", "--depth", "1", "--must-link", str(ml),
          "--cannot-link", str(cl)]
     )  # fmt: skip
     assert code == 2
@@ -67,7 +67,7 @@ def test_tree_cluster_contradictory_constraints_clean_error(tmp_path, capsys):
     pairs = tmp_path / "p.csv"
     pairs.write_text("1,2\n")
     code = main(
-        ["tree-cluster", str(path), "--k", "2", "--must-link", str(pairs), "--cannot-link",
+        ["tree-cluster", str(path), "--n-clusters", "2", "--must-link", str(pairs), "--cannot-link",
          str(pairs)]
     )  # fmt: skip
     assert code == 2
@@ -77,12 +77,12 @@ def test_tree_cluster_contradictory_constraints_clean_error(tmp_path, capsys):
 @pytest.mark.parametrize(
     "extra, match",
     [
-        (["--k", "0"], "--k"),
-        (["--k", "2", "--depth", "13"], "--depth"),
-        (["--k", "2", "--time-limit", "1e-9"], "--time-limit"),
-        (["--k", "2", "--time-limit", "1e308"], "--time-limit"),
-        (["--k", "2", "--must-link", "missing.csv"], "does not exist"),
-        (["--k", "2", "--epsilon", "-1"], "epsilon"),
+        (["--n-clusters", "0"], "--n-clusters"),
+        (["--n-clusters", "2", "--depth", "13"], "--depth"),
+        (["--n-clusters", "2", "--time-limit", "1e-9"], "--time-limit"),
+        (["--n-clusters", "2", "--time-limit", "1e308"], "--time-limit"),
+        (["--n-clusters", "2", "--must-link", "missing.csv"], "does not exist"),
+        (["--n-clusters", "2", "--epsilon", "-1"], "epsilon"),
     ],
 )
 def test_tree_cluster_bad_arguments(tmp_path, capsys, extra, match):
@@ -97,5 +97,23 @@ def test_tree_cluster_bad_pair_file(tmp_path, capsys):
     pd.DataFrame({"x": np.arange(6.0)}).to_csv(path, index=False)
     pairs = tmp_path / "p.csv"
     pairs.write_text("0,1,2\n")
-    assert main(["tree-cluster", str(path), "--k", "2", "--cannot-link", str(pairs)]) == 2
+    assert main(["tree-cluster", str(path), "--n-clusters", "2", "--cannot-link", str(pairs)]) == 2
     assert "two columns" in capsys.readouterr().err
+
+
+def test_tree_cluster_old_k_flag_warns_and_gives_the_same_labels(iris_csv, tmp_path, capsys):
+    """``--k`` is a deprecated spelling of ``--n-clusters`` (until 0.3.0)."""
+    path, _ = iris_csv
+    runs = {}
+    for flag in ("--n-clusters", "--k"):
+        out = tmp_path / f"{flag.strip('-')}.csv"
+        argv = ["tree-cluster", str(path), flag, "2", "--depth", "1", "--label", "target"]
+        assert main([*argv, "--out", str(out)]) == 0
+        runs[flag] = (pd.read_csv(out), capsys.readouterr().err)
+    assert runs["--n-clusters"][0].equals(runs["--k"][0])
+    assert "deprecated" not in runs["--n-clusters"][1]
+    assert "--k is deprecated and will be removed in 0.3.0; use --n-clusters" in runs["--k"][1]
+    with pytest.raises(SystemExit) as stop:  # neither spelling: the usage error names the new
+        main(["tree-cluster", str(path)])
+    assert stop.value.code == 2
+    assert "--n-clusters" in capsys.readouterr().err

@@ -30,8 +30,8 @@ OFFSET = 1e8
 @pytest.mark.parametrize("method", ["dense", "boruvka"])
 def test_dc_distances_do_not_depend_on_translation(method):
     X = np.random.default_rng(0).normal(size=(60, 2))
-    near = DCTree(min_pts=3, mst_method=method).fit(X)
-    far = DCTree(min_pts=3, mst_method=method).fit(X + OFFSET)
+    near = DCTree(min_samples=3, mst_method=method).fit(X)
+    far = DCTree(min_samples=3, mst_method=method).fit(X + OFFSET)
     # X + 1e8 itself is rounded to multiples of 1.5e-8: that is the only difference left
     np.testing.assert_allclose(far.to_dense(), near.to_dense(), rtol=0, atol=1e-7)
     np.testing.assert_allclose(far.core_distances_, near.core_distances_, rtol=0, atol=1e-7)
@@ -85,7 +85,7 @@ def test_exdbscan_is_exact_far_from_the_origin():
 def fitted():
     X = np.random.default_rng(3).normal(size=(40, 2))
     X[20:] += 4
-    return X, DCTree(min_pts=3).fit(X), CoreGraph.from_dbscan(X, 0.8, 3)
+    return X, DCTree(min_samples=3).fit(X), CoreGraph.from_dbscan(X, 0.8, 3)
 
 
 def _nan_like(shape):

@@ -40,7 +40,7 @@ points = st.integers(1, 25).flatmap(
 @given(points, st.integers(1, 6), st.sampled_from(["dense", "boruvka"]))
 def test_dc_distance_equals_brute_force_minimax(pts, min_pts, method):
     X = np.asarray(pts, dtype=float) * 0.5  # integer grid: many duplicates and ties
-    tree = DCTree(min_pts=min_pts, mst_method=method).fit(X)
+    tree = DCTree(min_samples=min_pts, mst_method=method).fit(X)
     D = tree.to_dense()
     np.testing.assert_allclose(D, brute_dc(X, min_pts), atol=1e-12)
     n = X.shape[0]
@@ -81,8 +81,8 @@ def test_boruvka_equals_dense_on_separated_blobs_with_duplicates():
     X = np.vstack([c + rng.normal(size=(300, 3)) for c in centers])
     X[100:160] = X[:60]
     X = np.vstack([X, rng.uniform(-10, 60, size=(20, 3))])  # sparse noise
-    dense = DCTree(min_pts=7, mst_method="dense").fit(X)
-    boruvka = DCTree(min_pts=7, mst_method="boruvka").fit(X)
+    dense = DCTree(min_samples=7, mst_method="dense").fit(X)
+    boruvka = DCTree(min_samples=7, mst_method="boruvka").fit(X)
     assert boruvka.mst_.total_weight == pytest.approx(dense.mst_.total_weight, rel=1e-12)
     np.testing.assert_allclose(boruvka.to_dense(), dense.to_dense(), atol=1e-12)
     # anchor pruning of the complement search (components larger than 4 anchors)
@@ -99,7 +99,7 @@ def test_boruvka_equals_dense_on_separated_blobs_with_duplicates():
 def test_matvec_on_larger_tree_matches_dense():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(700, 4))
-    tree = DCTree(min_pts=5).fit(X)
+    tree = DCTree(min_samples=5).fit(X)
     V = rng.normal(size=(700, 5))
     np.testing.assert_allclose(tree.matvec(V), tree.to_dense() @ V, rtol=1e-10, atol=1e-9)
 
@@ -108,7 +108,7 @@ def test_matvec_on_larger_tree_matches_dense():
 def test_cut_matches_dbscan_core_points(eps):
     rng = np.random.default_rng(4)
     X = np.vstack([rng.normal(size=(150, 2)) * 0.3, rng.normal(size=(150, 2)) * 0.3 + 3])
-    tree = DCTree(min_pts=5).fit(X)
+    tree = DCTree(min_samples=5).fit(X)
     labels = tree.cut(eps)
     db = DBSCAN(eps=eps, min_samples=5).fit(X)
     core = np.zeros(X.shape[0], dtype=bool)
@@ -119,10 +119,10 @@ def test_cut_matches_dbscan_core_points(eps):
 
 
 def test_single_point_and_identical_points():
-    t = DCTree(min_pts=3).fit(np.zeros((1, 2)))
+    t = DCTree(min_samples=3).fit(np.zeros((1, 2)))
     assert t.max_distance_ == 0.0 and t.to_dense().shape == (1, 1)
     np.testing.assert_array_equal(t.matvec(np.ones(1)), [0.0])
-    t = DCTree(min_pts=3).fit(np.ones((6, 2)))
+    t = DCTree(min_samples=3).fit(np.ones((6, 2)))
     assert t.max_distance_ == 0.0
     np.testing.assert_array_equal(t.to_dense(), np.zeros((6, 6)))
     np.testing.assert_array_equal(t.cut(0.0), np.zeros(6, dtype=int))
@@ -131,13 +131,13 @@ def test_single_point_and_identical_points():
 def test_errors():
     with pytest.raises(NotFittedError):
         DCTree().distance(0, 1)
-    with pytest.raises(InvalidInputError, match="min_pts"):
-        DCTree(min_pts=0).fit(np.zeros((3, 2)))
+    with pytest.raises(InvalidInputError, match="min_samples"):
+        DCTree(min_samples=0).fit(np.zeros((3, 2)))
     with pytest.raises(InvalidInputError, match="finite"):
         DCTree().fit(np.array([[0.0, np.nan], [1.0, 2.0]]))
     with pytest.raises(InvalidInputError, match="mst_method"):
         DCTree(mst_method="prim").fit(np.zeros((3, 2)))
-    t = DCTree(min_pts=2).fit(np.random.default_rng(0).normal(size=(10, 2)))
+    t = DCTree(min_samples=2).fit(np.random.default_rng(0).normal(size=(10, 2)))
     with pytest.raises(InvalidInputError, match="must lie in"):
         t.distance(0, 10)
     with pytest.raises(InvalidInputError, match="V must have shape"):
@@ -149,11 +149,11 @@ def test_errors():
 def test_transform_writes_mst_and_keeps_input():
     x = torch.randn(30, 3, generator=torch.Generator().manual_seed(0))
     data = Data(x=x)
-    out = DCTreeTransform(min_pts=4)(data)
+    out = DCTreeTransform(min_samples=4)(data)
     assert not hasattr(data, "mst_edge_index") or data.mst_edge_index is None
     assert out.mst_edge_index.shape == (2, 58) and out.mst_weight.shape == (58,)
     assert out.core_distance.shape == (30,)
-    tree = DCTree(min_pts=4).fit(x.numpy())
+    tree = DCTree(min_samples=4).fit(x.numpy())
     assert float(out.mst_weight.sum()) / 2 == pytest.approx(tree.mst_.total_weight, rel=1e-5)
     with pytest.raises(InvalidInputError, match="no attribute"):
         DCTreeTransform(attr="pos")(data)

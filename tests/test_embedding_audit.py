@@ -184,7 +184,7 @@ def test_counterparts_of_a_chosen_node(credit):
     model = GenderSplit(credit.x.size(1), credit.sensitive_index)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        a = EmbeddingAudit(k_counterfactuals=2).fit(
+        a = EmbeddingAudit(n_counterfactuals=2).fit(
             model, credit, mask=torch.ones(credit.num_nodes, dtype=torch.bool), explain=5
         )
     assert set(a.counterparts_["query_node"]) == {5}
@@ -313,7 +313,7 @@ def test_split_eps_against_every_merge_height(seed):
 
     Z = _bridged_blobs(seed)
     min_samples = 5
-    tree = DCTree(min_pts=min_samples).fit(Z)
+    tree = DCTree(min_samples=min_samples).fit(Z)
     size = min_cluster_size(Z.shape[0], min_samples)
 
     def big(eps):

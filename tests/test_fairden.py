@@ -55,7 +55,7 @@ def _blobs(n, seed, n_groups=2):
 @pytest.mark.parametrize("n_groups,k", [(2, 2), (3, 3)])
 def test_dense_and_matrix_free_solvers_agree(n_groups, k):
     X, s = _blobs(400, seed=n_groups, n_groups=n_groups)
-    tree = DCTree(min_pts=9).fit(X)
+    tree = DCTree(min_samples=9).fit(X)
     op = AffinityOperator(tree, None, 1.0, 0.0)
     F = fairness_matrix(s)
     dense = fair_embedding_dense(op.to_dense(), F, k)
@@ -85,7 +85,7 @@ def test_fairden_solvers_give_the_same_clustering():
 def test_fair_clustering_beats_unconstrained_balance():
     X, s = _blobs(500, seed=3)
     fair = FairDen(n_clusters=2).fit(X, sensitive_features=s)
-    tree = DCTree(min_pts=9).fit(X)
+    tree = DCTree(min_samples=9).fit(X)
     op = AffinityOperator(tree, None, 1.0, 0.0)
     plain = fair_embedding_matrix_free(op, np.zeros((500, 0)), 2)
     from sklearn.cluster import KMeans
@@ -119,7 +119,7 @@ def test_mixed_affinity_matvec_matches_dense():
     rng = np.random.default_rng(5)
     X = rng.normal(size=(120, 3))
     cat = rng.integers(0, 4, size=(120, 2))
-    op = AffinityOperator(DCTree(min_pts=5).fit(X), Goodall1(cat), 0.6, 0.4)
+    op = AffinityOperator(DCTree(min_samples=5).fit(X), Goodall1(cat), 0.6, 0.4)
     A = op.to_dense()
     assert np.all(np.diag(A) == 0) and np.allclose(A, A.T) and A.min() >= 0
     V = rng.normal(size=(120, 3))
@@ -145,7 +145,7 @@ def test_noise_loop_marks_small_clusters_as_noise():
     X = np.vstack([rng.normal(size=(200, 2)) * 0.2, rng.normal(size=(200, 2)) * 0.2 + 4])
     X = np.vstack([X, [[30.0, 30.0], [-30.0, 30.0]]])  # two far outliers
     s = np.concatenate([np.tile([0, 1], 200), [0, 1]])
-    model = FairDen(n_clusters=3, min_pts=5).fit(X, sensitive_features=s)
+    model = FairDen(n_clusters=3, min_samples=5).fit(X, sensitive_features=s)
     # Alg. 1: k=3 spends one cluster on the outliers (< minPts -> noise), so k grows
     assert model.k_ > 3 and model.n_clusters_ >= 3
     assert np.all(np.bincount(model.labels_[model.labels_ >= 0]) >= 5)
@@ -166,10 +166,10 @@ def test_duplicates_constant_features_and_single_group():
     )
     # identical points cannot be put apart: refused, as tree-cluster refuses them
     with pytest.raises(InfeasibleError, match=r"identical-points.*all 12 points.*n_clusters <= 1"):
-        FairDen(n_clusters=2, min_pts=2).fit(
+        FairDen(n_clusters=2, min_samples=2).fit(
             np.ones((12, 2)), sensitive_features=np.tile([0, 1], 6)
         )
-    same = FairDen(n_clusters=1, min_pts=2).fit(
+    same = FairDen(n_clusters=1, min_samples=2).fit(
         np.ones((12, 2)), sensitive_features=np.tile([0, 1], 6)
     )
     assert np.array_equal(same.labels_, np.zeros(12)) and same.balance_ == 1.0

@@ -61,7 +61,7 @@ def test_cluster_dc_distances_against_the_dense_matrix(seed):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(40, 2))
     X[5] = X[6]  # a duplicate
-    tree = DCTree(min_pts=3).fit(X)
+    tree = DCTree(min_samples=3).fit(X)
     k = 3
     lab = rng.integers(-1, k, 40)
     lab[:k] = np.arange(k)
@@ -157,7 +157,7 @@ def test_default_keeps_the_promises_on_generated_data(seed, k):
     paper = _fit(X, s, n_clusters=k, rounding="kmeans")
     assert np.array_equal(paper.labels_, model.paper_labels_)
     assert paper.balance_ == model.paper_balance_ and paper.dcsi_ == model.paper_dcsi_
-    assert model.dcsi_ == pytest.approx(dcsi(X, model.labels_, model.min_pts_, squared=True))
+    assert model.dcsi_ == pytest.approx(dcsi(X, model.labels_, model.min_samples_, squared=True))
 
 
 def test_pinned_generated_data():

@@ -184,11 +184,11 @@ def test_kmeans_rounding_equals_the_previous_behaviour():
     X = np.vstack([rng.normal(size=(200, 2)) * 0.2, rng.normal(size=(200, 2)) * 0.2 + 4])
     X = np.vstack([X, [[30.0, 30.0], [-30.0, 30.0]]])
     s = np.concatenate([np.tile([0, 1], 200), [0, 1]])
-    old = FairDen(n_clusters=3, min_pts=5, rounding="kmeans", noise_loop="recompute")
+    old = FairDen(n_clusters=3, min_samples=5, rounding="kmeans", noise_loop="recompute")
     old.fit(X, sensitive_features=s)
     assert _digest(old.labels_) == "a928fc5986aa653e" and old.embedding_.shape[1] == old.k_
     # Alg. 1 as published: k-means with k + 1 clusters on the same (k = 3) embedding
-    fixed = FairDen(n_clusters=3, min_pts=5, rounding="kmeans").fit(X, sensitive_features=s)
+    fixed = FairDen(n_clusters=3, min_samples=5, rounding="kmeans").fit(X, sensitive_features=s)
     assert fixed.k_ == 4 and fixed.embedding_.shape == (402, 3)
     assert np.all(fixed.labels_[-2:] == -1) and fixed.n_clusters_ == 3
 
@@ -216,8 +216,8 @@ def test_dcsi_squared_hand_computed():
     lab = np.array([0, 0, 0, 1, 1, 1, -1])
     # minPts = 1: eps = median distance to the 2nd neighbour = 4 (squared: 16), every point is
     # core; Conn = 2 (MST edges), Sep = 3 (4 -> 7); one noise point of 7
-    assert dcsi(X, lab, min_pts=1) == pytest.approx((1.5 / 2.5) * 6 / 7)  # q = 3/2
-    assert dcsi(X, lab, min_pts=1, squared=True) == pytest.approx((2.25 / 3.25) * 6 / 7)
+    assert dcsi(X, lab, min_samples=1) == pytest.approx((1.5 / 2.5) * 6 / 7)  # q = 3/2
+    assert dcsi(X, lab, min_samples=1, squared=True) == pytest.approx((2.25 / 3.25) * 6 / 7)
     with pytest.raises(InvalidInputError, match="squared"):
         dcsi(X, lab, squared="yes")
 

@@ -72,7 +72,7 @@ def test_dcsi_brute_force_small():
     lab = np.array([0, 0, 0, 1, 1, 1])
     # minPts=1: eps = median dist to the 2nd neighbour = 2, all points core;
     # conn = 1 (MST edges), sep = 8 -> q = 8 -> 8/9
-    assert dcsi(X, lab, min_pts=1) == pytest.approx(8 / 9)
+    assert dcsi(X, lab, min_samples=1) == pytest.approx(8 / 9)
 
 
 def test_noise_adjusted_ari_nmi():

@@ -65,13 +65,13 @@ def test_exdbscan_core_graph_and_dbscan_are_exclusive(blobs3):
 def test_fairden_on_a_dc_tree_equals_the_internal_one(fair_blobs, solver):
     X, s = fair_blobs
     inner = FairDen(n_clusters=2, solver=solver).fit(X, sensitive_features=s)
-    tree = DCTree(min_pts=5).fit(X)  # default minPts = 2 * 3 - 1
+    tree = DCTree(min_samples=5).fit(X)  # default minPts = 2 * 3 - 1
     outer = FairDen(n_clusters=2, solver=solver).fit(X, sensitive_features=s, dc_tree=tree)
     assert outer.dc_tree_ is tree
     np.testing.assert_array_equal(inner.labels_, outer.labels_)
     np.testing.assert_allclose(inner.eigenvalues_, outer.eigenvalues_)
     # a tree from precomputed MST edges (Boruvka) serves as well
-    boruvka = DCTree(min_pts=5, mst_method="boruvka").fit(X)
+    boruvka = DCTree(min_samples=5, mst_method="boruvka").fit(X)
     again = FairDen(n_clusters=2, solver=solver).fit(X, sensitive_features=s, dc_tree=boruvka)
     np.testing.assert_array_equal(inner.labels_, again.labels_)
 
@@ -82,20 +82,20 @@ def test_fairden_dc_tree_of_the_used_points_when_groups_are_excluded(fair_blobs)
     s[:2] = 5  # a group of two points, excluded by min_group_size=3
     model = FairDen(n_clusters=2, min_group_size=3)
     inner = model.fit(X, sensitive_features=s).labels_
-    tree = DCTree(min_pts=5).fit(X[2:])
+    tree = DCTree(min_samples=5).fit(X[2:])
     np.testing.assert_array_equal(model.fit(X, sensitive_features=s, dc_tree=tree).labels_, inner)
     with pytest.raises(InvalidInputError, match="excluded"):
-        model.fit(X, sensitive_features=s, dc_tree=DCTree(min_pts=5).fit(X))
+        model.fit(X, sensitive_features=s, dc_tree=DCTree(min_samples=5).fit(X))
 
 
 @pytest.mark.parametrize(
     "tree, match",
     [
-        (lambda X: DCTree(min_pts=5).fit(X[:-1]), "239 points"),
-        (lambda X: DCTree(min_pts=4).fit(X), "min_pts=4"),
-        (lambda X: DCTree(min_pts=5).fit(X[::-1]), "does not match"),
-        (lambda X: DCTree(min_pts=5).fit(X * 1.01), "does not match"),
-        (lambda X: DCTree(min_pts=5), "not fitted"),
+        (lambda X: DCTree(min_samples=5).fit(X[:-1]), "239 points"),
+        (lambda X: DCTree(min_samples=4).fit(X), "min_samples=4"),
+        (lambda X: DCTree(min_samples=5).fit(X[::-1]), "does not match"),
+        (lambda X: DCTree(min_samples=5).fit(X * 1.01), "does not match"),
+        (lambda X: DCTree(min_samples=5), "not fitted"),
         (lambda X: X, "DCTree"),
     ],
 )

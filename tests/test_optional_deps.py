@@ -129,13 +129,13 @@ def test_dc_tree_and_fairden_work_without_faiss(monkeypatch):
 
     X = _blobs(1500, 5)
     s = (X[:, 1] > 0).astype(int)
-    dense = DCTree(min_pts=5, mst_method="dense").fit(X)
-    fair_ref = FairDen(n_clusters=3, min_pts=5, random_state=0).fit(X, sensitive_features=s)
+    dense = DCTree(min_samples=5, mst_method="dense").fit(X)
+    fair_ref = FairDen(n_clusters=3, min_samples=5, random_state=0).fit(X, sensitive_features=s)
     _hide(monkeypatch, "faiss")
-    tree = DCTree(min_pts=5, mst_method="boruvka").fit(X)
+    tree = DCTree(min_samples=5, mst_method="boruvka").fit(X)
     assert tree.mst_.total_weight == pytest.approx(dense.mst_.total_weight, rel=1e-12)
     np.testing.assert_allclose(np.sort(tree.linkage_[:, 2]), np.sort(dense.linkage_[:, 2]))
-    fair = FairDen(n_clusters=3, min_pts=5, random_state=0).fit(X, sensitive_features=s)
+    fair = FairDen(n_clusters=3, min_samples=5, random_state=0).fit(X, sensitive_features=s)
     np.testing.assert_array_equal(fair.labels_, fair_ref.labels_)
 
 

@@ -113,7 +113,7 @@ def test_audit_out_over_an_input_is_refused_before_work(project, where, capsys):
 def test_file_output_onto_its_input_table_is_refused(project, capsys):
     table = project / "tab.csv"
     before = _digest(project)
-    argv = ["fairden", str(table), "--sensitive", "g", "--k", "2", "--force", "--out"]
+    argv = ["fairden", str(table), "--sensitive", "g", "--n-clusters", "2", "--force", "--out"]
     assert main([*argv, str(table)]) == 2
     assert "is the input data" in capsys.readouterr().err
     os.link(table, project / "alias.csv")  # the same file under another name

@@ -31,8 +31,8 @@ def blobs():
 @pytest.mark.parametrize("method", ["dense", "boruvka"])
 def test_dc_tree_core_distances_and_cut(blobs, scale, method):
     X, _ = blobs
-    base = DCTree(min_pts=5, mst_method=method).fit(X)
-    tree = DCTree(min_pts=5, mst_method=method).fit(X * scale)
+    base = DCTree(min_samples=5, mst_method=method).fit(X)
+    tree = DCTree(min_samples=5, mst_method=method).fit(X * scale)
     np.testing.assert_allclose(tree.core_distances_ / scale, base.core_distances_, rtol=1e-12)
     np.testing.assert_allclose(
         np.sort(tree.mst_.weight) / scale, np.sort(base.mst_.weight), rtol=1e-12

@@ -55,7 +55,7 @@ def test_fit_sets_only_fitted_attributes_and_set_params_works(fair_blobs):
     [
         ("n_clusters", 0, "an integer >= 1"),
         ("n_clusters", 2.0, "an integer >= 1"),
-        ("min_pts", 0, "an integer >= 1 or None"),
+        ("min_samples", 0, "an integer >= 1 or None"),
         ("solver", "qr", "one of 'auto', 'dense', 'matrix_free'"),
         ("rounding", "greedy", "one of 'repair', 'pareto', 'kmeans', 'balanced'"),
         ("min_balance", 1.5, "a finite number >= 0.0 and <= 1.0"),

@@ -245,11 +245,11 @@ def test_cli_time_limit_bounds_and_identical_rows(tmp_path, capsys):
     data = tmp_path / "d.csv"
     data.write_text("a,b\n" + "1,2\n" * 6)
     for bad in ("1e-9", "1e308", "nan"):
-        assert main(["tree-cluster", str(data), "--k", "2", "--time-limit", bad]) == 2
+        assert main(["tree-cluster", str(data), "--n-clusters", "2", "--time-limit", bad]) == 2
         assert "--time-limit" in capsys.readouterr().err
-    assert main(["tree-cluster", str(data), "--k", "2"]) == 2  # identical rows: a proof
+    assert main(["tree-cluster", str(data), "--n-clusters", "2"]) == 2  # identical rows: a proof
     assert "infeasible" in capsys.readouterr().err
-    assert main(["tree-cluster", str(data), "--k", "1"]) == 0
+    assert main(["tree-cluster", str(data), "--n-clusters", "1"]) == 0
 
 
 @settings(max_examples=25, deadline=None)

@@ -31,7 +31,7 @@ OUTPUTS = {
 def make_transforms():
     return [
         CoreGraphTransform(eps=0.9, min_samples=4),
-        DCTreeTransform(min_pts=3),
+        DCTreeTransform(min_samples=3),
         ConstraintGraphTransform(),
     ]
 
@@ -99,8 +99,8 @@ def test_core_graph_transform_matches_core_graph(graphs):
 
 def test_dc_tree_transform_matches_dc_tree(graphs):
     data = graphs[2]
-    out = DCTreeTransform(min_pts=3)(data)
-    tree = DCTree(min_pts=3).fit(data.x.double().numpy())
+    out = DCTreeTransform(min_samples=3)(data)
+    tree = DCTree(min_samples=3).fit(data.x.double().numpy())
     n = data.num_nodes
     assert out.mst_edge_index.shape == (2, 2 * (n - 1))
     np.testing.assert_allclose(out.core_distance.numpy(), tree.core_distances_, rtol=1e-6)
@@ -181,7 +181,7 @@ class _ProcessedFake(InMemoryDataset):
 
 
 def test_pre_transform_of_a_dataset(tmp_path):
-    pre = T.Compose([CoreGraphTransform(eps=0.9, min_samples=4), DCTreeTransform(min_pts=3)])
+    pre = T.Compose([CoreGraphTransform(eps=0.9, min_samples=4), DCTreeTransform(min_samples=3)])
     fake = FakeDataset(num_graphs=3, avg_num_nodes=30, avg_degree=4, num_channels=3)
     source = [fake[i] for i in range(len(fake))]
     ds = _ProcessedFake(tmp_path, source, pre_transform=pre)
@@ -212,7 +212,7 @@ def test_batch_never_mixes_graphs():
     assert out.cluster.tolist() == [0, 0, 0, -1, 0, 0, 0, -1]
     graph_of = batch.batch[out.core_edge_index]
     assert torch.equal(graph_of[0], graph_of[1])
-    tree = DCTreeTransform(min_pts=2)(batch)
+    tree = DCTreeTransform(min_samples=2)(batch)
     assert torch.equal(batch.batch[tree.mst_edge_index[0]], batch.batch[tree.mst_edge_index[1]])
     crossing = batch.clone()
     crossing.must_link_index = torch.tensor([[0], [5]])  # node 0 of graph 0, node 1 of graph 1
@@ -232,8 +232,8 @@ def test_hetero_data_is_refused(transform):
 def test_parameter_and_attribute_errors():
     with pytest.raises(InvalidInputError, match="eps"):
         CoreGraphTransform(eps=0.0)
-    with pytest.raises(InvalidInputError, match="min_pts"):
-        DCTreeTransform(min_pts=0)
+    with pytest.raises(InvalidInputError, match="min_samples"):
+        DCTreeTransform(min_samples=0)
     with pytest.raises(InvalidInputError, match="mst_method"):
         DCTreeTransform(mst_method="prim")
     with pytest.raises(InvalidInputError, match="attribute name"):

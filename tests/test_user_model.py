@@ -152,15 +152,18 @@ def test_lightning_checkpoint_of_a_user_module(models_file, tmp_path):
     trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
     trainer.strategy.connect(lit)
     trainer.save_checkpoint(path)
-    model = load_user_model(spec, 3, 2, lightning_checkpoint=path)
+    model = load_user_model(spec, 3, 2, checkpoint=path)
     assert type(model).__name__ == "LitGCN" and model.hparams["hidden"] == 4
     for key, value in lit.state_dict().items():
         assert torch.equal(model.state_dict()[key], value)
     with pytest.raises(InvalidInputError, match="not both"):
-        load_user_model(spec, 3, 2, weights=path, lightning_checkpoint=path)
+        load_user_model(spec, 3, 2, weights=path, checkpoint=path)
     with pytest.raises(InvalidInputError, match="not a Lightning checkpoint"):
         torch.save({"a": torch.zeros(1)}, tmp_path / "plain.pt")
-        load_user_model(spec, 3, 2, lightning_checkpoint=tmp_path / "plain.pt")
+        load_user_model(spec, 3, 2, checkpoint=tmp_path / "plain.pt")
+    with pytest.deprecated_call(match="lightning_checkpoint= is deprecated"):  # old keyword
+        old = load_user_model(spec, 3, 2, lightning_checkpoint=path)
+    assert all(torch.equal(old.state_dict()[k], v) for k, v in model.state_dict().items())
 
 
 def test_node_classifier_checkpoint_size_is_bounded_before_allocation(tmp_path):
@@ -190,3 +193,44 @@ def test_model_file_imports_its_sibling_module(tmp_path):
     build = import_object(f"{pkg / 'net.py'}:build")
     assert build() == 7
     assert sys.path == before  # the import path is restored
+
+
+def test_cli_checkpoint_flag_takes_both_kinds(models_file, tmp_path, capsys):
+    """``audit --checkpoint``: a Lightning checkpoint of the user's module with ``--model
+    MODULE:NAME``, else a NodeClassifier checkpoint (a clear error when it is not one);
+    ``--lightning-checkpoint`` is a deprecated spelling with the same result."""
+    import warnings
+
+    import lightning as L
+    from torch_geometric.data import Data
+
+    from gnnaudit.cli.audit import _load_model
+    from gnnaudit.cli.main import build_parser
+
+    spec = f"{models_file}:LitGCN"
+    lit = build_model(import_object(spec), 3, 2)
+    path = tmp_path / "model.ckpt"
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    trainer.strategy.connect(lit)
+    trainer.save_checkpoint(path)
+    data = Data(x=torch.zeros(4, 3), edge_index=torch.zeros(2, 0, dtype=torch.long))
+    parser = build_parser()
+    out = ["--out", str(tmp_path / "out")]
+    base = ["audit", *out, "--dataset", "cora", "--model", spec, "--num-classes", "2"]
+    args = parser.parse_args([*base, "--checkpoint", str(path)])
+    model, info = _load_model(args, data, str(tmp_path))
+    assert type(model).__name__ == "LitGCN" and str(path) in info["source"]
+    with pytest.warns(FutureWarning, match="--lightning-checkpoint is deprecated .* 0.3.0"):
+        old_args = parser.parse_args([*base, "--lightning-checkpoint", str(path)])
+    old, _ = _load_model(old_args, data, str(tmp_path))
+    for key, value in model.state_dict().items():
+        assert torch.equal(old.state_dict()[key], value)
+    with pytest.raises(InvalidInputError, match="needs --model MODULE:NAME"):
+        torch.save({"state_dict": {}}, tmp_path / "plain.ckpt")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _load_model(
+                parser.parse_args(["audit", *out, "--checkpoint", str(tmp_path / "plain.ckpt")]),
+                data,
+                str(tmp_path),
+            )

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gnnaudit._aliases import renamed_keywords
 from gnnaudit._validation import (
     MAX_RESAMPLES,
     check_choice,
@@ -124,6 +125,7 @@ class AuditContext:
     forward_kwargs, predict_fn : passed to :class:`ModelAdapter`.
     """
 
+    @renamed_keywords(aliases={"sensitive_features": "sensitive"})
     def __init__(
         self,
         model: Any,

@@ -5,9 +5,12 @@ Two ways in:
 * **your model, your graph**: ``--graph PATH`` (a ``.pt`` / ``.npz`` file or a folder with
   ``nodes.csv`` and ``edges.csv``, see :func:`gnnaudit.datasets.load_graph`) and ``--model
   MODULE:NAME`` (your class or factory) with ``--weights PATH`` (a state dict) or
-  ``--lightning-checkpoint PATH``;
+  ``--checkpoint PATH`` (a Lightning checkpoint of your LightningModule);
 * **built-in data**: ``--dataset NAME`` with a gnnaudit backbone trained on the spot
-  (``--model gcn``) or loaded from ``--checkpoint``.
+  (``--model gcn``) or loaded from ``--checkpoint`` (a gnnaudit NodeClassifier checkpoint).
+
+``--checkpoint`` is read as data only (``weights_only=True``); which kind it must be follows
+from ``--model`` (``--lightning-checkpoint`` is a deprecated spelling, removed in 0.3.0).
 
 Writes ``<out>/report.json``, ``report.md`` and ``report.html`` (and ``model.ckpt`` when it
 trains, ``mitigated_model.pt`` with ``--mitigate``) into a private temporary folder that replaces ``--out`` only when everything succeeded;
@@ -25,6 +28,7 @@ from gnnaudit.cli._tables import add_table_arguments
 from gnnaudit.cli.options import (
     BACKBONES,
     BACKENDS,
+    DeprecatedAlias,
     FloatRange,
     IntRange,
     add_force_argument,
@@ -114,11 +118,18 @@ def _add_model_arguments(p: argparse.ArgumentParser) -> None:
     weights = model.add_mutually_exclusive_group()
     weights.add_argument("--weights", default=None, help="state dict of your --model")
     weights.add_argument(
-        "--lightning-checkpoint",
+        "--checkpoint",
         default=None,
-        help="Lightning checkpoint of your LightningModule class --model",
+        help="a Lightning checkpoint: of your LightningModule with --model MODULE:NAME, else "
+        "of a gnnaudit NodeClassifier (gnnaudit train); read as data only",
     )
-    weights.add_argument("--checkpoint", default=None, help="a gnnaudit NodeClassifier checkpoint")
+    weights.add_argument(
+        "--lightning-checkpoint",
+        dest="checkpoint",
+        action=DeprecatedAlias,
+        new="--checkpoint",
+        help=argparse.SUPPRESS,
+    )
     model.add_argument(
         "--num-classes",
         type=IntRange(2, MAX_NUM_CLASSES, "MAX_NUM_CLASSES"),
@@ -248,34 +259,49 @@ def _num_classes(args: argparse.Namespace, data: Any) -> int:
     return max(int(y.max()) + 1, 2)
 
 
+def _load_gnnaudit_checkpoint(path: str) -> Any:
+    """The NodeClassifier of ``--checkpoint`` (without ``--model MODULE:NAME``); a checkpoint of
+    another module is an error that says how to load it."""
+    from gnnaudit.errors import InvalidInputError
+    from gnnaudit.training import load_node_classifier
+
+    try:
+        return load_node_classifier(path)
+    except InvalidInputError as exc:
+        if "NodeClassifier" not in str(exc):  # unreadable, refused or too large: as it is
+            raise
+        raise _error(
+            f"--checkpoint {path} is not a gnnaudit NodeClassifier checkpoint ({exc}); a "
+            "Lightning checkpoint of your own LightningModule needs --model MODULE:NAME"
+        ) from exc
+
+
 def _load_model(args: argparse.Namespace, data: Any, out_dir: str) -> tuple[Any, dict[str, Any]]:
     """The model to audit and its description for the report."""
-    from gnnaudit.training import load_node_classifier, train_node_classifier
+    from gnnaudit.training import train_node_classifier
 
     in_channels = int(data.x.size(1))
     if ":" in args.model:
         from gnnaudit.training.user_model import load_user_model
 
-        if args.checkpoint:
-            raise _error("--checkpoint is for gnnaudit backbones; use --weights for --model")
         module = load_user_model(
             args.model,
             in_channels,
             _num_classes(args, data),
             weights=args.weights,
-            lightning_checkpoint=args.lightning_checkpoint,
+            checkpoint=args.checkpoint,
         )
-        source = args.weights or args.lightning_checkpoint or "factory (no weights given)"
+        source = args.weights or args.checkpoint or "factory (no weights given)"
         return module, {"source": f"{args.model} from {source}"}
     if args.model not in BACKBONE_CHOICES:
         raise _error(
             f"--model must be one of {', '.join(BACKBONE_CHOICES)} or MODULE:NAME, got "
             f"{args.model!r}"
         )
-    if args.weights or args.lightning_checkpoint:
-        raise _error("--weights and --lightning-checkpoint need --model MODULE:NAME")
+    if args.weights:
+        raise _error("--weights needs --model MODULE:NAME (your model class or factory)")
     if args.checkpoint:
-        module = load_node_classifier(args.checkpoint)
+        module = _load_gnnaudit_checkpoint(args.checkpoint)
         if module.hparams["in_channels"] != in_channels:
             raise _error(
                 f"--checkpoint {args.checkpoint} expects {module.hparams['in_channels']} input "

@@ -15,6 +15,7 @@ from gnnaudit.cli.options import (
     IntRange,
     add_force_argument,
     add_out_argument,
+    add_renamed_argument,
     count_type,
     k_type,
 )
@@ -43,7 +44,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="target cluster (default: any other)",
     )
-    p.add_argument("--k", type=k_type(), default=5, help="number of counterfactuals (default 5)")
+    add_renamed_argument(
+        p,
+        "--n-counterfactuals",
+        "--k",
+        type=k_type(),
+        default=5,
+        help="number of counterfactuals (default 5)",
+    )
     p.add_argument(
         "--immutable", nargs="+", default=[], metavar="COL", help="columns not to change"
     )
@@ -82,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         eps=args.eps,
         min_samples=args.min_samples,
         metric=args.metric,
-        n_counterfactuals=args.k,
+        n_counterfactuals=args.n_counterfactuals,
         strategy=args.strategy,
         random_state=args.seed,
     )

@@ -2,7 +2,8 @@
 
 Example::
 
-    gnnaudit fairden data.csv --sensitive gender race --k 2 --categorical job --out labels.csv
+    gnnaudit fairden data.csv --sensitive gender race --n-clusters 2 --categorical job \\
+        --out labels.csv
 
 Every column that is not sensitive, categorical, ``--label`` or ``--ignore`` must be numeric and
 is a feature. Prints the balance (over the combined sensitive groups), the noise fraction and
@@ -20,6 +21,7 @@ from gnnaudit.cli.options import (
     add_force_argument,
     add_out_argument,
     add_progress_argument,
+    add_renamed_argument,
     count_type,
     k_type,
 )
@@ -39,11 +41,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--sensitive", nargs="+", required=True, metavar="COL", help="sensitive column(s)"
     )
-    p.add_argument("--k", type=k_type(), default=2, help="number of non-noise clusters (default 2)")
+    add_renamed_argument(
+        p,
+        "--n-clusters",
+        "--k",
+        type=k_type(),
+        default=2,
+        help="number of non-noise clusters (default 2)",
+    )
     p.add_argument(
         "--categorical", nargs="*", default=(), metavar="COL", help="categorical columns"
     )
-    p.add_argument("--min-pts", type=count_type(1), default=None, help="minPts (default 2*d-1)")
+    add_renamed_argument(
+        p,
+        "--min-samples",
+        "--min-pts",
+        type=count_type(1),
+        default=None,
+        help="minPts of the dc-distance and the noise threshold (default 2*d-1)",
+    )
     p.add_argument(
         "--solver", default="auto", choices=("auto", "dense", "matrix_free"), help="eigensolver"
     )
@@ -51,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--min-group-size",
         type=count_type(1),
         default=None,
-        help="exclude sensitive groups smaller than this (default: error if a group < k)",
+        help="exclude sensitive groups smaller than this (default: error if a group < --n-clusters)",
     )
     p.add_argument(
         "--label", default=None, help="ground-truth column (not a feature; ARI is printed)"
@@ -108,8 +124,8 @@ def run(args: argparse.Namespace) -> int:
     if data.X.shape[1] == 0:
         raise InvalidInputError("data: FairDen needs at least one numeric feature column")
     model = FairDen(
-        n_clusters=args.k,
-        min_pts=args.min_pts,
+        n_clusters=args.n_clusters,
+        min_samples=args.min_samples,
         solver=args.solver,
         random_state=args.seed,
         min_group_size=args.min_group_size,
@@ -119,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     ).fit(data.X, sensitive_features=data.sensitive, categorical=data.categorical)
     sens = frame[list(args.sensitive)].to_numpy(dtype=object)
     print(
-        f"FairDen: {model.n_clusters_} clusters (k={model.k_}, minPts={model.min_pts_}, "
+        f"FairDen: {model.n_clusters_} clusters (k={model.k_}, min_samples={model.min_samples_}, "
         f"solver={model.solver_}) on {data.n_samples} rows"
     )
     print(

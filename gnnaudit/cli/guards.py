@@ -34,7 +34,6 @@ __all__ = [
 INPUT_ARGUMENTS: dict[str, str] = {
     "graph": "--graph",
     "weights": "--weights",
-    "lightning_checkpoint": "--lightning-checkpoint",
     "checkpoint": "--checkpoint",
     "model": "--model",
     "data": "data",

@@ -11,8 +11,9 @@
 * ``-v/--verbose``, ``--debug`` and ``--threads N`` are accepted before and after the
   subcommand.
 
-Old spellings (``tree-cluster --output``) keep working for one release with a
-:class:`FutureWarning`.
+Old spellings (``tree-cluster --output``, ``fairden --k`` / ``--min-pts``, ``audit
+--lightning-checkpoint``) keep working until 0.3.0 with a one-line :class:`FutureWarning` on
+stderr; they are hidden from ``--help``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "FloatRange",
     "SEED",
     "DeprecatedAlias",
+    "add_renamed_argument",
     "add_global_options",
     "add_out_argument",
     "add_force_argument",
@@ -170,6 +172,34 @@ def k_type() -> IntRange:
     return IntRange(1, MAX_K, "MAX_K; k is also capped at the number of candidates")
 
 
+def _note_spelling(
+    parser: argparse.ArgumentParser, namespace: argparse.Namespace, dest: str, flag: str | None
+) -> None:
+    """Record which spelling of ``dest`` was given; two different ones are a usage error (the
+    mutually exclusive group misses a value equal to the default, argparse compares by
+    identity)."""
+    seen = namespace.__dict__.setdefault("_spellings", {})
+    other = seen.get(dest)
+    if other is not None and other != flag:
+        parser.error(f"argument {flag}: not allowed with argument {other}")
+    seen[dest] = flag
+
+
+class _RenamedStore(argparse._StoreAction):
+    """``store`` of a flag that has deprecated spellings (:func:`add_renamed_argument`)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        """Store ``values`` after checking no other spelling was given."""
+        _note_spelling(parser, namespace, self.dest, option_string)
+        super().__call__(parser, namespace, values, option_string)
+
+
 class DeprecatedAlias(argparse.Action):
     """An old flag spelling: stores into the new flag's ``dest`` and warns once per use.
 
@@ -189,13 +219,44 @@ class DeprecatedAlias(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         """Store ``values`` as the new flag would and emit a :class:`FutureWarning`."""
+        _note_spelling(parser, namespace, self.dest, option_string)
+        from gnnaudit._aliases import REMOVAL
+
         warnings.warn(
-            f"{option_string} is deprecated and will be removed in the next release; use "
-            f"{self.new}",
+            f"{option_string} is deprecated and will be removed in {REMOVAL}; use {self.new}",
             FutureWarning,
             stacklevel=2,
         )
         setattr(namespace, self.dest, values)
+
+
+def add_renamed_argument(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    new: str,
+    *old: str,
+    required: bool = False,
+    **kwargs: Any,
+) -> argparse.Action:
+    """Add flag ``new`` (``kwargs`` as for ``add_argument``) and its deprecated spellings
+    ``old``, hidden from ``--help``, storing into the same destination with a warning.
+
+    The spellings are mutually exclusive (giving two is a usage error); ``required``: one of
+    them must be given (the usage error names only ``new``).
+    """
+    group = parser.add_mutually_exclusive_group(required=required)
+    action = group.add_argument(new, action=_RenamedStore, **kwargs)
+    extra = {"type": kwargs["type"]} if "type" in kwargs else {}
+    for alias in old:
+        group.add_argument(
+            alias,
+            dest=action.dest,
+            action=DeprecatedAlias,
+            new=new,
+            metavar=action.metavar,
+            help=argparse.SUPPRESS,
+            **extra,
+        )
+    return action
 
 
 def threads_argument(text: str) -> int:

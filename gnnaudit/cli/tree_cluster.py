@@ -2,7 +2,7 @@
 
 Example::
 
-    gnnaudit tree-cluster data.csv --k 3 --depth 3 --must-link ml.csv --cannot-link cl.csv \\
+    gnnaudit tree-cluster data.csv --n-clusters 3 --depth 3 --must-link ml.csv --cannot-link cl.csv \\
         --objective md-ms --time-limit 60
 
 Every numeric column except ``--label`` (and ``--ignore`` columns) is a feature. A constraint
@@ -14,7 +14,7 @@ Exit code 0 with a clustering -- including ``feasible_soft``: ``--time-limit`` s
 search before a tree honouring every constraint was found, and the greedy tree came back with
 the number of constraints it breaks in the table and a warning; 2 for bad input (e.g.
 ``--time-limit`` outside [0.001, 1e6] seconds), contradictory constraints, or when no
-clustering exists (status ``infeasible``, e.g. all rows identical with ``--k 2``), with one
+clustering exists (status ``infeasible``, e.g. all rows identical with ``--n-clusters 2``), with one
 line on stderr saying which.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gnnaudit.cli.options import add_force_argument, add_out_argument
+from gnnaudit.cli.options import add_force_argument, add_out_argument, add_renamed_argument
 
 __all__ = ["register", "run"]
 
@@ -38,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "must-link and cannot-link constraints.",
     )
     p.add_argument("data", help="csv file with a header row; numeric feature columns")
-    p.add_argument("--k", type=int, required=True, help="number of clusters")
+    add_renamed_argument(
+        p, "--n-clusters", "--k", type=int, required=True, help="number of clusters"
+    )
     p.add_argument("--depth", type=int, default=3, help="tree depth (default 3)")
     p.add_argument("--must-link", default=None, help="csv of must-link row-index pairs")
     p.add_argument("--cannot-link", default=None, help="csv of cannot-link row-index pairs")
@@ -46,7 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--epsilon", type=float, default=0.1, help="distance-class width on the [0,100] scale"
     )
-    p.add_argument("--min-clusters", type=int, default=None, help="non-empty clusters (default k)")
+    p.add_argument(
+        "--min-clusters", type=int, default=None, help="non-empty clusters (default --n-clusters)"
+    )
     p.add_argument(
         "--solver",
         default="auto",
@@ -101,7 +105,7 @@ def _read_pairs(path: str | None, name: str) -> Any:
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
-    """``--time-limit``, ``--k`` and ``--depth`` within their ranges (NaN fails too)."""
+    """``--time-limit``, ``--n-clusters`` and ``--depth`` within their ranges (NaN fails too)."""
     from gnnaudit.clustering.tree_clustering import TIME_LIMIT_RANGE
     from gnnaudit.errors import InvalidInputError
 
@@ -111,7 +115,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
             f"--time-limit must be between {low:g} and {high:g} seconds (or left out for no "
             f"limit); got {args.time_limit!r}"
         )
-    for flag, value in (("--k", args.k), ("--depth", args.depth)):
+    for flag, value in (("--n-clusters", args.n_clusters), ("--depth", args.depth)):
         if not 1 <= value <= (12 if flag == "--depth" else 10**6):
             raise InvalidInputError(
                 f"{flag} must be between 1 and {12 if flag == '--depth' else 10**6}; got {value}"
@@ -176,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     ml = _read_pairs(args.must_link, "--must-link")
     cl = _read_pairs(args.cannot_link, "--cannot-link")
     model = TreeClustering(
-        n_clusters=args.k,
+        n_clusters=args.n_clusters,
         depth=args.depth,
         objective=args.objective,
         epsilon=args.epsilon,
@@ -205,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
         if model.status_ == "infeasible":
             why = model.infeasibility_
             raise InfeasibleError(
-                f"no clustering: no depth-{args.depth} tree with --k {args.k} satisfies the "
+                f"no clustering: no depth-{args.depth} tree with --n-clusters {args.n_clusters} satisfies the "
                 "constraints (status infeasible)" + (f"; {why.message}" if why else "")
             )
         raise InfeasibleError(

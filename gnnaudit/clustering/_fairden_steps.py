@@ -54,7 +54,7 @@ class FitInputs:
     groups: np.ndarray
     group_values: np.ndarray
     cat: np.ndarray | None
-    min_pts: int
+    min_samples: int
     excluded: np.ndarray
     used: np.ndarray
     g_used: np.ndarray
@@ -76,7 +76,7 @@ def run_alg1(
 ) -> Alg1Result:
     """Affinity, constrained embedding and Alg. 1's k-means / noise loop (``est``: the
     FairDen estimator, read only). Adds to ``timings``."""
-    k0, m, min_pts = est.n_clusters, inp.used.size, inp.min_pts
+    k0, m, min_samples = est.n_clusters, inp.used.size, inp.min_samples
     rng = check_random_state(est.random_state)
     t0 = time.perf_counter()
     d_n = inp.X.shape[1]
@@ -89,7 +89,7 @@ def run_alg1(
         raise InfeasibleError(
             f"n_clusters={k0} is too large for {m} points with {F.shape[1]} fairness constraints"
         )
-    k_cap = min(max(k0, m // min_pts), m)
+    k_cap = min(max(k0, m // min_samples), m)
     if est.noise_loop == "recompute":
         k_cap = min(k_cap, emb_cap)
     A_dense = op.to_dense() if solver == "dense" else None
@@ -114,13 +114,13 @@ def run_alg1(
         lab = KMeans(n_clusters=k, n_init=est.n_init, random_state=rng).fit(emb.H).labels_
         timings["kmeans"] += time.perf_counter() - t1
         bar.set_postfix_str(f"k={k}")
-        big = np.bincount(lab, minlength=k) >= min_pts
+        big = np.bincount(lab, minlength=k) >= min_samples
         if big.sum() >= k0 or k >= k_cap:
             if big.sum() < k0:
                 logger.warning(
                     "FairDen: only %d clusters with >= minPts=%d points at the cap k=%d",
                     int(big.sum()),
-                    min_pts,
+                    min_samples,
                     k,
                 )
             break
@@ -172,8 +172,8 @@ def pareto_rounding(
     factor = float(keep.sum()) / inp.X.shape[0]
     Xu = inp.X[inp.used]
     args = (tree, alg.emb.H, Xu, alg.lab, keep, inp.g_used)
-    _, t_min, _ = repair_to_step(*args, min_balance, inp.min_pts, factor)
-    front, labs = repair_front(*args, inp.min_pts, np.union1d(PARETO_STEPS, [t_min]))
+    _, t_min, _ = repair_to_step(*args, min_balance, inp.min_samples, factor)
+    front, labs = repair_front(*args, inp.min_samples, np.union1d(PARETO_STEPS, [t_min]))
     front["balance"] *= inp.used.size / inp.X.shape[0]  # excluded points are noise
     front["dcsi"] *= inp.used.size / inp.X.shape[0]
     ok = front["balance"] >= min_balance - 1e-12

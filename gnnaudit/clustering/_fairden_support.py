@@ -42,27 +42,28 @@ def check_distinct_points(X: np.ndarray, cat: np.ndarray | None, n_clusters: int
         )
 
 
-def check_dc_tree(tree: Any, Xu: np.ndarray, min_pts: int, n: int) -> DCTree:
-    """``tree`` if it is a fitted DCTree of the points ``Xu`` with ``min_pts``; otherwise an
+def check_dc_tree(tree: Any, Xu: np.ndarray, min_samples: int, n: int) -> DCTree:
+    """``tree`` if it is a fitted DCTree of the points ``Xu`` with ``min_samples``; otherwise an
     :class:`~gnnaudit.errors.InvalidInputError` saying what differs."""
     if not isinstance(tree, DCTree):
         raise InvalidInputError(
             f"dc_tree must be a gnnaudit.graph_ops.DCTree, got {type(tree).__name__}"
         )
     if getattr(tree, "mst_", None) is None or getattr(tree, "core_distances_", None) is None:
-        raise InvalidInputError("dc_tree is not fitted; call DCTree(min_pts=...).fit(X)")
+        raise InvalidInputError("dc_tree is not fitted; call DCTree(min_samples=...).fit(X)")
     m = Xu.shape[0]
     if tree.n_ != m:
         extra = f" ({n - m} points of too-small groups are excluded)" if m < n else ""
         raise InvalidInputError(
             f"dc_tree was fitted on {tree.n_} points but FairDen clusters {m}{extra}"
         )
-    if tree.min_pts != min_pts:
+    if tree.min_samples != min_samples:
         raise InvalidInputError(
-            f"dc_tree was built with min_pts={tree.min_pts} but FairDen uses minPts="
-            f"{min_pts}; build it with DCTree(min_pts={min_pts}) or set FairDen(min_pts=...)"
+            f"dc_tree was built with min_samples={tree.min_samples} but FairDen uses "
+            f"min_samples={min_samples}; build it with DCTree(min_samples={min_samples}) or "
+            "set FairDen(min_samples=...)"
         )
-    cd = core_distances(Xu, min_pts)
+    cd = core_distances(Xu, min_samples)
     u, v = tree.mst_.u, tree.mst_.v
     w = np.maximum(rowwise_distances(Xu[u], Xu[v], "euclidean"), np.maximum(cd[u], cd[v]))
     scale = max(float(np.abs(cd).max(initial=0.0)), float(np.abs(w).max(initial=0.0)))
@@ -113,7 +114,7 @@ def unfair_message(
         "use rounding='repair' (the default) with min_balance=..., or rounding='balanced', "
         "which gives every cluster the data's group proportions"
         if rounding == "kmeans"
-        else "raise min_balance, try fewer clusters (n_clusters) or a smaller min_pts"
+        else "raise min_balance, try fewer clusters (n_clusters) or a smaller min_samples"
     )
     return (
         f"FairDen: the clustering is unfair, balance {balance_value:.3f} is below "

@@ -203,7 +203,7 @@ def fair_embedding_matrix_free(
         except ArpackNoConvergence as exc:
             raise GnnAuditError(
                 f"the constrained eigensolver did not converge for k={k} (n={n}); try "
-                "solver='dense' for small data or a different min_pts"
+                "solver='dense' for small data or a different min_samples"
             ) from exc
     order = np.argsort(-theta)
     theta, Y = theta[order], Y[:, order]

@@ -49,6 +49,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from tqdm.auto import tqdm
 
+from gnnaudit._aliases import deprecated_attribute, renamed_keywords, resolve_alias
 from gnnaudit._params import Integer, Options, Real, Satisfies, validate_parameters
 from gnnaudit.clustering._estimator_input import DenseInputTagsMixin, validate_fit_input
 from gnnaudit.clustering._fairden_steps import (
@@ -104,9 +105,10 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
     ----------
     n_clusters:
         Number ``k`` of non-noise clusters wanted (``>= 1``; 1 puts every point in one cluster).
-    min_pts:
-        ``minPts`` (:math:`\\mu`) of the dc-distance and the noise threshold. Default
-        ``max(2, 2 d_n - 1)`` with ``d_n`` the number of numerical features (Schubert et al.).
+    min_samples:
+        ``minPts`` (:math:`\\mu`) of the dc-distance and the noise threshold (scikit-learn's
+        ``DBSCAN`` name). Default ``max(2, 2 d_n - 1)`` with ``d_n`` the number of numerical
+        features (Schubert et al.). ``min_pts=`` is a deprecated spelling (removed in 0.3.0).
     solver:
         ``"dense"`` (paper's Z / Q construction, ``n <= 5000``), ``"matrix_free"`` (eigsh on a
         projected ``LinearOperator``, no ``n x n`` array) or ``"auto"`` (dense up to 1,000
@@ -163,14 +165,14 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
     group_values_ : the combined sensitive values of the codes (one row per group).
     excluded_ : (n,) bool, points left out for belonging to a too-small group.
     dc_tree_ : the fitted :class:`~gnnaudit.graph_ops.DCTree` (of the used points).
-    min_pts_ : the ``minPts`` used.
+    min_samples_ : the ``minPts`` used (``min_pts_``: deprecated alias).
     timings_ : seconds per stage (``dc_tree``, ``affinity``, ``eigensolver``, ``kmeans``,
         ``rounding``, ``metrics``; eigensolver and k-means summed over the Alg. 1 iterations).
     """
 
     _parameter_constraints: dict[str, list[Any]] = {
         "n_clusters": [Integer(1, None)],
-        "min_pts": [Integer(1, None), None],
+        "min_samples": [Integer(1, None), None],
         "solver": [Options("auto", "dense", "matrix_free")],
         "random_state": [_SEED],
         "min_group_size": [Integer(1, None), None],
@@ -181,10 +183,14 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         "progress": [_BOOL],
     }
 
+    min_pts = deprecated_attribute("min_pts", "min_samples")
+    min_pts_ = deprecated_attribute("min_pts_", "min_samples_")
+
+    @renamed_keywords(deprecated={"min_pts": "min_samples"})
     def __init__(
         self,
         n_clusters: int = 2,
-        min_pts: int | None = None,
+        min_samples: int | None = None,
         solver: Literal["auto", "dense", "matrix_free"] = "auto",
         random_state: int | np.random.RandomState | None = 0,
         min_group_size: int | None = None,
@@ -195,7 +201,7 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         progress: bool = False,
     ) -> None:
         self.n_clusters = n_clusters
-        self.min_pts = min_pts
+        self.min_samples = min_samples
         self.solver = solver
         self.random_state = random_state
         self.min_group_size = min_group_size
@@ -213,6 +219,7 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         sensitive_features: Any = None,
         categorical: Any = None,
         dc_tree: DCTree | None = None,
+        sensitive: Any = None,
     ) -> FairDen:
         """Cluster ``X`` (n, d_n numerical) fairly w.r.t. ``sensitive_features``; returns ``self``.
 
@@ -230,12 +237,12 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
             sensitive_features: ``(n,)`` or ``(n, a)`` sensitive attribute(s), any hashable
                 values; the combined groups (tuples of all values) are balanced. ``None``:
                 one group, i.e. plain FairDen clustering without the fairness constraint, with
-                a ``UserWarning``.
+                a ``UserWarning``. ``sensitive=`` is accepted as an alias.
             categorical: ``(n, d_c)`` categorical attributes (any hashable codes), compared
                 with Goodall1 (Eq. 15).
             dc_tree: a fitted :class:`~gnnaudit.graph_ops.DCTree` of the clustered points built
                 beforehand (``X``, or ``X`` without the points ``min_group_size`` excludes),
-                with ``min_pts`` equal to this estimator's ``minPts`` (capped at the number of
+                with ``min_samples`` equal to this estimator's ``minPts`` (capped at the number of
                 points); its core distances and MST weights are checked against ``X``
                 (:class:`~gnnaudit.errors.InvalidInputError` when they do not match).
 
@@ -259,6 +266,9 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
                 stacklevel=2,
             )
             categorical = args[0]
+        sensitive_features = resolve_alias(
+            "sensitive_features", sensitive_features, "sensitive", sensitive, where="FairDen.fit: "
+        )
         if sensitive_features is None and y is not None:
             warnings.warn(
                 "FairDen.fit(X, sensitive) is deprecated: the second positional argument is "
@@ -299,7 +309,7 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
                 raise InvalidInputError(f"categorical has {cat.shape[0]} rows but X has {n}")
             if cat.shape[1] == 0:
                 cat = None
-        min_pts = self.min_pts if self.min_pts is not None else max(2, 2 * d_n - 1)
+        min_samples = self.min_samples if self.min_samples is not None else max(2, 2 * d_n - 1)
         excluded = self._excluded(groups)
         used = np.flatnonzero(~excluded)
         g_used = np.unique(groups[used], return_inverse=True)[1].reshape(-1)
@@ -313,7 +323,7 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
                 "exclude the small groups (paper Sec. 3.3)"
             )
         check_distinct_points(X[used], None if cat is None else cat[used], k0)
-        return FitInputs(X, groups, group_values, cat, min_pts, excluded, used, g_used)
+        return FitInputs(X, groups, group_values, cat, min_samples, excluded, used, g_used)
 
     def _excluded(self, groups: np.ndarray) -> np.ndarray:
         """Points of combined groups smaller than ``min_group_size`` (none when ``None``)."""
@@ -354,9 +364,9 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         t0 = time.perf_counter()
         Xu = inp.X[inp.used]
         if dc_tree is None:
-            tree = DCTree(min_pts=min(inp.min_pts, m), progress=self.progress).fit(Xu)
+            tree = DCTree(min_samples=min(inp.min_samples, m), progress=self.progress).fit(Xu)
         else:
-            tree = check_dc_tree(dc_tree, Xu, min(inp.min_pts, m), inp.X.shape[0])
+            tree = check_dc_tree(dc_tree, Xu, min(inp.min_samples, m), inp.X.shape[0])
         timings["dc_tree"] = time.perf_counter() - t0
         bar.update()
         if k0 == 1:
@@ -393,7 +403,7 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
                 Xu = inp.X[inp.used]
                 g_used, target = inp.g_used, self.min_balance
                 lab, step, self.repair_path_ = repair_to_step(
-                    tree, alg.emb.H, Xu, alg.lab, keep, g_used, target, inp.min_pts, factor
+                    tree, alg.emb.H, Xu, alg.lab, keep, g_used, target, inp.min_samples, factor
                 )
             used_rounding = "repair" if step > 0 else "kmeans"
         elif self.rounding == "pareto":
@@ -412,9 +422,11 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
             # never dominated by the paper's rounding (integer effects; not seen in tests)
             labels, used_rounding, step, self.balance_ = paper, "kmeans", 0.0, self.paper_balance_
             self.repair_path_ = None
-        self.paper_dcsi_ = dcsi(inp.X, paper, inp.min_pts, squared=True)
+        self.paper_dcsi_ = dcsi(inp.X, paper, inp.min_samples, squared=True)
         same = np.array_equal(labels, paper)
-        self.dcsi_ = self.paper_dcsi_ if same else dcsi(inp.X, labels, inp.min_pts, squared=True)
+        self.dcsi_ = (
+            self.paper_dcsi_ if same else dcsi(inp.X, labels, inp.min_samples, squared=True)
+        )
         self.paper_labels_ = paper
         timings["metrics"] = time.perf_counter() - t0
         self.labels_ = labels
@@ -426,7 +438,7 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         self.group_values_ = inp.group_values
         self.excluded_ = inp.excluded
         self.dc_tree_ = tree
-        self.min_pts_ = inp.min_pts
+        self.min_samples_ = inp.min_samples
         self.timings_ = timings
         self.rounding_ = used_rounding
         self.repair_step_ = step

@@ -310,7 +310,7 @@ def repair_to_step(
     keep: np.ndarray,
     groups: np.ndarray,
     min_balance: float,
-    min_pts: int,
+    min_samples: int,
     factor: float = 1.0,
 ) -> tuple[np.ndarray, float, str | None]:
     """Repair ``labels`` (ids of the paper's rounding; only points with ``keep`` are clustered,
@@ -328,7 +328,7 @@ def repair_to_step(
         res = rep.at(t, path)
         out = labels.copy()
         out[keep] = ids[res.labels]
-        score = dcsi(X, np.where(keep, out, -1), min_pts, squared=True)
+        score = dcsi(X, np.where(keep, out, -1), min_samples, squared=True)
         if best is None or (score, -res.n_moved) > (best[0], -best[1]):
             best = (score, res.n_moved, out, t, path)
     assert best is not None
@@ -351,7 +351,7 @@ def repair_front(
     labels: np.ndarray,
     keep: np.ndarray,
     groups: np.ndarray,
-    min_pts: int,
+    min_samples: int,
     steps: np.ndarray,
     factor: float = 1.0,
 ) -> tuple[pd.DataFrame, list[np.ndarray]]:
@@ -376,7 +376,7 @@ def repair_front(
                 "t": t,
                 "n_moved": res.n_moved,
                 "balance": factor * balance(lab, groups),
-                "dcsi": dcsi(X, lab, min_pts, squared=True),
+                "dcsi": dcsi(X, lab, min_samples, squared=True),
             }
         )
         all_labels.append(lab)

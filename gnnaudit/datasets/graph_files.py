@@ -79,6 +79,7 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data
 
+from gnnaudit._aliases import renamed_keywords
 from gnnaudit._validation import check_edge_index
 from gnnaudit.datasets.columns import name_list
 from gnnaudit.datasets.graph_read import find_tables, read_graph
@@ -226,6 +227,7 @@ def _check_names(argument: str, value: Any) -> str | None:
     return value
 
 
+@renamed_keywords(aliases={"sensitive_features": "sensitive"})
 def load_graph(
     path: str | os.PathLike[str],
     *,

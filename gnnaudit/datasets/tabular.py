@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from gnnaudit._aliases import renamed_keywords
 from gnnaudit._validation import check_float, check_int, check_seed
 from gnnaudit.datasets.columns import category_codes, column_kind, numeric_column
 from gnnaudit.errors import InvalidInputError
@@ -71,6 +72,7 @@ def _codes(
     return out
 
 
+@renamed_keywords(aliases={"sensitive_features": "sensitive"})
 def load_tabular(
     source: str | os.PathLike | pd.DataFrame,
     label: str | None = None,

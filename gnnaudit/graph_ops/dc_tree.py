@@ -38,6 +38,7 @@ import scipy.sparse as sp
 from scipy.cluster.hierarchy import fcluster, leaves_list
 from tqdm.auto import tqdm
 
+from gnnaudit._aliases import deprecated_attribute, renamed_keywords
 from gnnaudit._validation import check_array, check_choice, check_fitted, check_float, check_int
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops._distances import power_of_two_scale
@@ -98,8 +99,9 @@ class DCTree:
 
     Parameters
     ----------
-    min_pts:
-        ``minPts`` of the core distance (the point itself counts), ``>= 1``.
+    min_samples:
+        ``minPts`` of the core distance (the point itself counts), ``>= 1`` (scikit-learn's
+        ``DBSCAN`` name; ``min_pts=`` is a deprecated spelling, removed in 0.3.0).
     mst_method:
         ``"dense"`` (full :math:`d_m` matrix, scipy MST; ``O(n^2)`` memory),
         ``"boruvka"`` (KD-tree Boruvka, ``O(n k)`` memory) or ``"auto"`` (dense up to
@@ -120,14 +122,15 @@ class DCTree:
     timings_ : seconds spent on core distances, the MST and the tree.
     """
 
+    @renamed_keywords(deprecated={"min_pts": "min_samples"})
     def __init__(
         self,
-        min_pts: int = 5,
+        min_samples: int = 5,
         mst_method: Literal["auto", "dense", "boruvka"] = "auto",
         dense_max_n: int = DENSE_MAX_N,
         progress: bool = False,
     ) -> None:
-        self.min_pts = min_pts
+        self.min_samples = min_samples
         self.mst_method = mst_method
         self.dense_max_n = dense_max_n
         self.progress = progress
@@ -140,7 +143,7 @@ class DCTree:
         :func:`~gnnaudit.graph_ops._distances.power_of_two_scale`) and the core distances and
         MST weights are multiplied back, so data at ``1e-160`` or ``1e160`` give the tree of
         the same data at scale 1, scaled."""
-        min_pts = check_int("min_pts", self.min_pts, minimum=1)
+        min_samples = check_int("min_samples", self.min_samples, minimum=1)
         check_choice("mst_method", self.mst_method, ("auto", "dense", "boruvka"))
         check_int("dense_max_n", self.dense_max_n, minimum=1)
         X = check_array("X", X, ndim=2, min_rows=1)
@@ -156,19 +159,21 @@ class DCTree:
         if method == "auto":
             method = "dense" if n <= self.dense_max_n else "boruvka"
         self.mst_method_: str = method  # "dense" or "boruvka"; "given" from from_mst
-        logger.info("dc-tree: n=%d, minPts=%d, MST method %s", n, min_pts, method)
+        logger.info("dc-tree: n=%d, minPts=%d, MST method %s", n, min_samples, method)
         timings: dict[str, float] = {}
         bar = tqdm(total=3, desc="dc-tree", disable=not self.progress, leave=False)
         t0 = time.perf_counter()
         if method == "dense":
-            self.core_distances_ = core_distances(X, min_pts)
+            self.core_distances_ = core_distances(X, min_samples)
             timings["core_distances"] = time.perf_counter() - t0
             bar.update()
             self.mst_ = mst_dense(X, self.core_distances_)
         else:
             tree = kd_tree(X)
-            nd, ni = knn_query(X, max(min_pts, BORUVKA_KNN), tree=tree)
-            self.core_distances_ = nd[:, min(min_pts, n) - 1].copy() if min_pts > 1 else np.zeros(n)
+            nd, ni = knn_query(X, max(min_samples, BORUVKA_KNN), tree=tree)
+            self.core_distances_ = (
+                nd[:, min(min_samples, n) - 1].copy() if min_samples > 1 else np.zeros(n)
+            )
             timings["core_distances"] = time.perf_counter() - t0
             bar.update()
             self.mst_ = mst_boruvka(X, self.core_distances_, tree=tree, knn=(nd, ni))
@@ -186,8 +191,11 @@ class DCTree:
         self.timings_ = timings
         return self
 
+    min_pts = deprecated_attribute("min_pts", "min_samples")
+
     @classmethod
-    def from_mst(cls, core_distances: Any, mst: MSTEdges, min_pts: int = 5) -> DCTree:
+    @renamed_keywords(deprecated={"min_pts": "min_samples"})
+    def from_mst(cls, core_distances: Any, mst: MSTEdges, min_samples: int = 5) -> DCTree:
         """Build the tree from precomputed core distances and an exact :math:`d_m` MST (e.g. from
         :func:`~gnnaudit.graph_ops.mst.mst_boruvka`); skips the neighbour search."""
         core = check_array("core_distances", core_distances, ndim=1)
@@ -199,7 +207,7 @@ class DCTree:
             ends = np.asarray(ends)
             if ends.dtype.kind not in "iu" or (ends.size and (ends.min() < 0 or ends.max() >= n)):
                 raise InvalidInputError(f"{name} must hold point ids in [0, {n - 1}]")
-        tree = cls(min_pts=min_pts)
+        tree = cls(min_samples=min_samples)
         tree.n_, tree.core_distances_, tree.mst_, tree.mst_method_ = n, core, mst, "given"
         t0 = time.perf_counter()
         tree._build_tree()

@@ -63,6 +63,7 @@ from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 from scipy.spatial import cKDTree
 from scipy.spatial.distance import pdist, squareform
 
+from gnnaudit._aliases import renamed_keywords
 from gnnaudit.graph_ops._distances import power_of_two_scale, rowwise_distances
 from gnnaudit.graph_ops._knn import (
     BORUVKA_KNN,
@@ -91,19 +92,21 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
+@renamed_keywords(deprecated={"min_pts": "min_samples"})
 def core_distances(
-    X: np.ndarray, min_pts: int, *, tree: cKDTree | None = None, chunk: int = 65536
+    X: np.ndarray, min_samples: int, *, tree: cKDTree | None = None, chunk: int = 65536
 ) -> np.ndarray:
-    """Distance of every point to its ``min_pts``-th nearest neighbour, itself counted first.
+    """Distance of every point to its ``min_samples``-th nearest neighbour, itself counted
+    first (``minPts`` of the papers; ``min_pts=`` is a deprecated spelling, removed in 0.3.0).
 
-    ``min_pts = 1`` gives zeros (then :math:`d_m` is the Euclidean distance). Memory
-    ``O(chunk * min_pts)``. Scale-safe (module docstring) when no ``tree`` is given.
+    ``min_samples = 1`` gives zeros (then :math:`d_m` is the Euclidean distance). Memory
+    ``O(chunk * min_samples)``. Scale-safe (module docstring) when no ``tree`` is given.
     """
     X, _ = points(X)
     n = X.shape[0]
-    if min_pts <= 1:
+    if min_samples <= 1:
         return np.zeros(n)
-    return knn_query(X, min(min_pts, n), tree=tree, chunk=chunk)[0][:, -1].copy()
+    return knn_query(X, min(min_samples, n), tree=tree, chunk=chunk)[0][:, -1].copy()
 
 
 def mutual_reachability(X: np.ndarray, core: np.ndarray) -> np.ndarray:

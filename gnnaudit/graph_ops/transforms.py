@@ -37,6 +37,7 @@ import torch
 from torch_geometric.data import HeteroData
 from torch_geometric.transforms import BaseTransform
 
+from gnnaudit._aliases import deprecated_attribute, renamed_keywords
 from gnnaudit._validation import check_array, check_choice, check_edge_index, check_float, check_int
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops._distances import canonical_metric
@@ -190,22 +191,25 @@ class DCTreeTransform(_GraphTransform):
     """PyG transform: dc-distance tree of ``data[attr]`` (default node features ``x``).
 
     Fits a :class:`~gnnaudit.graph_ops.DCTree` per graph and writes ``data.core_distance``
-    ``[N]`` (:math:`cd(x)`, distance to the ``min_pts``-th nearest neighbour),
+    ``[N]`` (:math:`cd(x)`, distance to the ``min_samples``-th nearest neighbour),
     ``data.mst_edge_index`` ``[2, 2(N - G)]`` (the MST edges of the :math:`d_m` graph of each
     of the ``G`` graphs, both directions) and ``data.mst_weight`` (their weights
     :math:`d_m(x, y) = \\max(cd(x), cd(y), \\|x - y\\|)`), float32, on the device of
     ``data[attr]``. The dc-distance of two nodes is the largest weight on their MST path.
 
     Args:
-        min_pts: ``minPts`` of the core distance (the point itself counts).
+        min_samples: ``minPts`` of the core distance (the point itself counts);
+            ``min_pts=`` is a deprecated spelling (removed in 0.3.0).
         attr: the node attribute (default ``"x"``).
         mst_method: ``"auto"``, ``"dense"`` or ``"boruvka"`` (see :class:`DCTree`).
     """
 
-    _params = ("min_pts", "attr", "mst_method")
+    _params = ("min_samples", "attr", "mst_method")
+    min_pts = deprecated_attribute("min_pts", "min_samples")
 
-    def __init__(self, min_pts: int = 5, attr: str = "x", mst_method: str = "auto") -> None:
-        self.min_pts = check_int("min_pts", min_pts, minimum=1)
+    @renamed_keywords(deprecated={"min_pts": "min_samples"})
+    def __init__(self, min_samples: int = 5, attr: str = "x", mst_method: str = "auto") -> None:
+        self.min_samples = check_int("min_samples", min_samples, minimum=1)
         if not isinstance(attr, str):
             raise InvalidInputError(f"attr must be an attribute name (str), got {attr!r}")
         self.attr = attr
@@ -220,7 +224,9 @@ class DCTreeTransform(_GraphTransform):
         core = np.zeros(X.shape[0])
         blocks, weights = [np.zeros((2, 0), dtype=np.int64)], [np.zeros(0)]
         for start, stop in graph_slices(graph_ptr(data)):
-            tree = DCTree(min_pts=self.min_pts, mst_method=self.mst_method).fit(X[start:stop])
+            tree = DCTree(min_samples=self.min_samples, mst_method=self.mst_method).fit(
+                X[start:stop]
+            )
             core[start:stop] = tree.core_distances_
             u, v = tree.mst_.u + start, tree.mst_.v + start
             blocks.append(np.stack([np.r_[u, v], np.r_[v, u]]).astype(np.int64))

@@ -47,6 +47,7 @@ import pandas as pd
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from gnnaudit._aliases import renamed_keywords
 from gnnaudit._validation import MAX_NUM_HOPS, check_choice, check_float, check_int
 from gnnaudit.audit.fairness.discrimination import arrays_to_table, code_features, score_arrays
 from gnnaudit.audit.fairness.feature_units import FeatureUnits
@@ -101,6 +102,7 @@ class CounterfactualAuditCallback(Callback):
     seconds_ : total wall time spent auditing.
     """
 
+    @renamed_keywords(aliases={"sensitive_features": "sensitive"})
     def __init__(  # noqa: PLR0913  # Lightning callback: mirrors its documented parameters
         self,
         every_n_epochs: int = 1,

@@ -49,6 +49,7 @@ from typing import Any
 
 import torch
 
+from gnnaudit._aliases import renamed_keywords
 from gnnaudit._threads import ThreadChoice, thread_limits
 from gnnaudit._validation import resolve_progress
 from gnnaudit.audit.context import AuditContext, AuditOptions
@@ -139,6 +140,7 @@ def _versions() -> dict[str, str]:
     }
 
 
+@renamed_keywords(aliases={"sensitive_features": "sensitive"})
 def run_audit(
     model: Any,
     data: Any,
@@ -167,7 +169,8 @@ def run_audit(
         (numbers or text labels; a vector equal to a column of ``x`` is audited as that
         feature), a list of these (several attributes and their intersection), or None for
         ``data.sensitive``; a continuous attribute needs ``sensitive_bins=q`` (quantile bins),
-        see :mod:`gnnaudit.audit.sensitive`.
+        see :mod:`gnnaudit.audit.sensitive`. ``sensitive_features=`` (fairlearn's name) is
+        accepted as an alias (both with different values: an ``InvalidInputError``).
     units : the statistics to run, each configured by its own constructor (default:
         :func:`default_units` built from ``config``).
     mask : the audited nodes (default ``data.mask``, else ``data.test_mask``, else all).
@@ -322,6 +325,7 @@ def apply_transform(data: Any, transform: Any) -> Any:
     return out
 
 
+@renamed_keywords(aliases={"sensitive_features": "sensitive"})
 def audit_model(
     model: Any,
     data: Any,
@@ -342,7 +346,8 @@ def audit_model(
     are replaced only with ``force=True``); with ``mitigate=True`` it also receives
     ``mitigated_model.pt``, the state_dict of the mitigated copy. ``transform``: the
     preprocessing the model was trained with, applied to a shallow copy of ``data`` before the
-    audit (see :func:`apply_transform`; ``data`` itself is not modified).
+    audit (see :func:`apply_transform`; ``data`` itself is not modified). ``sensitive``: as
+    in :func:`run_audit` (``sensitive_features=`` is an alias).
 
     Every other keyword is an option of :func:`run_audit`, under the same names: ``mask``,
     ``units``, ``config``, ``random_state``, ``progress``, ``device`` (where the model runs and

@@ -83,6 +83,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.data import Data
 
+from gnnaudit._aliases import renamed_keywords
 from gnnaudit._validation import (
     MAX_EPOCHS,
     MAX_LEARNING_RATE,
@@ -204,7 +205,7 @@ class FairFinetune(L.LightningModule):
         :meth:`finetune` for a copy).
     data : the graph (``x``, ``y``, ``edge_index``, train / val / test masks).
     sensitive : the sensitive attribute: feature name, column index or one-hot group of
-        ``data.x`` (None: ``data.sensitive_name``).
+        ``data.x`` (None: ``data.sensitive_name``); ``sensitive_features=`` is an alias.
     lambda_cf : weight of the counterfactual-consistency term (0 = off).
     lambda_ev : weight of the evidence term (0 = off).
     lambda_cov : weight of the covariance term (0 = off, the default).
@@ -221,6 +222,7 @@ class FairFinetune(L.LightningModule):
     random_state : seed of the node sample, the batch order and the category draws.
     """
 
+    @renamed_keywords(aliases={"sensitive_features": "sensitive"})
     def __init__(  # noqa: PLR0913  # estimator-like trainer: mirrors its documented parameters
         self,
         model: nn.Module,
@@ -410,6 +412,7 @@ class FairFinetune(L.LightningModule):
 
     # ------------------------------------------------------------------ one call
     @classmethod
+    @renamed_keywords(aliases={"sensitive_features": "sensitive"})
     def finetune(
         cls,
         model: nn.Module,

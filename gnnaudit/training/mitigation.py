@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from gnnaudit._aliases import renamed_keywords
 from gnnaudit._validation import check_float
 from gnnaudit.audit.bootstrap import bootstrap_mean
 from gnnaudit.audit.fairness.group_fairness import group_fairness
@@ -75,6 +76,7 @@ _METRICS = (
 )
 
 
+@renamed_keywords(aliases={"sensitive_features": "sensitive"})
 def mitigation_metrics(
     model: torch.nn.Module,
     data: Any,

@@ -8,8 +8,8 @@ script does. Everything else is data and is read without executing code:
 * ``--weights PATH``: a ``state_dict`` saved with ``torch.save(model.state_dict(), PATH)``, read
   with ``torch.load(..., weights_only=True)``; keys and shapes are checked against the model
   and the first mismatches are listed;
-* ``--lightning-checkpoint PATH``: a Lightning checkpoint of the user's own LightningModule
-  class, read with ``weights_only=True``; the class is rebuilt from the checkpoint's
+* ``--checkpoint PATH`` (``checkpoint=``): a Lightning checkpoint of the user's own
+  LightningModule class, read with ``weights_only=True``; the class is rebuilt from the checkpoint's
   ``hyper_parameters`` (plain values) and its ``state_dict`` loaded.
 
 The factory is called as ``factory(in_channels, out_channels)`` when it takes two arguments
@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from gnnaudit._aliases import renamed_keywords
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io import safe_torch_load
 
@@ -209,7 +210,7 @@ def load_lightning_checkpoint(
     *,
     in_channels: int | None = None,
     out_channels: int | None = None,
-    name: str = "--lightning-checkpoint",
+    name: str = "--checkpoint",
 ) -> torch.nn.Module:
     """Rebuild the user's LightningModule ``cls`` from a checkpoint read with
     ``weights_only=True``: ``cls(**hyper_parameters)`` when the checkpoint stores them, else the
@@ -237,22 +238,24 @@ def load_lightning_checkpoint(
     return model.eval()
 
 
+@renamed_keywords(deprecated={"lightning_checkpoint": "checkpoint"})
 def load_user_model(
     spec: str,
     in_channels: int,
     out_channels: int,
     *,
     weights: str | os.PathLike[str] | None = None,
-    lightning_checkpoint: str | os.PathLike[str] | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
 ) -> torch.nn.Module:
     """The user's model named by ``spec`` (``MODULE:NAME``), with ``weights`` or from a
-    ``lightning_checkpoint`` (at most one), in eval mode."""
-    if weights is not None and lightning_checkpoint is not None:
-        raise InvalidInputError("give --weights or --lightning-checkpoint, not both")
+    Lightning ``checkpoint`` of it (at most one), in eval mode. ``lightning_checkpoint=`` is a
+    deprecated spelling of ``checkpoint=`` (removed in 0.3.0)."""
+    if weights is not None and checkpoint is not None:
+        raise InvalidInputError("give --weights or --checkpoint, not both")
     obj = import_object(spec)
-    if lightning_checkpoint is not None:
+    if checkpoint is not None:
         return load_lightning_checkpoint(
-            obj, lightning_checkpoint, in_channels=in_channels, out_channels=out_channels
+            obj, checkpoint, in_channels=in_channels, out_channels=out_channels
         )
     model = build_model(obj, in_channels, out_channels)
     if weights is not None:

@@ -31,7 +31,7 @@ transformation of the same embedding:
    ARI against the embedding clusters (on the tree's nodes and on every clustered node), and
    how many constraints hold.
 4. **Counterparts** (core graph). ExDBSCAN on the embeddings: for a chosen node (``explain=``)
-   or each noise node (up to ``max_explained``), the ``k_counterfactuals`` diverse reference
+   or each noise node (up to ``max_explained``), the ``n_counterfactuals`` diverse reference
    core nodes of the nearest other cluster, reported as real node ids with their input
    features, differing features marked.
 
@@ -53,6 +53,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.metrics import adjusted_rand_score
 
+from gnnaudit._aliases import deprecated_attribute, renamed_keywords
 from gnnaudit._params import InstanceOf, Integer, Real, validate_parameters
 from gnnaudit._validation import check_int
 from gnnaudit.audit.context import resolve_nodes
@@ -106,7 +107,8 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
     min_samples, eps : DBSCAN parameters (None: the documented rules).
     n_clusters : clusters of FairDen and of the tree (None: DBSCAN's number, at least 2).
     depth : depth of the description tree (1 .. 6).
-    k_counterfactuals : counterpart core nodes per explained node.
+    n_counterfactuals : counterpart core nodes per explained node (``k_counterfactuals=``:
+        deprecated spelling, removed in 0.3.0).
     random_state : seed of the subsamples, permutations, FairDen and ExDBSCAN.
     layer : embedding layer (see :func:`~gnnaudit.audit.node_embeddings`).
     max_nodes : cap of the audited nodes clustered (uniform subsample above it).
@@ -139,7 +141,7 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
         "eps": [Real(0.0, None, closed="neither"), None],
         "n_clusters": [Integer(2, None), None],
         "depth": [Integer(1, 6)],
-        "k_counterfactuals": [Integer(1, None)],
+        "n_counterfactuals": [Integer(1, None)],
         "random_state": [Integer(0, 2**32 - 1)],
         "layer": [InstanceOf(str, "a layer name"), None],
         "max_nodes": [Integer(10, None)],
@@ -150,13 +152,16 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
         "n_permutations": [Integer(1, None)],
     }
 
+    k_counterfactuals = deprecated_attribute("k_counterfactuals", "n_counterfactuals")
+
+    @renamed_keywords(deprecated={"k_counterfactuals": "n_counterfactuals"})
     def __init__(  # noqa: PLR0913  # estimator: mirrors its documented parameters
         self,
         min_samples: int | None = None,
         eps: float | None = None,
         n_clusters: int | None = None,
         depth: int = 3,
-        k_counterfactuals: int = 3,
+        n_counterfactuals: int = 3,
         random_state: int = 0,
         *,
         layer: str | None = None,
@@ -171,7 +176,7 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
         self.eps = eps
         self.n_clusters = n_clusters
         self.depth = depth
-        self.k_counterfactuals = k_counterfactuals
+        self.n_counterfactuals = n_counterfactuals
         self.random_state = random_state
         self.layer = layer
         self.max_nodes = max_nodes
@@ -218,6 +223,7 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
         self.input_features_, self.feature_names_ = x, [str(f) for f in names]
 
     # ------------------------------------------------------------------ fit
+    @renamed_keywords(aliases={"sensitive_features": "sensitive"})
     def fit(
         self,
         model: Any,
@@ -236,7 +242,7 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
         model : an ``nn.Module`` GNN or a :class:`~gnnaudit.audit.ModelAdapter` wrapping one.
         data : PyG ``Data`` (``x``, ``edge_index``; ``y`` and ``feature_names`` optional).
         sensitive : feature name, (num_nodes,) array, or None for ``data.sensitive``
-            (required: :class:`InvalidInputError` when neither is there).
+            (``sensitive_features=`` is accepted as an alias; required: :class:`InvalidInputError` when neither is there).
         evidence : counterfactual evidence pairs for the tree's cannot-links: a
             :class:`~gnnaudit.audit.GlobalEvidence` or a global evidence table (``node_u``,
             ``node_v``, most similar first; the graph's own ids when ``data.node_ids`` is
@@ -303,7 +309,7 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
     def _density(self, Z: np.ndarray) -> None:
         t0 = time.perf_counter()
         curve_eps, self.k_distances_ = knee_eps(Z, self.min_samples_)
-        self.dc_tree_ = DCTree(min_pts=min(self.min_samples_, Z.shape[0])).fit(Z)
+        self.dc_tree_ = DCTree(min_samples=min(self.min_samples_, Z.shape[0])).fit(Z)
         self.eps_, self.eps_rule_ = float(curve_eps), "knee"
         if self.eps is not None:
             self.eps_, self.eps_rule_ = float(self.eps), "given"
@@ -337,7 +343,7 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
         t0 = time.perf_counter()
         k = self.n_clusters if self.n_clusters is not None else max(2, self.n_clusters_)
         self.fair_n_clusters_ = int(k)
-        fair = FairDen(n_clusters=k, min_pts=self.min_samples_, random_state=self.random_state)
+        fair = FairDen(n_clusters=k, min_samples=self.min_samples_, random_state=self.random_state)
         fair.fit(Z, sensitive_features=self.sensitive_, dc_tree=self.dc_tree_)
         self.fair_labels_ = fair.labels_
         self.fair_balance_ = balance(self.fair_labels_, self.sensitive_)
@@ -430,7 +436,7 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
         ex = ExDBSCAN(
             eps=self.eps_,
             min_samples=self.min_samples_,
-            n_counterfactuals=self.k_counterfactuals,
+            n_counterfactuals=self.n_counterfactuals,
             random_state=self.random_state,
         ).fit(self.embeddings_, core_graph=cg)
         rows: list[tuple] = []

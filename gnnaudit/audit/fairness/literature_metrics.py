@@ -49,6 +49,7 @@ import torch
 from sklearn.metrics import f1_score, roc_auc_score
 from torch import nn
 
+from gnnaudit._aliases import renamed_keywords
 from gnnaudit._validation import check_float, check_int
 from gnnaudit.errors import InvalidInputError
 
@@ -134,6 +135,7 @@ def _rate(pred: np.ndarray, mask: np.ndarray, what: str) -> float:
     return float(pred[mask].mean())
 
 
+@renamed_keywords(aliases={"sensitive_features": "sensitive"})
 def statistical_parity_difference(y_pred: Any, sensitive: Any) -> float:
     r""":math:`|P(\hat y = 1 \mid s = 0) - P(\hat y = 1 \mid s = 1)|` (both groups needed)."""
     p, s = _binary("y_pred", y_pred), _binary("sensitive", sensitive)
@@ -141,6 +143,7 @@ def statistical_parity_difference(y_pred: Any, sensitive: Any) -> float:
     return abs(_rate(p, s == 0, "s = 0") - _rate(p, s == 1, "s = 1"))
 
 
+@renamed_keywords(aliases={"sensitive_features": "sensitive"})
 def equal_opportunity_difference(y_pred: Any, y_true: Any, sensitive: Any) -> float:
     r""":math:`|P(\hat y = 1 \mid y = 1, s = 0) - P(\hat y = 1 \mid y = 1, s = 1)|`."""
     p, y = _binary("y_pred", y_pred), _binary("y_true", y_true)
@@ -234,6 +237,7 @@ def instability(
     return float((base[ids] != noisy[ids]).mean())
 
 
+@renamed_keywords(aliases={"sensitive_features": "sensitive"})
 def literature_metrics(
     model: Predictor,
     x: torch.Tensor,

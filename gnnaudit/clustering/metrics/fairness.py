@@ -29,6 +29,7 @@ import pandas as pd
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 from sklearn.neighbors import NearestNeighbors
 
+from gnnaudit._aliases import renamed_keywords
 from gnnaudit._validation import check_array, check_int
 from gnnaudit.clustering.goodall import encode_columns
 from gnnaudit.errors import InvalidInputError
@@ -73,10 +74,12 @@ def _sensitive_codes(sensitive: Any, n: int, combined: bool) -> list[np.ndarray]
     return [codes[:, c] for c in range(codes.shape[1])]
 
 
+@renamed_keywords(aliases={"sensitive_features": "sensitive"})
 def balance(labels: Any, sensitive: Any, *, combined: bool = False) -> float:
     """Noise-adjusted balance (Eq. 6-7), in ``[0, 1]``; 1 = every cluster mirrors the data.
 
-    ``sensitive`` is one column or several (n, a). By default the minimum runs over the groups
+    ``sensitive`` (or ``sensitive_features=``, fairlearn's name) is one column or several
+    (n, a). By default the minimum runs over the groups
     of every attribute separately (Eq. 6); ``combined=True`` balances the combined groups (the
     tuples of all sensitive values, what FairDen optimises). Returns 0 when there is no
     non-noise cluster.
@@ -102,6 +105,7 @@ def balance(labels: Any, sensitive: Any, *, combined: bool = False) -> float:
     return float(per_cluster.mean() * keep.mean())
 
 
+@renamed_keywords(aliases={"sensitive_features": "sensitive"})
 def group_mix(labels: Any, sensitive: Any, *, names: list[str] | None = None) -> pd.DataFrame:
     """Per cluster (noise row ``-1`` included): size, share of every combined sensitive group
     and the cluster's balance (Eq. 6 over the combined groups)."""
@@ -133,11 +137,12 @@ def _mst_max_edge(P: np.ndarray) -> float:
 
     if P.shape[0] < 2:
         return 0.0
-    tree = DCTree(min_pts=1).fit(P)
+    tree = DCTree(min_samples=1).fit(P)
     return float(tree.mst_.weight.max())
 
 
-def dcsi(X: Any, labels: Any, min_pts: int = 5, *, squared: bool = False) -> float:
+@renamed_keywords(deprecated={"min_pts": "min_samples"})
+def dcsi(X: Any, labels: Any, min_samples: int = 5, *, squared: bool = False) -> float:
     """Noise-adjusted DCSI (App. C.2, Gauss et al. 2024) in ``[0, 1]``; higher is better.
 
     .. math::
@@ -161,6 +166,7 @@ def dcsi(X: Any, labels: Any, min_pts: int = 5, *, squared: bool = False) -> flo
             slightly different core set (the median of squares of an even number of values is
             not the square of the median).
 
+    ``min_samples`` is :math:`minPts` (``min_pts=``: deprecated spelling, removed in 0.3.0).
     Clusters of one point count as noise (as in the reference implementation); fewer than two
     clusters give 0. A cluster without any core point uses all its members as core points.
     Memory ``O(n * minPts)`` plus one Euclidean MST per cluster.
@@ -168,7 +174,7 @@ def dcsi(X: Any, labels: Any, min_pts: int = 5, *, squared: bool = False) -> flo
     X = check_array("X", X, ndim=2)
     X = X / power_of_two_scale(X)  # exact; DCSI is a ratio, the scale cancels (scale-safe)
     lab = _labels("labels", labels, X.shape[0]).copy()
-    min_pts = check_int("min_pts", min_pts, minimum=1)
+    min_samples = check_int("min_samples", min_samples, minimum=1)
     if not isinstance(squared, bool | np.bool_):
         raise InvalidInputError(f"squared must be True or False, got {squared!r}")
     power = 2.0 if squared else 1.0
@@ -182,12 +188,12 @@ def dcsi(X: Any, labels: Any, min_pts: int = 5, *, squared: bool = False) -> flo
     for c in clusters:  # loop over clusters (few)
         P = X[lab == c]
         m = P.shape[0]
-        kk = min(2 * min_pts, m - 1)
+        kk = min(2 * min_samples, m - 1)
         nn = NearestNeighbors(n_neighbors=kk + 1).fit(P)
         dist = nn.kneighbors(P)[0] ** power
         eps = float(np.median(dist[:, kk]))
-        km = min(min_pts, m - 1)
-        core = P[dist[:, km] <= eps] if m > min_pts else P[:0]
+        km = min(min_samples, m - 1)
+        core = P[dist[:, km] <= eps] if m > min_samples else P[:0]
         if core.shape[0] == 0:
             core = P
         cores.append(core)
