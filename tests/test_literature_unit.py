@@ -180,6 +180,18 @@ def test_instability_is_seeded_noise_and_noise_std_zero_changes_nothing(binary) 
         LiteratureMetricsUnit(noise_std=-1.0)
 
 
+def test_a_model_that_rejects_noisy_features_gets_no_instability(binary) -> None:
+    data, _ = binary
+
+    def by_group(x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.one_hot(x[:, 0].long(), 2).float()  # fails on noise
+
+    report = _audit(by_group, data, [LiteratureMetricsUnit()])
+    table = _table(report)
+    assert "instability" not in table.index and table.loc["cf", "value"] == 1.0
+    assert "cannot be evaluated on noisy features" in " ".join(report.section("literature").notes)
+
+
 def test_degenerate_model_gives_no_finding(binary) -> None:
     data, _ = binary
 
@@ -228,9 +240,10 @@ def test_multiclass_conventions() -> None:
     assert table.loc["f1", "value"] == pytest.approx(f1_score(y, pred, average="macro"))
     gf = group_fairness(data.y, logits.argmax(1), sensitive_features=data.sensitive, mask=t)
     assert table.loc["dsp", "value"] == pytest.approx(gf.statistical_parity_difference)
-    assert "largest gap over the classes" in report.findings.set_index("finding").loc[
-        "literature: delta SP", "explanation"
-    ]
+    assert (
+        "largest gap over the classes"
+        in report.findings.set_index("finding").loc["literature: delta SP", "explanation"]
+    )
 
 
 def test_default_units_include_the_literature_unit() -> None:

@@ -4,6 +4,7 @@ row, one plain-words sentence and the notes per metric."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,6 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from gnnaudit.audit.context import AuditContext
 
 __all__ = ["compute_rows", "METRIC_NAMES"]
+
+logger = logging.getLogger(__name__)
 
 #: display name of each metric key
 METRIC_NAMES = {
@@ -262,9 +265,19 @@ def _instability_row(ctx: AuditContext, noise_std: float, out: _Rows) -> None:
     opts, nodes, x = ctx.options, ctx.nodes, ctx.data.x
     gen = torch.Generator().manual_seed(int(opts.random_state))
     noise = torch.randn(tuple(x.shape), generator=gen, dtype=x.dtype) * noise_std
-    noisy = ctx.adapter.logits(
-        x + noise.to(x.device), ctx.data.edge_index, stage="the instability's noisy pass"
-    )
+    try:
+        noisy = ctx.adapter.logits(
+            x + noise.to(x.device), ctx.data.edge_index, stage="the instability's noisy pass"
+        )
+    except Exception as exc:  # noqa: BLE001  # deliberate: noisy inputs leave the data's domain
+        # a model may accept only the values its inputs take (codes it embeds, one-hot
+        # lookups); the noise leaves that domain, so the figure is undefined, not a bug
+        logger.warning("instability left out: the model failed on noisy features: %s", exc)
+        out.notes.append(
+            "Instability left out: the model cannot be evaluated on noisy features "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})."
+        )
+        return
     changed = noisy.argmax(dim=1).numpy()[nodes] != ctx.predictions[nodes]
     k, m = int(changed.sum()), int(nodes.size)
     lo, hi = binomial_interval(k, m, opts.confidence)
