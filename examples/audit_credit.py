@@ -17,8 +17,13 @@ of ``Age`` at graph scope, group fairness, the literature metrics); ``--full`` r
 default audit instead (node-scope flips, the ranking among features, proxies, evidences ...),
 which on 30,000 nodes takes several times longer.
 
-Wall time of the whole script (default units, CPU): WALL_TIME on the project's shared 2-core
-machine while about eight other jobs ran (load average about 13), so an upper figure.
+Wall time on the project's shared 2-core machine (2026-11-27, load average 13 to 17 from
+about eight other agents' jobs): with the defaults on the full credit graph the run did not
+finish within 40 minutes of wall time, having received about 2.5 CPU-minutes (GCN training on
+30,000 nodes dominates; ``benchmarks/results/fair_gnn.md`` measured 706 s for 400 epochs under
+a similar load). On a 600-node credit-like table (``--epochs 30 --mitigate-epochs 5``) it ran in
+7 minutes of wall time for 12 CPU-seconds. Figures on an unloaded machine are still to be
+measured.
 """
 
 from __future__ import annotations
@@ -90,7 +95,7 @@ def main() -> None:
     after = run_audit(tuned, data, **options)
     after.save(out / "after", force=True)
 
-    table = literature_table(before).join(literature_table(after), lsuffix=" before")
+    table = pd.concat([literature_table(before), literature_table(after)], axis=1)
     table.columns = ["before", "after FairFinetune"]
     with pd.option_context("display.width", 120, "display.max_colwidth", 40):
         print(f"\nFair-GNN literature metrics on the test nodes (Age):\n{table.to_string()}")
