@@ -44,9 +44,19 @@ def test_option_names_are_the_dataclass_fields():
     shared = {f.name for f in dataclasses.fields(AuditOptions)}
     assert set(names["shared"]) == shared - {"random_state", "progress", "device", "extra"}
     # audit_model keeps no list of its own: everything but out / force / transform (applied
-    # to a copy of the graph before the audit) goes to run_audit
+    # to a copy of the graph before the audit) and root (where data given as a dataset name
+    # is loaded from) goes to run_audit
     params = inspect.signature(gnnaudit.audit_model).parameters
-    assert set(params) == {"model", "data", "sensitive", "out", "force", "transform", "options"}
+    assert set(params) == {
+        "model",
+        "data",
+        "sensitive",
+        "out",
+        "force",
+        "transform",
+        "root",
+        "options",
+    }
 
 
 def test_unknown_option_raises_naming_it(graph):

@@ -355,7 +355,9 @@ AUDIT_LAYERS = {
     "search": set(),
     "core": {"report", "search"},
     "sensitivity": {"core", "report", "search"},
-    "fairness": {"core", "report", "search"},
+    # fairness reads the flip test (the literature unit's counterfactual unfairness is the
+    # graph-scope flip rate, reused from the sensitivity unit); sensitivity never imports fairness
+    "fairness": {"core", "report", "search", "sensitivity"},
     "embedding": {"core", "report", "search"},
     "proxies": {"core", "report", "search", "sensitivity"},
 }

@@ -46,6 +46,7 @@ from gnnaudit.audit.fairness.evidence_pairs import (
     pair_comparison,
 )
 from gnnaudit.audit.fairness.group_fairness import GroupFairness, GroupFairnessUnit, group_fairness
+from gnnaudit.audit.fairness.literature_unit import LiteratureMetricsResult, LiteratureMetricsUnit
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.audit.model_quality import ModelQualityResult
 from gnnaudit.audit.quality_unit import ModelQuality
@@ -86,6 +87,8 @@ __all__ = [
     "group_fairness",
     "GroupFairness",
     "GroupFairnessUnit",
+    "LiteratureMetricsUnit",
+    "LiteratureMetricsResult",
     "error_verification",
     "ErrorVerificationUnit",
     "ErrorVerificationResult",

@@ -32,6 +32,7 @@ from gnnaudit.audit.fairness.discrimination import DiscriminationUnit
 from gnnaudit.audit.fairness.error_verification import DEFAULT_KS, ErrorVerificationUnit
 from gnnaudit.audit.fairness.evidence_pairs import EvidencePairsUnit
 from gnnaudit.audit.fairness.group_fairness import GroupFairnessUnit
+from gnnaudit.audit.fairness.literature_unit import LiteratureMetricsUnit
 from gnnaudit.audit.proxies import ProxyUnit
 from gnnaudit.audit.quality_unit import ModelQuality
 from gnnaudit.audit.sensitivity.unit import SensitivityUnit
@@ -205,8 +206,9 @@ def default_units(config: AuditConfig | None = None, **options: Any) -> list[Aud
     :class:`AuditConfig()`) updated by ``options`` (its field names; another name is an
     :class:`~gnnaudit.errors.InvalidInputError` naming it).
 
-    Model quality, sensitivity, group fairness, proxies (``proxies=True``), evidence contrast, discrimination, error
-    verification and evidence pairs; then fine-tuning on evidences (``finetune=True``), the
+    Model quality, sensitivity, group fairness, the fair-GNN literature metrics, proxies
+    (``proxies=True``), evidence contrast, discrimination, error verification and evidence
+    pairs; then fine-tuning on evidences (``finetune=True``), the
     embedding audit (``embedding=True``) and the mitigation (``mitigate=True``).
     """
     if config is not None and not isinstance(config, AuditConfig):
@@ -222,6 +224,7 @@ def default_units(config: AuditConfig | None = None, **options: Any) -> list[Aud
         ModelQuality(),
         SensitivityUnit(num_hops=cfg.model_hops),
         GroupFairnessUnit(),
+        LiteratureMetricsUnit(),
         *([ProxyUnit(top=cfg.proxy_top, num_hops=cfg.model_hops)] if cfg.proxies else []),
         EvidenceContrastUnit(),
         DiscriminationUnit(min_support=cfg.min_support, bins=cfg.bins),

@@ -19,6 +19,9 @@ The default unit list (:func:`default_units`):
    among all features (needs the attribute as a model input);
 3. group fairness (needs a sensitive attribute; per class above two classes, per attribute
    and for their intersection with several attributes);
+3b. the fair-GNN literature metrics (needs labels): AUROC, F1, delta SP, delta EO, NIFTY's
+   counterfactual unfairness (the graph-scope flip rate of step 2, reused) and instability
+   under seeded N(0, 1) feature noise (one extra forward pass), each with an interval;
 4. the proxies of the attribute (``proxies=True``): inputs ranked by mutual information, their
    flip rates, a probe of the model's hidden layer;
 5. the evidence contrast of the sensitive attribute (needs it as a model input);
@@ -334,6 +337,7 @@ def audit_model(
     out: str | Path | None = None,
     force: bool = False,
     transform: Any = None,
+    root: str | Path | None = None,
     **options: Any,
 ) -> AuditReport:
     """Audit a user's model on a user's graph in one call; write the report when ``out`` is set.
@@ -347,7 +351,10 @@ def audit_model(
     ``mitigated_model.pt``, the state_dict of the mitigated copy. ``transform``: the
     preprocessing the model was trained with, applied to a shallow copy of ``data`` before the
     audit (see :func:`apply_transform`; ``data`` itself is not modified). ``sensitive``: as
-    in :func:`run_audit` (``sensitive_features=`` is an alias).
+    in :func:`run_audit` (``sensitive_features=`` is an alias). ``data`` may also
+    name a fair-GNN graph (``"credit"``, ``"bail"``, ``"german"``, ``"nba"``, ``"pokec_z"``,
+    ``"pokec_n"``), loaded from ``root`` (default ``$GNNAUDIT_DATA``) as ``gnnaudit audit
+    --dataset NAME --root DIR`` loads it (:func:`~gnnaudit.training.named_graph.named_graph`).
 
     Every other keyword is an option of :func:`run_audit`, under the same names: ``mask``,
     ``units``, ``config``, ``random_state``, ``progress``, ``device`` (where the model runs and
@@ -361,6 +368,7 @@ def audit_model(
 
         report = gnnaudit.audit_model(my_gcn, data, sensitive="gender", out="audit/")
         print(report.verdict)
+        report = gnnaudit.audit_model(credit_gcn, "credit", root="data/nifty")
     """
     if not isinstance(force, bool):
         raise InvalidInputError(f"force must be True or False, got {force!r}")
@@ -368,6 +376,13 @@ def audit_model(
         from gnnaudit.safe_io import check_output_dir
 
         check_output_dir("out", out, force=force, planned=REPORT_OUTPUTS)
+    if isinstance(data, str):
+        from gnnaudit.training.named_graph import named_graph
+
+        options.setdefault("dataset_name", data)
+        data = named_graph(data, root)
+    elif root is not None:
+        raise InvalidInputError("root= is for data given as a dataset name, e.g. 'credit'")
     data = apply_transform(data, transform)
     report = run_audit(model, data, sensitive, **options)
     if out is not None:

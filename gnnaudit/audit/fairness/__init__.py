@@ -1,7 +1,7 @@
 """Group fairness and the evidence-based fairness statistics: group rates with intervals,
 discrimination scores (CE paper Eq. 12) and their feature coding, the evidence contrast of the
-sensitive attribute, error verification (Sec. 7.2) and the top evidence pairs, each with its
-audit unit."""
+sensitive attribute, error verification (Sec. 7.2), the top evidence pairs and the fair-GNN
+literature's metrics (NIFTY / FairGNN), each with its audit unit."""
 
 from gnnaudit.audit.fairness.contrast_unit import EvidenceContrastAudit, EvidenceContrastUnit
 from gnnaudit.audit.fairness.discrimination import (
@@ -22,6 +22,7 @@ from gnnaudit.audit.fairness.evidence_pairs import (
     pair_comparison,
 )
 from gnnaudit.audit.fairness.group_fairness import GroupFairness, GroupFairnessUnit, group_fairness
+from gnnaudit.audit.fairness.literature_unit import LiteratureMetricsResult, LiteratureMetricsUnit
 
 __all__ = [
     "DiscriminationResult",
@@ -34,6 +35,8 @@ __all__ = [
     "EvidencePairsUnit",
     "GroupFairness",
     "GroupFairnessUnit",
+    "LiteratureMetricsResult",
+    "LiteratureMetricsUnit",
     "discrimination_scores",
     "error_verification",
     "evidence_contrast",
