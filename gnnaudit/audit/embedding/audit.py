@@ -21,24 +21,20 @@ transformation of the same embedding:
    DCSI beside DBSCAN's: how far the model's own grouping is from a fair one.
 3. **Readable description** (constraint graph). A :class:`~gnnaudit.clustering.TreeClustering`
    tree of depth ``<= depth`` on the *input features* of at most ``tree_nodes`` sampled
-   clustered nodes, with must-links between nodes of one embedding cluster that the dc-tree
-   joins at its lowest levels, cannot-links from the counterfactual evidence pairs (when
-   ``evidence`` is given; up to a quarter of the budget) and cannot-links between the closest
-   (smallest dc-distance) nodes of two different embedding clusters (a third of the rest:
-   must-links alone are all honoured by a tree with one big cluster, so they cannot make it
-   reproduce the clusters). At most ``max_constraints`` constraints and ``tree_time_limit`` seconds per solve (LSU, anytime); an infeasible or unsolved
-   model is retried with half the constraints, at most three times. Reported: the rules, the
-   ARI against the embedding clusters (on the tree's nodes and on every clustered node), and
-   how many constraints hold.
+   clustered nodes; must-links join nodes of one embedding cluster that the dc-tree joins at
+   its lowest levels; cannot-links come from the evidence pairs (``evidence``; up to a quarter
+   of the budget) and join the closest nodes of two embedding clusters (a third of the rest:
+   must-links alone are honoured by one big cluster). At most ``max_constraints`` constraints,
+   ``tree_time_limit`` seconds per solve (LSU, anytime), retried with half the constraints up
+   to three times. Reported: the rules, the ARI against the embedding clusters, and how many
+   constraints hold.
 4. **Counterparts** (core graph). ExDBSCAN on the embeddings: for a chosen node (``explain=``)
    or each noise node (up to ``max_explained``), the ``n_counterfactuals`` diverse reference
-   core nodes of the nearest other cluster, reported as real node ids with their input
-   features, differing features marked.
+   core nodes of the nearest other cluster, as real node ids with their input features.
 
-Bounds. The audited nodes are subsampled (uniformly, seeded) to ``max_nodes`` (default
-10,000) before any clustering; DBSCAN's radius search is ``O(n * neighbours)`` memory, the
-dc-tree and FairDen (matrix-free above 1,000 nodes) ``O(n * minPts)``, the tree's MaxSAT model
-``O(tree_nodes^2)`` clauses, the counterpart search ``O(max_explained * n_cores)``.
+Bounds. The audited nodes are subsampled (seeded) to ``max_nodes`` (default 10,000); memory
+is ``O(n * neighbours)`` for DBSCAN, ``O(n * minPts)`` for the dc-tree and FairDen,
+``O(tree_nodes^2)`` clauses for the tree, ``O(max_explained * n_cores)`` for the counterparts.
 """
 
 from __future__ import annotations
