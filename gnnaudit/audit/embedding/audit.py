@@ -13,9 +13,8 @@ transformation of the same embedding:
    ``max(min_samples, 5% of the nodes)`` nodes, to the largest dc-tree radius below the knee
    that yields two (:func:`~gnnaudit.audit.embedding.parts.split_eps`; ``eps_rule_`` says
    which rule chose it). Per cluster: size, prediction mix, accuracy and FairDen's
-   balance (Eq. 6-7) of the sensitive attribute (:attr:`EmbeddingAudit.cluster_table_`). A
-   permutation test (sensitive labels shuffled, clusters fixed) says whether the clusters are
-   less balanced than chance.
+   balance (Eq. 6-7) of the sensitive attribute (:attr:`EmbeddingAudit.cluster_table_`); a
+   permutation test (labels shuffled) says whether they are less balanced than chance.
 2. **Fair alternative** (dc-tree). FairDen on the same embeddings, same ``minPts`` and dc-tree,
    ``n_clusters`` clusters (default: DBSCAN's number of clusters, at least 2). Its balance and
    DCSI beside DBSCAN's: how far the model's own grouping is from a fair one.
