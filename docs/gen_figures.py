@@ -38,14 +38,14 @@ class Example:
     args: tuple[str, ...] = ()
     figures: tuple[str, ...] = ()
     report: str | None = None
-    needs: str | None = None  # a data folder: the example runs only when it exists
+    needs: str | None = None  # a NIFTY data set: the example runs only when its csv exists
     captions: dict[str, str] = field(default_factory=dict)
 
 
-def _nifty_root() -> str | None:
-    """The NIFTY data folder holding german/german.csv (``$GNNAUDIT_NIFTY`` or ../shared)."""
+def _nifty_root(name: str) -> str | None:
+    """The NIFTY data folder holding <name>/<name>.csv (``$GNNAUDIT_NIFTY`` or ../shared)."""
     for candidate in (os.environ.get("GNNAUDIT_NIFTY"), str(ROOT.parent / "shared/datasets/nifty")):
-        if candidate and (Path(candidate) / "german" / "german.csv").is_file():
+        if candidate and (Path(candidate) / name / f"{name}.csv").is_file():
             return candidate
     return None
 
@@ -72,7 +72,12 @@ EXAMPLES: dict[str, Example] = {
         args=("--out", "{out}/work", "--nodes", "400"), report="work/report_api"
     ),
     "audit_nifty_german": Example(
-        args=("{data}", "--out", "{out}/report"), report="report", needs="nifty"
+        args=("{data}", "--out", "{out}/report"), report="report", needs="german"
+    ),
+    "audit_credit": Example(
+        args=("--root", "{data}", "--out", "{out}/run", "--epochs", "60"),
+        report="run/after",
+        needs="credit",
     ),
 }
 
@@ -138,12 +143,11 @@ def run_example(name: str, example: Example) -> None:
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     rel = target.relative_to(ROOT).as_posix()
-    data = _nifty_root() if example.needs == "nifty" else None
+    data = _nifty_root(example.needs) if example.needs else None
     if example.needs and data is None:
         (target / "output.md").write_text(
-            "Not run when this page was built: the NIFTY German data set (`german/german.csv`, "
-            "`german/german_edges.txt`) was not on the machine (`$GNNAUDIT_NIFTY` names its "
-            "folder).\n"
+            f"Not run when this page was built: the NIFTY data set `{example.needs}/"
+            f"{example.needs}.csv` was not on the machine (`$GNNAUDIT_NIFTY` names its folder).\n"
         )
         print(f"{name}: skipped (data not found)")
         return
