@@ -6,6 +6,7 @@ local disk of a one-machine cluster):
 * ``meta.json``: number of nodes, features and partitions;
 * ``graph.pt``: the whole graph (``x``, ``edge_index``), read by the forward-pass tasks, which
   cut their partition's receptive field out of it (:mod:`gnnaudit.audit.dist_forward`);
+* ``parts.pt``: the partition id of every node;
 * ``part-<p>.pt``: partition ``p``: its sorted node ids ``own``, their feature rows ``x`` and
   the edges *into* them (``edge_index``, global ids, original order), read by the KS tasks
   (:mod:`gnnaudit.audit.dist_ks`); a worker reads only the partitions it owns.
@@ -32,10 +33,11 @@ from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops.partitioned import contiguous_partition
 from gnnaudit.safe_io import atomic_file, check_input_dir, read_json, safe_torch_load
 
-__all__ = ["GraphStore", "write_graph_store", "load_part", "load_graph"]
+__all__ = ["GraphStore", "write_graph_store", "load_part", "load_graph", "load_own"]
 
 META = "meta.json"
 GRAPH = "graph.pt"
+PARTS = "parts.pt"
 
 
 def _part_name(p: int) -> str:
@@ -108,6 +110,7 @@ def write_graph_store(
     root.mkdir(parents=True, exist_ok=True)
     x = x.detach().cpu()
     _save({"x": x, "edge_index": edge_index}, root / GRAPH)
+    _save({"parts": parts.to(torch.long)}, root / PARTS)
     target_part = parts[edge_index[1]]
     for p in range(num_parts):
         own = torch.nonzero(parts == p).view(-1)
@@ -135,3 +138,11 @@ def load_graph(store: GraphStore) -> tuple[torch.Tensor, torch.Tensor]:
     if not isinstance(obj, dict) or set(obj) != {"x", "edge_index"}:
         raise InvalidInputError(f"{store.folder}/{GRAPH} is not a gnnaudit store graph")
     return obj["x"], obj["edge_index"]
+
+
+def load_own(store: GraphStore, p: int) -> torch.Tensor:
+    """Sorted node ids of partition ``p`` (from ``parts.pt``), read on the caller."""
+    obj = safe_torch_load(store.path(PARTS), name="store parts")
+    if not isinstance(obj, dict) or set(obj) != {"parts"}:
+        raise InvalidInputError(f"{store.folder}/{PARTS} is not a gnnaudit store file")
+    return torch.nonzero(obj["parts"] == p).view(-1)

@@ -92,7 +92,7 @@ class HaloBlock:
         for pos, piece in pieces:
             rows[self.halo_local[pos]] = piece
         with torch.no_grad():
-            out = KSPropagation(alpha)(rows, self.graph)
+            out: Tensor = KSPropagation(alpha)(rows, self.graph)
         return out[self.own_local]
 
 
