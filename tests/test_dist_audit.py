@@ -196,14 +196,12 @@ def test_audit_model_with_client_equals_local(client, small_audit, tmp_path):
 def test_audit_model_client_refuses_forward_kwargs(client, small_audit):
     data, model, kw, _ = small_audit
     with pytest.raises(InvalidInputError, match="forward_kwargs"):
-        gnnaudit.audit_model(
-            model, data, client=client, forward_kwargs={"edge_weight": None}, **kw
-        )
+        gnnaudit.audit_model(model, data, client=client, forward_kwargs={"edge_weight": None}, **kw)
 
 
 def test_cli_scheduler_equals_local(client, tmp_path):
     logging.getLogger("lightning").setLevel(logging.ERROR)
-    small = ["--dataset", "synthetic", "--num-nodes", "200", "--epochs", "20", "--no-progress"]
+    small = ["--dataset", "synthetic", "--num-nodes", "120", "--epochs", "10", "--no-progress"]
     assert main(["audit", *small, "--no-finetune", "--out", str(tmp_path / "a")]) == 0
     ckpt = str(tmp_path / "a" / "model.ckpt")
     common = ["audit", *small, "--checkpoint", ckpt, "--no-finetune"]

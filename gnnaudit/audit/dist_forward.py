@@ -5,8 +5,8 @@ r"""The model's forward passes on the workers of a Dask cluster, one task per pa
 counterfactual graph), without running the model on the whole graph in one process. Partition
 ``p``'s task, on its worker:
 
-1. reads the graph and partition ``p``'s node ids from the shared folder, and applies the
-   changed values;
+1. reads the graph and the partition ids from the shared folder (once per worker process
+   and store: kept for the next passes), and applies the changed values to a copy;
 2. takes its target rows (its own nodes, or those of the requested ``rows`` it owns) and
    their :math:`(L+1)`-hop ball :math:`B` along the edges taken in both directions;
 3. runs the model on the subgraph induced by :math:`B` (edges in their original order, ids
@@ -48,7 +48,7 @@ import torch
 
 from gnnaudit._distributed import check_client, worker_addresses
 from gnnaudit._validation import MAX_NUM_HOPS, check_int
-from gnnaudit.audit.dist_store import GraphStore, load_graph, load_own
+from gnnaudit.audit.dist_store import GraphStore, load_graph, load_parts
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.errors import InvalidInputError
 
@@ -102,6 +102,21 @@ def apply_changes(x: torch.Tensor, changes: Sequence[Change]) -> torch.Tensor:
     return x
 
 
+#: per worker process: the graph of the last store read, ``(folder, stamp) -> (x, edge_index,
+#: parts)`` (the passes of one audit read the same store; one entry: one graph in memory)
+_GRAPH_CACHE: dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+
+def _cached_graph(store: GraphStore) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The store's graph and partition ids, read once per worker process while the graph
+    file is unchanged."""
+    key = (store.folder, store.path("graph.pt").stat().st_mtime_ns)
+    if key not in _GRAPH_CACHE:
+        _GRAPH_CACHE.clear()
+        _GRAPH_CACHE[key] = (*load_graph(store), load_parts(store))
+    return _GRAPH_CACHE[key]
+
+
 def _partition_logits(
     store: GraphStore,
     p: int,
@@ -113,12 +128,12 @@ def _partition_logits(
     rows: np.ndarray | None,
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Worker task (module docstring): ``(target ids, their logits, ball size)``."""
-    own = load_own(store, p)
+    x, edge_index, parts = _cached_graph(store)
+    own = torch.nonzero(parts == p).view(-1)
     if rows is not None:
         own = own[torch.isin(own, torch.as_tensor(rows, dtype=torch.long))]
     if own.numel() == 0:
         return own, torch.empty(0), 0
-    x, edge_index = load_graph(store)
     x = apply_changes(x, changes)
     ball, sub = ball_subgraph(edge_index, int(x.size(0)), own, num_hops + 1)
     if loader is not None:
@@ -128,7 +143,6 @@ def _partition_logits(
     if sub is None:
         out = adapter.logits(x, edge_index, stage=stage)
         return own, out[own], int(ball.numel())
-    del edge_index
     out = adapter.logits(x[ball], sub, stage=stage)
     return own, out[torch.searchsorted(ball, own)], int(ball.numel())
 

@@ -33,7 +33,7 @@ from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops.partitioned import contiguous_partition
 from gnnaudit.safe_io import atomic_file, check_input_dir, read_json, safe_torch_load
 
-__all__ = ["GraphStore", "write_graph_store", "load_part", "load_graph", "load_own"]
+__all__ = ["GraphStore", "write_graph_store", "load_part", "load_graph", "load_parts"]
 
 META = "meta.json"
 GRAPH = "graph.pt"
@@ -140,9 +140,10 @@ def load_graph(store: GraphStore) -> tuple[torch.Tensor, torch.Tensor]:
     return obj["x"], obj["edge_index"]
 
 
-def load_own(store: GraphStore, p: int) -> torch.Tensor:
-    """Sorted node ids of partition ``p`` (from ``parts.pt``), read on the caller."""
+def load_parts(store: GraphStore) -> torch.Tensor:
+    """The partition id of every node (``parts.pt``), read on the caller."""
     obj = safe_torch_load(store.path(PARTS), name="store parts")
     if not isinstance(obj, dict) or set(obj) != {"parts"}:
         raise InvalidInputError(f"{store.folder}/{PARTS} is not a gnnaudit store file")
-    return torch.nonzero(obj["parts"] == p).view(-1)
+    parts: torch.Tensor = obj["parts"]
+    return parts
