@@ -48,6 +48,7 @@ import torch
 
 from gnnaudit._distributed import check_client, worker_addresses
 from gnnaudit._validation import MAX_NUM_HOPS, check_int
+from gnnaudit.audit.dist_layers import LayeredPlan
 from gnnaudit.audit.dist_store import GraphStore, load_graph, load_parts
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.errors import InvalidInputError
@@ -165,6 +166,12 @@ class RemoteForward:
     balls, and the other rows are :attr:`fill` (the factual logits once
     :meth:`set_fill` gave them; zeros before). Counters: :attr:`passes`, :attr:`seconds`,
     :attr:`ball_rows` (nodes of all balls, summed over passes).
+
+    ``layered=True`` (a model declaring the stacked forward of
+    :mod:`gnnaudit.audit.dist_layers`, e.g. a ``NodeClassifier``): the passes run layer by
+    layer with a halo exchange per layer instead (memory per worker about ``1/P`` of a
+    whole-graph pass on any graph); ``rows`` then do not restrict the work. ``gcn_layers``:
+    the indices of its ``GCNConv`` layers (their degrees are exchanged once).
     """
 
     def __init__(
@@ -176,6 +183,9 @@ class RemoteForward:
         model: Any = None,
         loader: Callable[[], Any] | None = None,
         predict_fn: Any = None,
+        layered: bool = False,
+        gcn_layers: Sequence[int] = (),
+        num_layers: int = 0,
     ) -> None:
         self.client = check_client(client)
         if self.client is None:
@@ -196,6 +206,10 @@ class RemoteForward:
             if isinstance(model, ModelAdapter):
                 model = model.model
             self.model = self.client.scatter(model, broadcast=True, hash=False)
+        self.layered = bool(layered) and predict_fn is None
+        self._layer_args = (int(num_layers), list(gcn_layers))
+        self._plan: LayeredPlan | None = None
+        self.halo_rows = 0
         self.fill: torch.Tensor | None = None
         self.passes = 0
         self.seconds = 0.0
@@ -211,6 +225,12 @@ class RemoteForward:
         start = time.perf_counter()
         client = self.client
         shipped = client.scatter([list(changes)], broadcast=True, hash=False)[0]
+        if self.layered:
+            try:
+                parts = [(ids, lg, 0) for ids, lg in self._layered().logits(shipped)]
+            finally:
+                shipped.release()
+            return self._done(parts, start)
         wanted = None if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
         futures = [
             client.submit(
@@ -234,6 +254,27 @@ class RemoteForward:
         finally:
             for fut in [*futures, shipped]:
                 fut.release()
+        return self._done(parts, start)
+
+    def _layered(self) -> LayeredPlan:
+        """The layer-by-layer plan, built on the first pass."""
+        if self._plan is None:
+            num_layers, gcn_layers = self._layer_args
+            self._plan = LayeredPlan(
+                self.client,
+                self.store,
+                self.workers,
+                self.model,
+                self.loader,
+                num_layers,
+                gcn_layers,
+            )
+            self.halo_rows = int(sum(self._plan.halo_rows))
+        return self._plan
+
+    def _done(
+        self, parts: list[tuple[torch.Tensor, torch.Tensor, int]], start: float
+    ) -> torch.Tensor:
         out = self._assemble(parts)
         self.passes += 1
         self.seconds += time.perf_counter() - start

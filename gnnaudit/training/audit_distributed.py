@@ -31,11 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch_geometric.nn import GCNConv
 
 from gnnaudit._distributed import check_client, transferred_bytes, worker_addresses
 from gnnaudit._validation import check_int
 from gnnaudit.audit.dist_forward import RemoteForward
 from gnnaudit.audit.dist_ks import distributed_ks
+from gnnaudit.audit.dist_layers import is_layered
 from gnnaudit.audit.dist_store import GraphStore, write_graph_store
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.audit.sensitivity.receptive_field import resolve_num_hops
@@ -80,6 +82,10 @@ class DistributedAudit:
             "partitions": self.store.num_parts,
             "store": self.store.folder,
             "forward_passes": self.remote.passes,
+            "forward_mode": "layered halo exchange"
+            if self.remote.layered
+            else "ball per partition",
+            "forward_halo_rows_per_layer": self.remote.halo_rows,
             "forward_seconds": round(self.remote.seconds, 3),
             **self.stats,
         }
@@ -139,13 +145,20 @@ def setup_distributed(
         parts = check_int("num_parts", parts, minimum=1, maximum=int(data.x.size(0)))
         folder = shared_dir if shared_dir is not None else tempfile.mkdtemp(prefix="gnnaudit-")
         store = write_graph_store(data, os.fspath(folder), parts)
+    net = adapter.model
+    layered = is_layered(net) and predict_fn is None
     remote = RemoteForward(
         client,
         store,
         hops,
-        model=None if model_loader is not None else adapter.model,
+        model=None if model_loader is not None else net,
         loader=model_loader,
         predict_fn=predict_fn,
+        layered=layered,
+        gcn_layers=[i for i, c in enumerate(net.convs) if isinstance(c, GCNConv)]
+        if layered
+        else [],
+        num_layers=len(net.convs) if layered else 0,
     )
     logger.info(
         "distributed audit: %d workers, %d partitions, store %s",
