@@ -18,6 +18,7 @@ import torch
 distributed = pytest.importorskip("distributed")
 
 from torch_geometric.data import Data  # noqa: E402
+from torch_geometric.nn import GCNConv  # noqa: E402
 from torch_geometric.nn.models import GCN  # noqa: E402
 
 import gnnaudit  # noqa: E402
@@ -30,6 +31,7 @@ from gnnaudit.datasets import synthetic_credit_graph  # noqa: E402
 from gnnaudit.errors import InvalidInputError  # noqa: E402
 from gnnaudit.graph_ops import ks_embedding  # noqa: E402
 from gnnaudit.graph_ops.ks_halo import HaloBlock  # noqa: E402
+from gnnaudit.training.node_classifier import BACKBONES, NodeClassifier  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +171,31 @@ def test_remote_forward_equals_whole_graph(client, tmp_path, graph):
     assert torch.equal(out3[11], ref[11])
 
 
+@pytest.mark.parametrize("backbone", BACKBONES)
+def test_layered_forward_bit_identical(client, tmp_path, backbone):
+    """NodeClassifier: layer by layer with a halo exchange, every backbone, on a graph with
+    duplicate edges and a self loop; the model itself is left unchanged."""
+    data = synthetic_credit_graph(num_nodes=500, seed=4)
+    extra = torch.tensor([[3, 7, 7], [3, 9, 9]])
+    data.edge_index = torch.cat([data.edge_index, extra], dim=1)
+    torch.manual_seed(0)
+    model = NodeClassifier(data.num_features, 2, backbone=backbone).eval()
+    store = write_graph_store(data, tmp_path, 3)
+    gcn = [i for i, conv in enumerate(model.convs) if isinstance(conv, GCNConv)]
+    forward = RemoteForward(
+        client, store, 3, model=model, layered=True, num_layers=3, gcn_layers=gcn
+    )
+    ids = np.arange(0, 500, 3)
+    x2 = data.x.clone()
+    x2[ids, 0] = 1.0
+    with torch.no_grad():
+        ref, ref2 = model(data.x, data.edge_index), model(x2, data.edge_index)
+    assert torch.equal(forward(), ref)
+    assert torch.equal(forward([(ids, (0,), np.array([1.0]))]), ref2)
+    assert forward.halo_rows > 0
+    assert all(model.convs[i].normalize for i in gcn)
+
+
 # --------------------------------------------------------------------------- the audit
 
 
@@ -213,5 +240,7 @@ def test_cli_scheduler_equals_local(client, tmp_path):
     here = AuditReport.from_json(tmp_path / "b" / "report.json")
     there = AuditReport.from_json(tmp_path / "c" / "report.json")
     assert there.findings.equals(here.findings)
-    assert there.run_info["distributed"]["store"] == str((tmp_path / "store").resolve())
+    info = there.run_info["distributed"]
+    assert info["store"] == str((tmp_path / "store").resolve())
+    assert info["forward_mode"] == "layered halo exchange"  # NodeClassifier from --checkpoint
     assert main(["audit", *small, "--shared-dir", shared, "--out", str(tmp_path / "d")]) == 2
