@@ -46,20 +46,34 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnnaudit._distributed import check_client, worker_addresses
+from gnnaudit._distributed import check_client, transferred_bytes, worker_addresses
 from gnnaudit._validation import MAX_NUM_HOPS, check_int
 from gnnaudit.audit.dist_layers import LayeredPlan
 from gnnaudit.audit.dist_store import GraphStore, load_graph, load_parts
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["RemoteForward", "ball_subgraph", "Change"]
+__all__ = ["RemoteForward", "ball_subgraph", "Change", "cluster_workers", "bytes_sent"]
 
 logger = logging.getLogger(__name__)
 
 #: one change of a counterfactual graph: node ids, feature columns, new values (one row shared
 #: by every node or one row per node)
 Change = tuple[np.ndarray, Sequence[int], np.ndarray]
+
+
+def cluster_workers(client: Any) -> list[str]:
+    """The sorted worker addresses of ``client`` (validated: a connected
+    ``dask.distributed.Client`` with at least one worker)."""
+    checked = check_client(client)
+    if checked is None:
+        raise InvalidInputError("a dask.distributed.Client is needed, got None")
+    return worker_addresses(checked)
+
+
+def bytes_sent(client: Any) -> int:
+    """Bytes the workers of ``client`` have sent each other so far (dask's counters)."""
+    return transferred_bytes(client)
 
 
 def ball_subgraph(

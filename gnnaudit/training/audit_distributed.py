@@ -33,9 +33,8 @@ from typing import Any
 import torch
 from torch_geometric.nn import GCNConv
 
-from gnnaudit._distributed import check_client, transferred_bytes, worker_addresses
 from gnnaudit._validation import check_int
-from gnnaudit.audit.dist_forward import RemoteForward
+from gnnaudit.audit.dist_forward import RemoteForward, bytes_sent, cluster_workers
 from gnnaudit.audit.dist_ks import distributed_ks
 from gnnaudit.audit.dist_layers import is_layered
 from gnnaudit.audit.dist_store import GraphStore, write_graph_store
@@ -90,7 +89,7 @@ class DistributedAudit:
             **self.stats,
         }
         try:
-            out["worker_bytes_sent"] = transferred_bytes(self.client)
+            out["worker_bytes_sent"] = bytes_sent(self.client)
         except Exception as exc:  # a counter missing in another dask version: no figure
             logger.debug("no transfer counters: %s", exc)
         return out
@@ -117,7 +116,6 @@ def setup_distributed(
     model on a worker (default: the model object is sent to the workers). ``model_hops``: the
     model's receptive-field radius (default: inferred from its message-passing layers).
     """
-    client = check_client(client)
     if client is None:
         return None
     if forward_kwargs:
@@ -130,7 +128,7 @@ def setup_distributed(
             f"model_loader must be a picklable function building the model, got "
             f"{type(model_loader).__name__}"
         )
-    workers = worker_addresses(client)
+    workers = cluster_workers(client)
     adapter = ModelAdapter.wrap(model, predict_fn=predict_fn)
     hops = resolve_num_hops(adapter, model_hops)
     if isinstance(shared_dir, GraphStore):
