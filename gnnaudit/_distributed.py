@@ -27,7 +27,14 @@ from typing import Any
 
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["check_client", "map_blocks", "split_blocks"]
+__all__ = [
+    "check_client",
+    "map_blocks",
+    "split_blocks",
+    "worker_addresses",
+    "transferred_bytes",
+    "worker_peak_rss",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -116,3 +123,34 @@ def map_blocks(
     finally:
         for fut in futures + futures_shared:
             fut.release()
+
+
+def worker_addresses(client: Any) -> list[str]:
+    """Addresses of ``client``'s workers, sorted (a stable partition -> worker assignment)."""
+    workers = sorted(client.scheduler_info().get("workers", {}))
+    if not workers:
+        raise InvalidInputError("the dask cluster has no workers")
+    return workers
+
+
+def _outgoing_bytes(dask_worker: Any) -> int:
+    return int(getattr(dask_worker, "transfer_outgoing_bytes_total", 0))
+
+
+def transferred_bytes(client: Any) -> int:
+    """Bytes the workers have sent to other workers so far (dask's own counters, summed)."""
+    return int(sum(client.run(_outgoing_bytes).values()))
+
+
+def _peak_rss(dask_worker: Any) -> int:
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def worker_peak_rss(client: Any) -> dict[str, int]:
+    """Peak resident memory (bytes, ``ru_maxrss``) of each worker process so far (with
+    in-process workers, ``processes=False``, this is the whole process's peak)."""
+    return {addr: int(v) for addr, v in client.run(_peak_rss).items()}

@@ -13,6 +13,7 @@ need labels declare it and are skipped with a note.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -123,6 +124,11 @@ class AuditContext:
     sensitive : the sensitive attribute(s) (see :mod:`gnnaudit.audit.sensitive`).
     options : :class:`AuditOptions`.
     forward_kwargs, predict_fn : passed to :class:`ModelAdapter`.
+    distributed : the audit's heavy steps on a Dask cluster (None: in this process), an object
+        with ``remote`` (a :class:`~gnnaudit.audit.dist_forward.RemoteForward`: the model's
+        forward passes), ``ks(num_hops, alpha)`` (the KS embedding computed on the workers,
+        gathered) and ``client``; built by :func:`~gnnaudit.training.run_audit` from its
+        ``client=`` option.
     """
 
     @renamed_keywords(aliases={"sensitive_features": "sensitive"})
@@ -136,7 +142,9 @@ class AuditContext:
         options: AuditOptions | None = None,
         forward_kwargs: Mapping[str, Any] | None = None,
         predict_fn: Callable[[torch.Tensor, torch.Tensor], Any] | None = None,
+        distributed: Any = None,
     ) -> None:
+        self.distributed = distributed
         self.options = options if options is not None else AuditOptions()
         if not isinstance(self.options, AuditOptions):
             raise InvalidInputError(
@@ -216,12 +224,22 @@ class AuditContext:
         return None if y is None else y.detach().cpu().numpy().astype(np.int64)
 
     # ------------------------------------------------------------------ model
+    @property
+    def remote(self) -> Any:
+        """The forward passes on a Dask cluster's partitions (None: in this process)."""
+        return None if self.distributed is None else self.distributed.remote
+
     @cached_property
     def logits(self) -> torch.Tensor:
-        """``(n, C)`` logits of the model on the graph (one forward pass, CPU)."""
-        logits = self.adapter.logits(
-            self.data.x, self.data.edge_index, stage="the audit's predictions"
-        )
+        """``(n, C)`` logits of the model on the graph (one forward pass, CPU; with
+        ``distributed``, one pass per partition on the workers)."""
+        if self.remote is not None:
+            logits = self.remote()
+            self.remote.set_fill(logits)
+        else:
+            logits = self.adapter.logits(
+                self.data.x, self.data.edge_index, stage="the audit's predictions"
+            )
         self._check_outputs(int(logits.shape[1]))
         return logits
 
@@ -318,6 +336,15 @@ class AuditContext:
         from gnnaudit.audit.search.evidence import CounterfactualEvidence
 
         opts = self.options
+        data, client = self.data, None
+        if self.distributed is not None:  # the KS embedding from the workers, then the search
+            data = copy.copy(self.data)
+            data.ks = self.distributed.ks(opts.num_hops, opts.alpha)
+            data.ks_params = {
+                "num_hops": torch.tensor(opts.num_hops, dtype=torch.int64),
+                "alpha": torch.tensor(opts.alpha, dtype=torch.float64),
+            }
+            client = self.distributed.client if opts.backend == "exact" else None
         return CounterfactualEvidence(
             num_hops=opts.num_hops,
             alpha=opts.alpha,
@@ -325,7 +352,8 @@ class AuditContext:
             index_params=opts.index_params,
             random_state=opts.random_state,
             progress=opts.progress,
-        ).fit(self.data, predictions=self.predictions, mask=self.nodes)
+            client=client,
+        ).fit(data, predictions=self.predictions, mask=self.nodes)
 
     def prefetch(self, *, local_k: int = 0, global_k: int = 0) -> None:
         """Search the local top-``local_k`` evidences of every audited node and the global

@@ -24,6 +24,7 @@ from typing import Any
 
 from gnnaudit._validation import MAX_NUM_CLASSES
 from gnnaudit.cli._datasets import add_dataset_arguments
+from gnnaudit.cli._scheduler import add_scheduler_arguments, cluster_options
 from gnnaudit.cli._tables import add_table_arguments
 from gnnaudit.cli.options import (
     BACKBONES,
@@ -166,6 +167,7 @@ def _add_audit_arguments(p: argparse.ArgumentParser) -> None:
         "--k", type=k_type(), default=10, help="local evidences per audited node (10)"
     )
     audit.add_argument("--backend", default="auto", choices=BACKENDS, help="evidence search")
+    add_scheduler_arguments(audit)
     audit.add_argument(
         "--min-support",
         type=count_type(1),
@@ -384,6 +386,7 @@ def run(args: argparse.Namespace) -> int:
             args.out, force=args.force, name="--out", producer="audit", planned=AUDIT_OUTPUTS
         ) as out_dir,
         tqdm(total=3, desc="gnnaudit audit", disable=not progress) as steps,  # closed on errors
+        cluster_options(args) as cluster,  # --scheduler: a connected client, else {}
     ):
         steps.set_postfix_str("load data")
         data, data_name = _load_data(args)
@@ -420,6 +423,7 @@ def run(args: argparse.Namespace) -> int:
             random_state=args.seed,
             progress=progress,
             device=device,
+            **cluster,
         )
         report.write_files(out_dir)
         steps.update(1)

@@ -141,6 +141,14 @@ class RunSettings:
     threads : CPU threads for the duration of the audit (default: the policy of
         :func:`gnnaudit._threads.thread_limits` for the graph's size).
     dataset_name, model_info : text for the report.
+    client : a ``dask.distributed.Client``: the model's forward passes and the KS embedding
+        run on its workers (:mod:`gnnaudit.training.audit_distributed`); None: here.
+    shared_dir : with ``client``, a folder every worker can read, where the graph is written
+        for them (default: a temporary folder, for workers on this machine).
+    num_parts : with ``client``, graph partitions (default: one per worker).
+    model_loader : with ``client``, a picklable function the workers call to build the model
+        (e.g. ``functools.partial(load_node_classifier, path)`` with a checkpoint on the shared
+        path); default: the model is sent to each worker once.
     """
 
     forward_kwargs: Mapping[str, Any] | None = None
@@ -148,6 +156,10 @@ class RunSettings:
     threads: int | None = None
     dataset_name: str | None = None
     model_info: Mapping[str, Any] | None = None
+    client: Any = None
+    shared_dir: Any = None
+    num_parts: int | None = None
+    model_loader: Callable[[], Any] | None = None
 
 
 def _field_names(cls: Any) -> tuple[str, ...]:

@@ -68,6 +68,7 @@ from gnnaudit.training.audit_config import (
     default_units,
     split_options,
 )
+from gnnaudit.training.audit_distributed import setup_distributed
 
 __all__ = [
     "run_audit",
@@ -199,7 +200,12 @@ def run_audit(
         * :class:`RunSettings` (``forward_kwargs``, ``predict_fn``: how the model is called;
           ``threads``: CPU threads for the duration of the audit, recorded in
           ``run_info["threads"]``, the caller's counts restored afterwards; ``dataset_name``,
-          ``model_info``: text for the report).
+          ``model_info``: text for the report; ``client``: a ``dask.distributed.Client`` on
+          whose workers the model's forward passes and the KS embedding run, with
+          ``shared_dir``, ``num_parts``, ``model_loader``, see
+          :mod:`gnnaudit.training.audit_distributed`; the findings equal those of the
+          audit in one process, and ``run_info["distributed"]`` records workers,
+          partitions, passes and bytes moved).
 
         Any other name is an :class:`~gnnaudit.errors.InvalidInputError` naming it.
     """
@@ -215,6 +221,17 @@ def run_audit(
             device=device,
             **shared,
         )
+        distributed = setup_distributed(
+            run.client,
+            model,
+            data,
+            shared_dir=run.shared_dir,
+            num_parts=run.num_parts,
+            model_loader=run.model_loader,
+            model_hops=cfg.model_hops,
+            forward_kwargs=run.forward_kwargs,
+            predict_fn=run.predict_fn,
+        )
         ctx = AuditContext(
             model,
             data,
@@ -223,6 +240,7 @@ def run_audit(
             options=audit_options,
             forward_kwargs=run.forward_kwargs,
             predict_fn=run.predict_fn,
+            distributed=distributed,
         )
         chosen = _choose_units(ctx, units, cfg)
         outcome = run_units(ctx, chosen)
@@ -282,6 +300,8 @@ def _report(
     }
     if "evidence" in vars(ctx):  # fitted by a unit (a cached property): the backend it built
         run_info["evidence_backend"] = ctx.evidence.backend_
+    if ctx.distributed is not None:
+        run_info["distributed"] = ctx.distributed.summary()
     if ctx.notes:
         run_info["notes"] = list(ctx.notes)
     return AuditReport(

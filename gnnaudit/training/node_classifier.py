@@ -110,6 +110,10 @@ class NodeClassifier(L.LightningModule):
     ``test_acc``.
     """
 
+    #: the forward pass is ``convs`` in order with ReLU between (dropout off in eval mode): a
+    #: Dask audit runs it layer by layer on graph partitions (:mod:`gnnaudit.audit.dist_layers`)
+    layered_forward = True
+
     def __init__(
         self,
         in_channels: int,

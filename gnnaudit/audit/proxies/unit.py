@@ -216,7 +216,10 @@ class ProxyUnit(AuditUnit):
                     ranking[f"flip_{scope}"] = rates
                     continue
             options = FlipOptions(
-                num_hops=hops, base_logits=ctx.logits, progress=ctx.options.progress
+                num_hops=hops,
+                base_logits=ctx.logits,
+                progress=ctx.options.progress,
+                remote=ctx.remote,
             )
             results, _ = sensitivity_results(
                 ctx.adapter, ctx.data, specs, ctx.nodes, scope, 1, ctx.options.random_state, options

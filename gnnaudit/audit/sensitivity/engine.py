@@ -175,11 +175,13 @@ def run_interventions(
     Returns ``(arrays, plan, passes)``: the per-feature results, the node-scope batching plan
     (None at graph scope) and the number of forward passes run, the factual one (when
     :func:`prepare` ran it) and the safeguard's included. Of ``options``: ``num_hops`` (node
-    scope's radius, None: inferred), ``progress`` and ``client`` (a validated
-    ``dask.distributed.Client`` or None, module docstring; used with two or more features).
+    scope's radius, None: inferred), ``progress``, ``client`` (a validated
+    ``dask.distributed.Client`` or None, module docstring; used with two or more features) and
+    ``remote`` (whole-graph passes on a cluster's partitions; then every feature runs here,
+    its passes on the cluster).
     """
     num_hops, progress = options.num_hops, options.progress
-    if options.client is not None and len(specs) > 1:
+    if options.client is not None and len(specs) > 1 and options.remote is None:
         return _run_distributed(graph, data, specs, scope, random_state, options)
     alts = [alternatives(data, spec) for spec in specs]
     plan = None

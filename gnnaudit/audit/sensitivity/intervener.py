@@ -89,6 +89,7 @@ class AuditedGraph:
     n_forward: int
     groups: np.ndarray | None
     sensitive_name: str | None
+    remote: Any = None
 
 
 def prepare(
@@ -118,7 +119,10 @@ def prepare(
     n_forward = 0
     base_logits = options.base_logits
     if base_logits is None:
-        base = adapter.logits(x_dev, ei_dev, to_cpu=False, stage=STAGE)
+        if options.remote is not None:
+            base = options.remote().to(adapter.device)
+        else:
+            base = adapter.logits(x_dev, ei_dev, to_cpu=False, stage=STAGE)
         n_forward = 1
     else:
         base = base_logits if torch.is_tensor(base_logits) else torch.as_tensor(base_logits)
@@ -131,7 +135,9 @@ def prepare(
         base = base.to(adapter.device)
     values, name, _ = resolve_sensitive(data, options.sensitive, bins=4)
     groups = None if values is None else _group_labels(values[nodes])
-    return AuditedGraph(adapter, x_dev, ei_dev, nodes, n_audited, base, n_forward, groups, name)
+    return AuditedGraph(
+        adapter, x_dev, ei_dev, nodes, n_audited, base, n_forward, groups, name, options.remote
+    )
 
 
 class Intervener:
@@ -151,26 +157,39 @@ class Intervener:
         self.base_prob = torch.softmax(base.to(torch.float64), dim=1)
         self.base_prob = self.base_prob.gather(1, self.base_pred[:, None])[:, 0]
 
-    def logits(self, changes: list[tuple[np.ndarray, tuple[int, ...], np.ndarray]]) -> torch.Tensor:
-        """Full logits with ``x[ids, cols] = values`` for every ``(ids, cols, values)``."""
+    def logits(
+        self,
+        changes: list[tuple[np.ndarray, tuple[int, ...], np.ndarray]],
+        rows: np.ndarray | None = None,
+    ) -> torch.Tensor:
+        """Full logits with ``x[ids, cols] = values`` for every ``(ids, cols, values)``.
+
+        With a remote forward (:attr:`AuditedGraph.remote`) the pass runs there; ``rows``
+        (optional) are the rows the caller reads: a remote pass computes only those (the
+        others keep the factual logits)."""
         dev = self.work.device
+        if self.setup.remote is not None:
+            out: torch.Tensor = self.setup.remote(changes, rows).to(dev)
+            self.passes += 1
+            self.bar.update(1)
+            return out
         saved = []
         for ids, cols, vals in changes:
-            rows = torch.from_numpy(ids).to(dev)[:, None]
+            idx = torch.from_numpy(ids).to(dev)[:, None]
             cidx = torch.tensor(cols, device=dev)[None, :]
-            saved.append((rows, cidx, self.work[rows, cidx].clone()))
+            saved.append((idx, cidx, self.work[idx, cidx].clone()))
             v = torch.as_tensor(
                 np.array(np.broadcast_to(vals, (ids.size, len(cols)))),
                 dtype=self.work.dtype,
             )
-            self.work[rows, cidx] = v.to(dev)
+            self.work[idx, cidx] = v.to(dev)
         try:
             out = self.setup.adapter.logits(
                 self.work, self.setup.edge_index, to_cpu=False, stage=STAGE
             )
         finally:
-            for rows, cidx, old in reversed(saved):
-                self.work[rows, cidx] = old
+            for idx, cidx, old in reversed(saved):
+                self.work[idx, cidx] = old
         self.passes += 1
         self.bar.update(1)
         return out

@@ -226,7 +226,7 @@ def _node_chunk(
             if ball is not None and sub is not None and local.enabled:
                 out = local.logits(ball, sub, change)
             else:
-                out = eng.logits(change)
+                out = eng.logits(change, rows=batch)
             effects.passes[f] += 1
             flip, dp = eng.effect(out, ids)
             p = pos[sel]

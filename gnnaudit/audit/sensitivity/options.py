@@ -39,6 +39,11 @@ class FlipOptions:
         or more features each feature's passes are one task on its workers; the results equal
         the single-process ones exactly (the model and graph are scattered to the workers once,
         so they must be picklable).
+    remote : whole-graph passes computed elsewhere: a callable ``remote(changes, rows=None) ->
+        (n, C) logits`` (:class:`~gnnaudit.audit.dist_forward.RemoteForward`, the model's
+        passes on the partitions of a Dask cluster); the factual logits, the graph-scope
+        passes and node scope's whole-graph passes (only the batch's ``rows``) go through
+        it. Node scope's small subgraph passes still run here.
     """
 
     num_hops: int | None = None
@@ -51,6 +56,7 @@ class FlipOptions:
     base_logits: Any = None
     progress: bool = False
     client: Any = None
+    remote: Any = None
 
     @classmethod
     def resolve(

@@ -353,6 +353,7 @@ class SensitivityUnit(AuditUnit):
                 base_logits=ctx.logits,
                 progress=ctx.options.progress,
                 client=self.client,
+                remote=ctx.remote,
             )
             results, _ = sensitivity_results(
                 ctx.adapter,

@@ -1,0 +1,312 @@
+r"""The model's forward passes on the workers of a Dask cluster, one task per partition.
+
+:class:`RemoteForward` computes the logits of the audited model on the graph of a
+:class:`~gnnaudit.audit.dist_store.GraphStore`, optionally with some feature values changed (a
+counterfactual graph), without running the model on the whole graph in one process. Partition
+``p``'s task, on its worker:
+
+1. reads the graph and the partition ids from the shared folder (once per worker process
+   and store: kept for the next passes), and applies the changed values to a copy;
+2. takes its target rows (its own nodes, or those of the requested ``rows`` it owns) and
+   their :math:`(L+1)`-hop ball :math:`B` along the edges taken in both directions;
+3. runs the model on the subgraph induced by :math:`B` (edges in their original order, ids
+   relabelled monotonically) and returns the target rows' logits.
+
+Exactness: an :math:`L`-layer message-passing model's output at a node depends only on its
+:math:`L`-hop in-neighbourhood; the extra hop keeps the degree of every node within :math:`L`
+hops exact (degree-normalised convolutions such as GCN read it), and the symmetric ball makes
+this hold for either message direction. This is the construction of node scope's subgraph
+passes (:mod:`gnnaudit.audit.sensitivity.node_scope`); the logits equal those of a whole-graph
+pass up to float rounding (the tests check the predictions are equal and the logits close).
+A model that reads more than :math:`L` hops (``num_hops`` too small) is caught by the node-scope
+safeguard. ``forward_kwargs`` (per-edge arguments) cannot be cut to a subgraph: they are
+refused here.
+
+Cost: on a graph with locality a partition's ball is its rows plus a boundary, so the work and
+memory per worker are about ``1/P`` of a whole-graph pass. On a small-world graph (the
+synthetic credit graph: every node within a few hops of every other) the 4-hop ball of a
+partition is the whole graph, and each task is a whole-graph pass: the passes then run *on*
+the workers (freeing the client) but not in less memory per worker (docs/scaling.md).
+Node-scope passes ask only for a batch's ``rows``: only the partitions owning them run, on
+the balls of those rows.
+
+The model reaches the workers either as an object sent to every worker once
+(``client.scatter``, straight from the client to the workers) or through ``loader``, a
+picklable function the workers call to build it (e.g. reading a checkpoint from a shared path:
+``functools.partial(load_node_classifier, path)``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from gnnaudit._distributed import check_client, transferred_bytes, worker_addresses
+from gnnaudit._validation import MAX_NUM_HOPS, check_int
+from gnnaudit.audit.dist_layers import LayeredPlan
+from gnnaudit.audit.dist_store import GraphStore, load_graph, load_parts
+from gnnaudit.audit.model_adapter import ModelAdapter
+from gnnaudit.errors import InvalidInputError
+
+__all__ = ["RemoteForward", "ball_subgraph", "Change", "cluster_workers", "bytes_sent"]
+
+logger = logging.getLogger(__name__)
+
+#: one change of a counterfactual graph: node ids, feature columns, new values (one row shared
+#: by every node or one row per node)
+Change = tuple[np.ndarray, Sequence[int], np.ndarray]
+
+
+def cluster_workers(client: Any) -> list[str]:
+    """The sorted worker addresses of ``client`` (validated: a connected
+    ``dask.distributed.Client`` with at least one worker)."""
+    checked = check_client(client)
+    if checked is None:
+        raise InvalidInputError("a dask.distributed.Client is needed, got None")
+    return worker_addresses(checked)
+
+
+def bytes_sent(client: Any) -> int:
+    """Bytes the workers of ``client`` have sent each other so far (dask's counters)."""
+    return transferred_bytes(client)
+
+
+def ball_subgraph(
+    edge_index: torch.Tensor, num_nodes: int, seeds: torch.Tensor, num_hops: int
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(ball, sub_edges)``: the sorted ids within ``num_hops`` hops of ``seeds`` (edges in
+    both directions) and the edges of the induced subgraph (original order, relabelled); when
+    the ball is the whole graph, ``sub_edges`` is None (use ``edge_index`` itself). Time
+    ``O(num_hops E)``, memory ``O(n + E)`` booleans."""
+    src, dst = edge_index[0], edge_index[1]
+    reach = torch.zeros(num_nodes, dtype=torch.bool)
+    reach[seeds] = True
+    for _ in range(num_hops):
+        new = reach.clone()
+        new[dst[reach[src]]] = True
+        new[src[reach[dst]]] = True
+        if bool((new == reach).all()):
+            break
+        reach = new
+    ball = torch.nonzero(reach).view(-1)
+    if ball.numel() == num_nodes:
+        return ball, None
+    keep = reach[src] & reach[dst]
+    local = torch.full((num_nodes,), -1, dtype=torch.long)
+    local[ball] = torch.arange(ball.numel())
+    return ball, torch.stack([local[src[keep]], local[dst[keep]]])
+
+
+def apply_changes(x: torch.Tensor, changes: Sequence[Change]) -> torch.Tensor:
+    """A copy of ``x`` with ``x[ids, cols] = values`` for every change (in order)."""
+    if not changes:
+        return x
+    x = x.clone()
+    for ids, cols, vals in changes:
+        ids_t = torch.as_tensor(np.asarray(ids), dtype=torch.long)
+        if ids_t.numel() == 0:
+            continue
+        cols_t = torch.as_tensor(list(cols), dtype=torch.long)
+        v = np.broadcast_to(np.asarray(vals), (ids_t.numel(), cols_t.numel()))
+        x[ids_t[:, None], cols_t[None, :]] = torch.as_tensor(np.array(v), dtype=x.dtype)
+    return x
+
+
+#: per worker process: the graph of the last store read, ``(folder, stamp) -> (x, edge_index,
+#: parts)`` (the passes of one audit read the same store; one entry: one graph in memory)
+_GRAPH_CACHE: dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+
+def _cached_graph(store: GraphStore) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The store's graph and partition ids, read once per worker process while the graph
+    file is unchanged."""
+    key = (store.folder, store.path("graph.pt").stat().st_mtime_ns)
+    if key not in _GRAPH_CACHE:
+        _GRAPH_CACHE.clear()
+        _GRAPH_CACHE[key] = (*load_graph(store), load_parts(store))
+    return _GRAPH_CACHE[key]
+
+
+def _partition_logits(
+    store: GraphStore,
+    p: int,
+    model: Any,
+    loader: Callable[[], Any] | None,
+    predict_fn: Any,
+    num_hops: int,
+    changes: Sequence[Change],
+    rows: np.ndarray | None,
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Worker task (module docstring): ``(target ids, their logits, ball size)``."""
+    x, edge_index, parts = _cached_graph(store)
+    own = torch.nonzero(parts == p).view(-1)
+    if rows is not None:
+        own = own[torch.isin(own, torch.as_tensor(rows, dtype=torch.long))]
+    if own.numel() == 0:
+        return own, torch.empty(0), 0
+    x = apply_changes(x, changes)
+    ball, sub = ball_subgraph(edge_index, int(x.size(0)), own, num_hops + 1)
+    if loader is not None:
+        model = loader()
+    adapter = ModelAdapter.wrap(model, predict_fn=predict_fn, device="cpu")
+    stage = f"a forward pass of partition {p} on a dask worker"
+    if sub is None:
+        out = adapter.logits(x, edge_index, stage=stage)
+        return own, out[own], int(ball.numel())
+    out = adapter.logits(x[ball], sub, stage=stage)
+    return own, out[torch.searchsorted(ball, own)], int(ball.numel())
+
+
+class RemoteForward:
+    """Logits of a model on the graph of ``store``, computed by ``client``'s workers.
+
+    Parameters
+    ----------
+    client : a ``dask.distributed.Client``.
+    store : the graph on a shared path (:func:`~gnnaudit.audit.dist_store.write_graph_store`).
+    num_hops : the model's receptive-field radius L (balls have L + 1 hops).
+    model : the model, sent to every worker once (picklable); or None with ``loader``.
+    loader : picklable function the workers call to build the model (e.g. from a checkpoint
+        on the shared path).
+    predict_fn : as :class:`~gnnaudit.audit.model_adapter.ModelAdapter` (picklable).
+
+    Calling it, ``forward(changes, rows)``, returns the ``(n, C)`` logits of the graph with
+    ``changes`` applied; with ``rows`` only the partitions owning them run, on those rows'
+    balls, and the other rows are :attr:`fill` (the factual logits once
+    :meth:`set_fill` gave them; zeros before). Counters: :attr:`passes`, :attr:`seconds`,
+    :attr:`ball_rows` (nodes of all balls, summed over passes).
+
+    ``layered=True`` (a model declaring the stacked forward of
+    :mod:`gnnaudit.audit.dist_layers`, e.g. a ``NodeClassifier``): the passes run layer by
+    layer with a halo exchange per layer instead (memory per worker about ``1/P`` of a
+    whole-graph pass on any graph); ``rows`` then do not restrict the work. ``gcn_layers``:
+    the indices of its ``GCNConv`` layers (their degrees are exchanged once).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        store: GraphStore,
+        num_hops: int,
+        *,
+        model: Any = None,
+        loader: Callable[[], Any] | None = None,
+        predict_fn: Any = None,
+        layered: bool = False,
+        gcn_layers: Sequence[int] = (),
+        num_layers: int = 0,
+    ) -> None:
+        self.client = check_client(client)
+        if self.client is None:
+            raise InvalidInputError("RemoteForward needs a dask.distributed.Client")
+        if not isinstance(store, GraphStore):
+            raise InvalidInputError(f"store must be a GraphStore, got {type(store).__name__}")
+        if (model is None) == (loader is None):
+            raise InvalidInputError("give either model or loader (a function building it)")
+        if loader is not None and not callable(loader):
+            raise InvalidInputError(f"loader must be callable, got {type(loader).__name__}")
+        self.store = store
+        self.num_hops = check_int("num_hops", num_hops, minimum=0, maximum=MAX_NUM_HOPS)
+        self.loader = loader
+        self.predict_fn = predict_fn
+        self.workers = worker_addresses(self.client)
+        self.model = None
+        if model is not None:
+            if isinstance(model, ModelAdapter):
+                model = model.model
+            self.model = self.client.scatter(model, broadcast=True, hash=False)
+        self.layered = bool(layered) and predict_fn is None
+        self._layer_args = (int(num_layers), list(gcn_layers))
+        self._plan: LayeredPlan | None = None
+        self.halo_rows = 0
+        self.fill: torch.Tensor | None = None
+        self.passes = 0
+        self.seconds = 0.0
+        self.ball_rows = 0
+
+    def set_fill(self, logits: torch.Tensor) -> None:
+        """Rows not computed by a pass with ``rows`` take these (the factual logits)."""
+        self.fill = logits.detach().cpu()
+
+    def __call__(
+        self, changes: Sequence[Change] = (), rows: np.ndarray | None = None
+    ) -> torch.Tensor:
+        start = time.perf_counter()
+        client = self.client
+        shipped = client.scatter([list(changes)], broadcast=True, hash=False)[0]
+        if self.layered:
+            try:
+                parts = [(ids, lg, 0) for ids, lg in self._layered().logits(shipped)]
+            finally:
+                shipped.release()
+            return self._done(parts, start)
+        wanted = None if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
+        futures = [
+            client.submit(
+                _partition_logits,
+                self.store,
+                p,
+                self.model,
+                self.loader,
+                self.predict_fn,
+                self.num_hops,
+                shipped,
+                wanted,
+                workers=[self.workers[p % len(self.workers)]],
+                allow_other_workers=False,
+                pure=False,
+            )
+            for p in range(self.store.num_parts)
+        ]
+        try:
+            parts = client.gather(futures)
+        finally:
+            for fut in [*futures, shipped]:
+                fut.release()
+        return self._done(parts, start)
+
+    def _layered(self) -> LayeredPlan:
+        """The layer-by-layer plan, built on the first pass."""
+        if self._plan is None:
+            num_layers, gcn_layers = self._layer_args
+            self._plan = LayeredPlan(
+                self.client,
+                self.store,
+                self.workers,
+                self.model,
+                self.loader,
+                num_layers,
+                gcn_layers,
+            )
+            self.halo_rows = int(sum(self._plan.halo_rows))
+        return self._plan
+
+    def _done(
+        self, parts: list[tuple[torch.Tensor, torch.Tensor, int]], start: float
+    ) -> torch.Tensor:
+        out = self._assemble(parts)
+        self.passes += 1
+        self.seconds += time.perf_counter() - start
+        return out
+
+    def _assemble(self, parts: list[tuple[torch.Tensor, torch.Tensor, int]]) -> torch.Tensor:
+        """The full logits from the partitions' ``(ids, logits, ball size)``."""
+        width = next((int(lg.size(1)) for ids, lg, _ in parts if ids.numel()), None)
+        if width is None:
+            raise InvalidInputError("no partition computed any row (rows matched no node)")
+        dtype = next(lg.dtype for ids, lg, _ in parts if ids.numel())
+        n = self.store.num_nodes
+        if self.fill is not None and tuple(self.fill.shape) == (n, width):
+            out = self.fill.clone().to(dtype)
+        else:
+            out = torch.zeros((n, width), dtype=dtype)
+        for ids, lg, ball in parts:
+            if ids.numel():
+                out[ids] = lg
+            self.ball_rows += int(ball)
+        return out

@@ -1,0 +1,75 @@
+"""``gnnaudit audit --scheduler ADDRESS``: run the audit's heavy steps on an existing Dask
+cluster (:mod:`gnnaudit.training.audit_distributed`).
+
+The CLI connects a ``dask.distributed.Client`` to the scheduler, writes the graph to
+``--shared-dir`` (a folder every worker can read; default a temporary folder, which only
+workers on this machine can read) and, with ``--checkpoint``, lets the workers read the
+checkpoint from its path themselves (its absolute path must be valid on the workers too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from gnnaudit.errors import InvalidInputError
+
+__all__ = ["add_scheduler_arguments", "cluster_options"]
+
+
+def add_scheduler_arguments(group: Any) -> None:
+    """``--scheduler`` and ``--shared-dir`` on ``group``."""
+    group.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the model's forward passes and the KS embedding on the Dask cluster of this "
+        "scheduler (e.g. tcp://10.0.0.5:8786; needs gnnaudit[distributed])",
+    )
+    group.add_argument(
+        "--shared-dir",
+        default=None,
+        metavar="PATH",
+        help="with --scheduler: a folder every worker can read, where the graph is written for "
+        "them (default: a temporary folder, for workers on this machine)",
+    )
+
+
+@contextlib.contextmanager
+def cluster_options(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    """The ``run_audit`` options of ``--scheduler`` (empty without it), with the client
+    connected for the duration of the block."""
+    address = getattr(args, "scheduler", None)
+    if address is None:
+        if getattr(args, "shared_dir", None) is not None:
+            raise InvalidInputError("--shared-dir needs --scheduler")
+        yield {}
+        return
+    try:
+        from distributed import Client
+    except ImportError as exc:
+        raise InvalidInputError(
+            "--scheduler needs dask.distributed: pip install 'gnnaudit[distributed]'"
+        ) from exc
+    try:
+        client = Client(address, timeout=30)
+    except OSError as exc:
+        raise InvalidInputError(
+            f"--scheduler {address}: cannot connect to a Dask scheduler ({exc})"
+        ) from exc
+    options: dict[str, Any] = {"client": client, "shared_dir": args.shared_dir}
+    checkpoint = getattr(args, "checkpoint", None)
+    if checkpoint:
+        from gnnaudit.training import load_node_classifier
+
+        options["model_loader"] = functools.partial(
+            load_node_classifier, os.path.abspath(checkpoint)
+        )
+    try:
+        yield options
+    finally:
+        client.close()
