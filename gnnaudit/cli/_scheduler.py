@@ -63,7 +63,9 @@ def cluster_options(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
         ) from exc
     options: dict[str, Any] = {"client": client, "shared_dir": args.shared_dir}
     checkpoint = getattr(args, "checkpoint", None)
-    if checkpoint:
+    # a gnnaudit NodeClassifier checkpoint (no --model): the workers load it from its path; a
+    # Lightning checkpoint of the user's --model is loaded here and its weights shipped
+    if checkpoint and not getattr(args, "model", None):
         from gnnaudit.training import load_node_classifier
 
         options["model_loader"] = functools.partial(
