@@ -242,6 +242,15 @@ def test_majority_rate_oracle():
     assert majority_rate(data) == pytest.approx(1 / 5)  # train majority is 0
 
 
+def test_majority_rate_balanced_training_set_uses_every_label():
+    """NIFTY's label-balanced training set ties: the labels of all nodes break the tie (a
+    constant 0 here would score 1/6 and be called the majority)."""
+    y = torch.tensor([0, 1, 1, 1, 1, 0, 1, 1])
+    data = Data(y=y, train_mask=torch.tensor([1, 1, 0, 0, 0, 0, 0, 0], dtype=torch.bool))
+    data.test_mask = ~data.train_mask
+    assert majority_rate(data) == pytest.approx(5 / 6)
+
+
 def test_mini_batch_steps_score_only_seed_nodes(small):
     """A NeighborLoader batch lists its ``batch_size`` seed nodes first; only they count."""
     L.seed_everything(0, verbose=False)
