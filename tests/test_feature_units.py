@@ -111,7 +111,7 @@ def test_units_change_labels_never_codes_or_scores(table_graph):
     for q in tested:
         other = tested[pred[tested] != pred[q]]
         for r, e in enumerate(rng.choice(other, 3, replace=False)):
-            rows.append({"query": q, "evidence": e, "rank": r + 1})
+            rows.append({"node_u": q, "node_v": e, "rank": r + 1})
     frame = pd.DataFrame(rows)
     bare = Data(x=scaled.x, feature_names=list(scaled.feature_names))
     kw = {"k": 3, "predictions": pred, "mask": test}

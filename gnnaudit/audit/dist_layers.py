@@ -61,6 +61,7 @@ class ForwardBlock:
 
     @classmethod
     def load(cls, store: GraphStore, p: int) -> ForwardBlock:
+        """Partition ``p``'s block, read by the worker from the graph store's shared path."""
         part = load_part(store, p)
         own, edges = part["own"], part["edge_index"]
         src = edges[0]
@@ -239,6 +240,7 @@ class LayeredPlan:
         self.own_ids: list[Tensor] = client.gather(self.owns)
 
     def on(self, p: int, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` submitted to the worker that holds partition ``p`` (a future)."""
         return self.client.submit(
             fn, *args, workers=[self.where[p]], allow_other_workers=False, pure=False
         )
