@@ -94,8 +94,9 @@ class CounterfactualAuditCallback(Callback):
 
     Attributes (after an audit)
     ---------------------------
-    evidences_ : evidence table of the latest global top-k pairs (``node_u, node_v, pred_u,
-        pred_v, similarity, rank``; the graph's own ids when ``data.node_ids`` is set).
+    evidences_ : evidence table of the latest global top-k pairs
+        (``node_u, node_v, pred_u, pred_v, similarity, rank``; the graph's own ids when
+        ``data.node_ids`` is set).
     discrimination_ : latest discrimination table.
     history_ : list of dicts, one per audit (epoch, metrics, wall ``seconds`` and
         ``cpu_seconds`` of this thread, ``top_values`` naming the logged top scores).
