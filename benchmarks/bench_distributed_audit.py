@@ -107,8 +107,14 @@ def run_child(code: str, *argv: Any) -> dict[str, Any]:
     """Run ``code`` in a fresh interpreter; its JSON result (argv[0] is the JSON path)."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
         path = fh.name
-    cmd = [sys.executable, "-c", code, path, *map(str, argv)]
+    # a script file, not ``python -c``: the Dask nannies start their workers with
+    # multiprocessing's spawn, which re-imports the parent's __main__ from its file
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
+        fh.write(code)
+        script = fh.name
+    cmd = [sys.executable, script, path, *map(str, argv)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    os.unlink(script)
     if proc.returncode != 0:
         raise SystemExit(f"child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     out: dict[str, Any] = json.loads(Path(path).read_text())
