@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -121,3 +122,20 @@ def faiss_one_thread():
 
 
 # --- end search fixtures ---
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A Dask client on a 2-worker LocalCluster (single-threaded worker processes), one per test
+    module; the module imports ``distributed`` with ``pytest.importorskip`` first."""
+    import distributed
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        )
+        dask_client = distributed.Client(cluster)
+    yield dask_client
+    dask_client.close()
+    cluster.close()

@@ -8,7 +8,6 @@ One module-scoped LocalCluster of two single-threaded worker processes serves ev
 from __future__ import annotations
 
 import logging
-import warnings
 
 import numpy as np
 import pytest
@@ -32,19 +31,6 @@ from gnnaudit.errors import InvalidInputError  # noqa: E402
 from gnnaudit.graph_ops import ks_embedding  # noqa: E402
 from gnnaudit.graph_ops.ks_halo import HaloBlock  # noqa: E402
 from gnnaudit.training.node_classifier import BACKBONES, NodeClassifier  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def client():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = distributed.LocalCluster(
-            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
-        )
-        dask_client = distributed.Client(cluster)
-    yield dask_client
-    dask_client.close()
-    cluster.close()
 
 
 def _random_graph(n: int, e: int, d: int, seed: int, dtype=torch.float32) -> Data:

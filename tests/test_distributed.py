@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import site
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -31,19 +30,6 @@ from gnnaudit.datasets import synthetic_credit_graph  # noqa: E402
 from gnnaudit.errors import InvalidInputError  # noqa: E402
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-@pytest.fixture(scope="module")
-def client():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = distributed.LocalCluster(
-            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
-        )
-        dask_client = distributed.Client(cluster)
-    yield dask_client
-    dask_client.close()
-    cluster.close()
 
 
 def _space(m: int = 900, d: int = 6, seed: int = 0) -> SearchSpace:
