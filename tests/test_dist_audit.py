@@ -8,6 +8,7 @@ One module-scoped LocalCluster of two single-threaded worker processes serves ev
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -230,3 +231,23 @@ def test_cli_scheduler_equals_local(client, tmp_path):
     assert info["store"] == str((tmp_path / "store").resolve())
     assert info["forward_mode"] == "layered halo exchange"  # NodeClassifier from --checkpoint
     assert main(["audit", *small, "--shared-dir", shared, "--out", str(tmp_path / "d")]) == 2
+
+
+@pytest.mark.parametrize(
+    ("model", "workers_load"), [("gcn", True), ("sage", True), ("my_model.py:Net", False)]
+)
+def test_scheduler_workers_read_a_gnnaudit_checkpoint_from_its_path(client, model, workers_load):
+    """A gnnaudit checkpoint (``--model`` a backbone name, the default ``gcn`` included) is read
+    by the workers from its path; the Lightning checkpoint of a user's ``--model MODULE:NAME``
+    is loaded by the client (its module need not be importable on the workers)."""
+    import argparse
+
+    from gnnaudit.cli._scheduler import cluster_options
+
+    args = argparse.Namespace(
+        scheduler=client.scheduler.address, shared_dir=None, checkpoint="m.ckpt", model=model
+    )
+    with cluster_options(args) as options:
+        assert ("model_loader" in options) is workers_load
+        if workers_load:
+            assert options["model_loader"].args == (os.path.abspath("m.ckpt"),)

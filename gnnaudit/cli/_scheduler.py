@@ -65,7 +65,7 @@ def cluster_options(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     checkpoint = getattr(args, "checkpoint", None)
     # a gnnaudit NodeClassifier checkpoint (no --model): the workers load it from its path; a
     # Lightning checkpoint of the user's --model is loaded here and its weights shipped
-    if checkpoint and not getattr(args, "model", None):
+    if checkpoint and ":" not in str(getattr(args, "model", "")):
         from gnnaudit.training import load_node_classifier
 
         options["model_loader"] = functools.partial(
