@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pickle
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+from dask_cluster import local_dask_client
 from sklearn.cluster import DBSCAN
 from sklearn.datasets import load_iris, make_blobs
 
@@ -126,16 +126,7 @@ def faiss_one_thread():
 
 @pytest.fixture(scope="module")
 def client():
-    """A Dask client on a 2-worker LocalCluster (single-threaded worker processes), one per test
-    module; the module imports ``distributed`` with ``pytest.importorskip`` first."""
-    import distributed
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = distributed.LocalCluster(
-            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
-        )
-        dask_client = distributed.Client(cluster)
-    yield dask_client
-    dask_client.close()
-    cluster.close()
+    """:func:`local_dask_client` with worker processes, one per test module; the module imports
+    ``distributed`` with ``pytest.importorskip`` first."""
+    with local_dask_client() as dask_client:
+        yield dask_client

@@ -4,10 +4,9 @@ rule; Dask equals local; bad parameters raise."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
+from dask_cluster import local_dask_client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from search_oracles import (
@@ -212,16 +211,10 @@ def test_shard_exact_keeps_every_row_within_tolerance_of_the_kth():
 # ----------------------------------------------------------------------------- dask
 @pytest.fixture(scope="module")
 def client():
-    distributed = pytest.importorskip("distributed")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = distributed.LocalCluster(
-            n_workers=2, processes=False, threads_per_worker=1, dashboard_address=None
-        )
-        dask_client = distributed.Client(cluster)
-    yield dask_client
-    dask_client.close()
-    cluster.close()
+    """Threads, not processes: the shards' equality does not depend on the transport."""
+    pytest.importorskip("distributed")
+    with local_dask_client(processes=False) as dask_client:
+        yield dask_client
 
 
 @pytest.mark.parametrize("from_path", [False, True], ids=["scattered-blocks", "npy-path"])
