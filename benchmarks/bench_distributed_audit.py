@@ -3,7 +3,8 @@
 Usage::
 
     python benchmarks/bench_distributed_audit.py [--nodes 1000000] [--workers 2]
-        [--limit-fraction 0.5] [--worker-limit-gb G] [--skip-local] [--out FILE]
+        [--limit-fraction 0.5] [--worker-limit-gb G] [--skip-local]
+        [--partition contiguous|metis] [--out FILE]
 
 Steps (one run of this script gives every figure of ``benchmarks/results/distributed_audit.md``):
 
@@ -24,7 +25,8 @@ Steps (one run of this script gives every figure of ``benchmarks/results/distrib
 Reported per run: the audit's seconds and stage seconds, the peak RSS of the client process
 and of every worker (``ru_maxrss`` read in the worker process), the worker memory limit, the
 KS halo rows per hop and bytes (rows x d x 4 B x hops), the bytes the workers sent each other
-(dask's ``transfer_outgoing_bytes_total``), the forward passes and their seconds, and whether
+(gnnaudit's count of the halo pieces cut for other workers, and dask's
+``transfer_outgoing_bytes_total``), the forward passes and their seconds, and whether
 the findings table and the verdict equal the local audit's (``DataFrame.equals``). Threads:
 1 per process (``OMP_NUM_THREADS=1``).
 """
@@ -69,12 +71,12 @@ json.dump({"audit": time.perf_counter() - t, "stages": report.run_info["seconds"
           open(out_json, "w"))
 """
 
-#: the distributed audit: argv = out_json ckpt nodes workers limit_bytes store_dir
+#: the distributed audit: argv = out_json ckpt nodes workers limit_bytes store_dir partition
 DIST = r"""
 import functools, json, resource, sys, time, warnings, logging
 warnings.filterwarnings("ignore"); logging.getLogger("lightning").setLevel(logging.ERROR)
 logging.getLogger("distributed").setLevel(logging.ERROR)
-out_json, ckpt, nodes, workers, limit, store = sys.argv[1:7]
+out_json, ckpt, nodes, workers, limit, store, partition = sys.argv[1:8]
 import distributed
 import gnnaudit
 from gnnaudit._distributed import worker_peak_rss
@@ -88,7 +90,7 @@ if __name__ == "__main__":
     model = load_node_classifier(ckpt)
     t = time.perf_counter()
     report = gnnaudit.audit_model(model, data, progress=False, client=client, shared_dir=store,
-        model_loader=functools.partial(load_node_classifier, ckpt))
+        model_loader=functools.partial(load_node_classifier, ckpt), partition=partition)
     seconds = time.perf_counter() - t
     peaks = worker_peak_rss(client)
     limits = {a: w["memory_limit"] for a, w in client.scheduler_info()["workers"].items()}
@@ -157,13 +159,14 @@ def one_size(args: argparse.Namespace, ckpt: Path, nodes: int, tmp: str) -> dict
     else:
         raise SystemExit("--skip-local needs --worker-limit-gb")
     store = Path(tmp) / f"store-{nodes}"
-    dist = run_child(DIST, ckpt, nodes, args.workers, limit, store)
+    dist = run_child(DIST, ckpt, nodes, args.workers, limit, store, args.partition)
     info = dist["distributed"]
     row: dict[str, Any] = {
         "nodes": nodes,
         "local audit s": None if local is None else round(local["audit"], 1),
         "local peak GB": None if local is None else round(_gb(local["peak_rss"]), 2),
         "workers": args.workers,
+        "partition": args.partition,
         "worker limit GB": round(_gb(limit), 2),
         "dist audit s": round(dist["audit"], 1),
         "client peak GB": round(_gb(dist["peak_rss"]), 2),
@@ -174,7 +177,8 @@ def one_size(args: argparse.Namespace, ckpt: Path, nodes: int, tmp: str) -> dict
         "KS s": info.get("ks_seconds"),
         "KS halo rows/hop": info.get("ks_halo_rows_per_hop"),
         "KS halo MB": round(info.get("ks_halo_bytes", 0) / 2**20, 1),
-        "worker-to-worker MB": round(info.get("worker_bytes_sent", 0) / 2**20, 1),
+        "halo MB sent (all passes)": round(info.get("halo_bytes_sent", 0) / 2**20, 1),
+        "dask transfer MB": round(info.get("worker_bytes_sent", 0) / 2**20, 1),
         "forward passes": info["forward_passes"],
         "forward s": info["forward_seconds"],
     }
@@ -197,6 +201,7 @@ def main() -> None:
     parser.add_argument("--limit-fraction", type=float, default=0.5)
     parser.add_argument("--worker-limit-gb", type=float, default=None)
     parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument("--partition", choices=["contiguous", "metis"], default="contiguous")
     parser.add_argument("--train-nodes", type=int, default=20_000)
     parser.add_argument("--epochs", type=int, default=50)
     parser.add_argument("--out", type=Path, default=RESULTS)

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gnnaudit.errors import InvalidInputError
+from gnnaudit.errors import InvalidInputError, WorkerLostError
 
 __all__ = [
     "check_client",
@@ -133,6 +133,29 @@ def worker_addresses(client: Any) -> list[str]:
     return workers
 
 
+#: per worker process: bytes of the halo pieces its tasks have cut for other partitions (the
+#: rows and positions sent worker to worker by the KS hops and the layered forward passes)
+_HALO_BYTES = [0]
+
+
+def count_halo(piece: Any) -> Any:
+    """Worker side: add the bytes of ``piece`` (tensors, or a tuple of them) to this process's
+    halo counter and return it unchanged."""
+    items = piece if isinstance(piece, tuple) else (piece,)
+    _HALO_BYTES[0] += sum(int(t.numel()) * t.element_size() for t in items if hasattr(t, "numel"))
+    return piece
+
+
+def _halo_bytes(dask_worker: Any = None) -> int:
+    return _HALO_BYTES[0]
+
+
+def halo_bytes_sent(client: Any) -> int:
+    """Bytes of halo pieces the workers have cut for one another so far (gnnaudit's own count,
+    summed over the workers; what moves between them, whichever transport dask uses)."""
+    return int(sum(client.run(_halo_bytes).values()))
+
+
 def _outgoing_bytes(dask_worker: Any) -> int:
     return int(getattr(dask_worker, "transfer_outgoing_bytes_total", 0))
 
@@ -154,3 +177,39 @@ def worker_peak_rss(client: Any) -> dict[str, int]:
     """Peak resident memory (bytes, ``ru_maxrss``) of each worker process so far (with
     in-process workers, ``processes=False``, this is the whole process's peak)."""
     return {addr: int(v) for addr, v in client.run(_peak_rss).items()}
+
+
+#: the exceptions dask raises to a client whose task lost its worker or its inputs (matched by
+#: name: dask is imported lazily, and these live in different modules across versions)
+_LOST = {"FutureCancelledError", "CancelledError", "KilledWorker", "CommClosedError"}
+
+
+def _memory_limits(client: Any) -> str:
+    try:
+        workers = client.scheduler_info().get("workers", {})
+        limits = sorted({int(w.get("memory_limit") or 0) for w in workers.values()})
+    except Exception:  # noqa: BLE001  # the cluster may be gone: no figure, still an error
+        return "unknown"
+    if not limits or limits == [0]:
+        return "none set"
+    return ", ".join(f"{b / 2**30:.2f} GiB" for b in limits)
+
+
+def gather_pinned(client: Any, futures: Any, step: str) -> Any:
+    """``client.gather(futures)``; a task whose worker was lost (its pinned partition gone)
+    raises :class:`~gnnaudit.errors.WorkerLostError` naming ``step`` and the workers'
+    memory limits (read before gathering: a restarting worker has none yet) instead of dask's
+    cancellation error."""
+    limits = _memory_limits(client)
+    try:
+        return client.gather(futures)
+    except Exception as exc:
+        if not {c.__name__ for c in type(exc).__mro__} & _LOST:
+            raise
+        raise WorkerLostError(
+            f"a dask worker was lost during {step} ({type(exc).__name__}: the tasks pinned to "
+            f"it were cancelled). Workers' memory limit: {limits}; a dask "
+            "nanny restarts a worker above 95% of its limit. Give each worker more memory, "
+            "add workers (more, smaller partitions: num_parts=), or lower "
+            "gnnaudit.audit.dist_block.FORWARD_CHUNK_BYTES; the workers' logs say why it died."
+        ) from exc

@@ -33,6 +33,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "faiss": ("faiss-cpu", "faiss"),
     "networkx": ("networkx", "diagnosis"),
     "matplotlib": ("matplotlib", "plots"),
+    "pymetis": ("pymetis", "metis"),
 }
 
 

@@ -16,6 +16,7 @@ __all__ = [
     "model_error_stage",
     "TrainingDivergedError",
     "MissingDependencyError",
+    "WorkerLostError",
 ]
 
 
@@ -76,3 +77,9 @@ class MissingDependencyError(GnnAuditError, ImportError):
     """A feature that needs an optional dependency was asked for explicitly, and the
     dependency is not installed; the message names the ``pip install 'gnnaudit[<extra>]'``
     that provides it."""
+
+
+class WorkerLostError(GnnAuditError, RuntimeError):
+    """A worker of the Dask cluster running the audit's distributed steps died or was
+    restarted while it held a partition (most often killed by its nanny above 95% of its
+    memory limit); the message names the step and the workers' memory limits."""

@@ -7,7 +7,9 @@ One module-scoped LocalCluster of two single-threaded worker processes serves ev
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import operator
 import os
 
 import numpy as np
@@ -22,15 +24,18 @@ from torch_geometric.nn import GCNConv  # noqa: E402
 from torch_geometric.nn.models import GCN  # noqa: E402
 
 import gnnaudit  # noqa: E402
+from gnnaudit._distributed import gather_pinned  # noqa: E402
 from gnnaudit.audit import AuditReport  # noqa: E402
-from gnnaudit.audit.dist_forward import RemoteForward, ball_subgraph  # noqa: E402
+from gnnaudit.audit.dist_block import FORWARD_CHUNK_BYTES, chunk_edges, row_chunks  # noqa: E402
+from gnnaudit.audit.dist_forward import RemoteForward, ball_subgraph, halo_bytes  # noqa: E402
 from gnnaudit.audit.dist_ks import distributed_ks  # noqa: E402
-from gnnaudit.audit.dist_store import GraphStore, write_graph_store  # noqa: E402
+from gnnaudit.audit.dist_store import AddRows, GraphStore, write_graph_store  # noqa: E402
 from gnnaudit.cli.main import main  # noqa: E402
 from gnnaudit.datasets import synthetic_credit_graph  # noqa: E402
-from gnnaudit.errors import InvalidInputError  # noqa: E402
+from gnnaudit.errors import InvalidInputError, WorkerLostError  # noqa: E402
 from gnnaudit.graph_ops import ks_embedding  # noqa: E402
 from gnnaudit.graph_ops.ks_halo import HaloBlock  # noqa: E402
+from gnnaudit.graph_ops.partitioned import metis_partition  # noqa: E402
 from gnnaudit.training.node_classifier import BACKBONES, NodeClassifier  # noqa: E402
 
 
@@ -158,19 +163,29 @@ def test_remote_forward_equals_whole_graph(client, tmp_path, graph):
     assert torch.equal(out3[11], ref[11])
 
 
+@pytest.mark.parametrize("chunk_bytes", [FORWARD_CHUNK_BYTES, 3000])
 @pytest.mark.parametrize("backbone", BACKBONES)
-def test_layered_forward_bit_identical(client, tmp_path, backbone):
+def test_layered_forward_bit_identical(client, tmp_path, backbone, chunk_bytes):
     """NodeClassifier: layer by layer with a halo exchange, every backbone, on a graph with
-    duplicate edges and a self loop; the model itself is left unchanged."""
+    duplicate edges and self loops (a duplicated one too); the model itself is left
+    unchanged. ``chunk_bytes=3000``: each layer runs in chunks of ``MIN_CHUNK_ROWS`` rows (two or
+    three per partition), still equal bit for bit."""
     data = synthetic_credit_graph(num_nodes=500, seed=4)
-    extra = torch.tensor([[3, 7, 7], [3, 9, 9]])
+    extra = torch.tensor([[3, 7, 7, 12, 12], [3, 9, 9, 12, 12]])
     data.edge_index = torch.cat([data.edge_index, extra], dim=1)
     torch.manual_seed(0)
     model = NodeClassifier(data.num_features, 2, backbone=backbone).eval()
     store = write_graph_store(data, tmp_path, 3)
     gcn = [i for i, conv in enumerate(model.convs) if isinstance(conv, GCNConv)]
     forward = RemoteForward(
-        client, store, 3, model=model, layered=True, num_layers=3, gcn_layers=gcn
+        client,
+        store,
+        3,
+        model=model,
+        layered=True,
+        num_layers=3,
+        gcn_layers=gcn,
+        chunk_bytes=chunk_bytes,
     )
     ids = np.arange(0, 500, 3)
     x2 = data.x.clone()
@@ -178,7 +193,11 @@ def test_layered_forward_bit_identical(client, tmp_path, backbone):
     with torch.no_grad():
         ref, ref2 = model(data.x, data.edge_index), model(x2, data.edge_index)
     assert torch.equal(forward(), ref)
+    before = halo_bytes(client)
     assert torch.equal(forward([(ids, (0,), np.array([1.0]))]), ref2)
+    # one pass moves each halo row once per layer: its position (8 B) and its input row
+    widths = data.num_features + 16 + 16
+    assert halo_bytes(client) - before == forward.halo_rows * (3 * 8 + 4 * widths)
     assert forward.halo_rows > 0
     assert all(model.convs[i].normalize for i in gcn)
 
@@ -223,6 +242,8 @@ def test_cli_scheduler_equals_local(client, tmp_path):
     address = client.scheduler.address
     shared = str(tmp_path / "store")
     args = [*common, "--scheduler", address, "--shared-dir", shared, "--out", str(tmp_path / "c")]
+    if importlib.util.find_spec("pymetis") is not None:
+        args += ["--partition", "metis"]
     assert main(args) == 0
     here = AuditReport.from_json(tmp_path / "b" / "report.json")
     there = AuditReport.from_json(tmp_path / "c" / "report.json")
@@ -230,7 +251,9 @@ def test_cli_scheduler_equals_local(client, tmp_path):
     info = there.run_info["distributed"]
     assert info["store"] == str((tmp_path / "store").resolve())
     assert info["forward_mode"] == "layered halo exchange"  # NodeClassifier from --checkpoint
+    assert info["partition"] == ("metis" if "--partition" in args else "contiguous")
     assert main(["audit", *small, "--shared-dir", shared, "--out", str(tmp_path / "d")]) == 2
+    assert main(["audit", *small, "--partition", "metis", "--out", str(tmp_path / "e")]) == 2
 
 
 @pytest.mark.parametrize(
@@ -245,9 +268,168 @@ def test_scheduler_workers_read_a_gnnaudit_checkpoint_from_its_path(client, mode
     from gnnaudit.cli._scheduler import cluster_options
 
     args = argparse.Namespace(
-        scheduler=client.scheduler.address, shared_dir=None, checkpoint="m.ckpt", model=model
+        scheduler=client.scheduler.address,
+        shared_dir=None,
+        partition=None,
+        checkpoint="m.ckpt",
+        model=model,
     )
     with cluster_options(args) as options:
         assert ("model_loader" in options) is workers_load
         if workers_load:
             assert options["model_loader"].args == (os.path.abspath("m.ckpt"),)
+
+
+def test_row_chunks_cover_rows_within_budget():
+    """Consecutive ranges covering every row once, as many as the budget asks (when the rows
+    allow ``min_rows`` each), each within an equal share of the edges plus one row's when no
+    cut was dropped for ``min_rows``."""
+    gen = torch.Generator().manual_seed(0)
+    degrees = torch.randint(0, 9, (1000,), generator=gen)
+    degrees[500] = 400  # a hub
+    ptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(degrees, 0)])
+    total = int(ptr[-1])
+    for budget, min_rows in [(1, 1), (7, 1), (50, 16), (500, 64), (10**6, 64), (10, 400)]:
+        chunks = row_chunks(ptr, budget, min_rows)
+        assert chunks[0][0] == 0 and chunks[-1][1] == degrees.numel()
+        assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:], strict=False))
+        assert all(hi - lo >= min_rows for lo, hi in chunks)
+        count = min(-(-total // budget), 1000 // min_rows)
+        assert len(chunks) <= count
+        share = -(-total // count) + int(degrees.max())
+        if min_rows == 1:  # no cut dropped for size: each chunk within one share + a row
+            assert all(int(ptr[hi] - ptr[lo]) <= share for lo, hi in chunks)
+    assert len(row_chunks(ptr, 10**6)) == 1
+    assert len(row_chunks(ptr, 1, 1)) > 100
+    assert row_chunks(torch.zeros(1, dtype=torch.long), 5) == []
+    assert chunk_edges(16) == FORWARD_CHUNK_BYTES // (40 + 12 * 16)
+
+
+def _exit_worker() -> None:
+    os._exit(3)  # the worker process dies as one killed for memory does
+
+
+def test_lost_worker_is_a_gnnaudit_error():
+    """A task whose worker dies surfaces as WorkerLostError naming the step and the
+    workers' memory limit, not as dask's KilledWorker / cancellation error."""
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit="1.5 GiB",
+            dashboard_address=None,
+        )
+        client = distributed.Client(cluster)
+        try:
+            with pytest.raises(WorkerLostError, match=r"during the test step.*1\.50 GiB"):
+                gather_pinned(client, [client.submit(_exit_worker, pure=False)], "the test step")
+            # anything else raised by a task is left as it is
+            with pytest.raises(ZeroDivisionError):
+                gather_pinned(client, [client.submit(operator.truediv, 1, 0)], "a step")
+        finally:
+            client.close()
+            cluster.close()
+
+
+def _hook_input(model, layer, x, edge_index):
+    seen = []
+    handle = layer.register_forward_hook(lambda _m, inputs, _o: seen.append(inputs[0]))
+    with torch.no_grad():
+        model(x, edge_index)
+    handle.remove()
+    return seen[-1]
+
+
+@pytest.mark.parametrize("backbone", ["gcn", "sage", "gin"])
+def test_remote_hidden_and_added_rows_equal_local(client, tmp_path, backbone):
+    """The proxies' probe input (a module of the last layer, hooked) and a pass on x + noise
+    (AddRows, read by each worker from the shared folder): equal to the local ones, layered
+    mode in small chunks (the probe's rows gathered chunk by chunk)."""
+    data = synthetic_credit_graph(num_nodes=400, seed=6)
+    torch.manual_seed(1)
+    model = NodeClassifier(data.num_features, 2, backbone=backbone).eval()
+    store = write_graph_store(data, tmp_path / "store", 2)
+    gcn = [i for i, conv in enumerate(model.convs) if isinstance(conv, GCNConv)]
+    forward = RemoteForward(
+        client, store, 3, model=model, layered=True, num_layers=3, gcn_layers=gcn, chunk_bytes=3000
+    )
+    layer = [m for m in model.modules() if any(True for _ in m.parameters(recurse=False))][-1]
+    name = next(n for n, m in model.named_modules() if m is layer)
+    rows = np.array([399, 5, 17, 200, 5, 0])
+    ref = _hook_input(model, layer, data.x, data.edge_index)
+    assert torch.equal(forward.hidden(name, rows), ref[rows])
+    assert forward.hidden("no.such.module", rows) is None
+    noise = torch.randn(tuple(data.x.shape), generator=torch.Generator().manual_seed(3))
+    np.save(tmp_path / "noise.npy", noise.numpy())
+    with torch.no_grad():
+        ref_noisy = model(data.x + noise, data.edge_index)
+    assert torch.equal(forward([AddRows(str(tmp_path / "noise.npy"))]), ref_noisy)
+
+
+def test_remote_hidden_ball_mode(client, tmp_path):
+    """Any model (ball per partition): the hooked input at the rows, close to the local one."""
+    data = synthetic_credit_graph(num_nodes=300, seed=7)
+    torch.manual_seed(2)
+    model = GCN(data.num_features, 16, num_layers=2, out_channels=2).eval()
+    store = write_graph_store(data, tmp_path / "store", 2)
+    forward = RemoteForward(client, store, 2, model=model)
+    rows = np.array([1, 150, 299])
+    ref = _hook_input(model, model.convs[-1].lin, data.x, data.edge_index)
+    got = forward.hidden("convs.1.lin", rows)
+    torch.testing.assert_close(got, ref[rows], rtol=1e-5, atol=1e-6)
+
+
+def _ring_of_cliques(cliques: int, size: int) -> torch.Tensor:
+    rows = []
+    for c in range(cliques):
+        base = c * size
+        ids = torch.arange(base, base + size)
+        a, b = torch.meshgrid(ids, ids, indexing="ij")
+        keep = a != b
+        rows.append(torch.stack([a[keep], b[keep]]))
+        rows.append(torch.tensor([[base], [(base + size) % (cliques * size)]]))
+    return torch.cat(rows, dim=1)
+
+
+def test_metis_partition_keeps_cliques_together_and_is_seeded():
+    pytest.importorskip("pymetis")
+    edges = _ring_of_cliques(4, 12)
+    parts = metis_partition(edges, 48, 4)
+    assert parts.shape == (48,) and set(parts.tolist()) == {0, 1, 2, 3}
+    assert all(len(set(parts[c * 12 : (c + 1) * 12].tolist())) == 1 for c in range(4))
+    assert torch.equal(parts, metis_partition(edges, 48, 4))
+    assert torch.equal(metis_partition(edges, 48, 1), torch.zeros(48, dtype=torch.long))
+    # contiguous ranges of shuffled ids cut the cliques: METIS's halos are smaller
+    perm = torch.randperm(48, generator=torch.Generator().manual_seed(0))
+    shuffled = perm[edges]
+
+    def cut(p: torch.Tensor) -> int:
+        return int((p[shuffled[0]] != p[shuffled[1]]).sum())
+
+    ranges = torch.arange(48) * 4 // 48
+    assert cut(metis_partition(shuffled, 48, 4)) < cut(ranges)
+
+
+def test_metis_store_gives_the_local_ks_and_logits(client, tmp_path):
+    """A METIS-partitioned store: the distributed KS embedding and layered logits equal the
+    local ones bit for bit; an unknown partition name is refused."""
+    pytest.importorskip("pymetis")
+    data = synthetic_credit_graph(num_nodes=400, seed=8)
+    store = write_graph_store(data, tmp_path / "m", 3, parts="metis")
+    ks = distributed_ks(client, store, 2, 0.5)
+    try:
+        assert torch.equal(ks.gather(), ks_embedding(data.x, data.edge_index, 2, 0.5))
+    finally:
+        ks.release()
+    torch.manual_seed(3)
+    model = NodeClassifier(data.num_features, 2, backbone="gcn").eval()
+    forward = RemoteForward(
+        client, store, 3, model=model, layered=True, num_layers=3, gcn_layers=[0, 1, 2]
+    )
+    with torch.no_grad():
+        assert torch.equal(forward(), model(data.x, data.edge_index))
+    with pytest.raises(InvalidInputError, match="'contiguous', 'metis'"):
+        write_graph_store(data, tmp_path / "bad", 3, parts="spectral")

@@ -38,6 +38,7 @@ picklable function the workers call to build it (e.g. reading a checkpoint from 
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -46,14 +47,28 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnnaudit._distributed import check_client, transferred_bytes, worker_addresses
+from gnnaudit._distributed import (
+    check_client,
+    gather_pinned,
+    halo_bytes_sent,
+    transferred_bytes,
+    worker_addresses,
+)
 from gnnaudit._validation import MAX_NUM_HOPS, check_int
+from gnnaudit.audit.dist_block import FORWARD_CHUNK_BYTES
 from gnnaudit.audit.dist_layers import LayeredPlan
-from gnnaudit.audit.dist_store import GraphStore, load_graph, load_parts
+from gnnaudit.audit.dist_store import AddRows, GraphStore, load_graph, load_parts
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["RemoteForward", "ball_subgraph", "Change", "cluster_workers", "bytes_sent"]
+__all__ = [
+    "RemoteForward",
+    "ball_subgraph",
+    "Change",
+    "cluster_workers",
+    "bytes_sent",
+    "halo_bytes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +84,11 @@ def cluster_workers(client: Any) -> list[str]:
     if checked is None:
         raise InvalidInputError("a dask.distributed.Client is needed, got None")
     return worker_addresses(checked)
+
+
+def halo_bytes(client: Any) -> int:
+    """Bytes of halo pieces the workers of ``client`` have cut for one another so far."""
+    return halo_bytes_sent(client)
 
 
 def bytes_sent(client: Any) -> int:
@@ -102,12 +122,17 @@ def ball_subgraph(
     return ball, torch.stack([local[src[keep]], local[dst[keep]]])
 
 
-def apply_changes(x: torch.Tensor, changes: Sequence[Change]) -> torch.Tensor:
-    """A copy of ``x`` with ``x[ids, cols] = values`` for every change (in order)."""
+def apply_changes(x: torch.Tensor, changes: Sequence[Change | AddRows]) -> torch.Tensor:
+    """A copy of ``x`` with ``x[ids, cols] = values`` for every change (in order); an
+    :class:`AddRows` adds its array."""
     if not changes:
         return x
     x = x.clone()
-    for ids, cols, vals in changes:
+    for change in changes:
+        if isinstance(change, AddRows):
+            x = x + change.rows(torch.arange(x.size(0)), x.dtype)
+            continue
+        ids, cols, vals = change
         ids_t = torch.as_tensor(np.asarray(ids), dtype=torch.long)
         if ids_t.numel() == 0:
             continue
@@ -162,6 +187,46 @@ def _partition_logits(
     return own, out[torch.searchsorted(ball, own)], int(ball.numel())
 
 
+def _partition_hidden(
+    store: GraphStore,
+    p: int,
+    model: Any,
+    loader: Callable[[], Any] | None,
+    predict_fn: Any,
+    num_hops: int,
+    module: str,
+    wanted: np.ndarray,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Worker task: the input of the model's module ``module`` at partition ``p``'s rows
+    among ``wanted``, from a pass on their ball (None: not one row per node)."""
+    x, edge_index, parts = _cached_graph(store)
+    own = torch.nonzero(parts == p).view(-1)
+    own = own[torch.isin(own, torch.as_tensor(wanted, dtype=torch.long))]
+    if own.numel() == 0:
+        return own, torch.empty(0)
+    ball, sub = ball_subgraph(edge_index, int(x.size(0)), own, num_hops + 1)
+    built = copy.deepcopy(loader() if loader is not None else model)  # wrapped: a private copy
+    adapter = ModelAdapter.wrap(built, predict_fn=predict_fn, device="cpu")
+    target = dict(adapter.model.named_modules()).get(module)
+    if target is None:
+        return None
+    seen: list[torch.Tensor] = []
+    original = target.forward
+
+    def forward(*args: Any, **kwargs: Any) -> Any:  # what a forward hook sees (see _Probe)
+        if args and torch.is_tensor(args[0]):
+            seen.append(args[0].detach())
+        return original(*args, **kwargs)
+
+    target.forward = forward
+    adapter.logits(x if sub is None else x[ball], edge_index if sub is None else sub)
+    got = seen[-1] if seen else None
+    size = int(x.size(0)) if sub is None else int(ball.numel())
+    if got is None or got.dim() != 2 or got.size(0) != size:
+        return None
+    return own, got[own if sub is None else torch.searchsorted(ball, own)]
+
+
 class RemoteForward:
     """Logits of a model on the graph of ``store``, computed by ``client``'s workers.
 
@@ -185,7 +250,9 @@ class RemoteForward:
     :mod:`gnnaudit.audit.dist_layers`, e.g. a ``NodeClassifier``): the passes run layer by
     layer with a halo exchange per layer instead (memory per worker about ``1/P`` of a
     whole-graph pass on any graph); ``rows`` then do not restrict the work. ``gcn_layers``:
-    the indices of its ``GCNConv`` layers (their degrees are exchanged once).
+    the indices of its ``GCNConv`` layers (their degrees are exchanged once); ``chunk_bytes``:
+    the transient memory of one chunk of a layer on a worker
+    (:data:`~gnnaudit.audit.dist_block.FORWARD_CHUNK_BYTES` by default).
     """
 
     def __init__(
@@ -200,6 +267,7 @@ class RemoteForward:
         layered: bool = False,
         gcn_layers: Sequence[int] = (),
         num_layers: int = 0,
+        chunk_bytes: int = FORWARD_CHUNK_BYTES,
     ) -> None:
         self.client = check_client(client)
         if self.client is None:
@@ -222,6 +290,7 @@ class RemoteForward:
             self.model = self.client.scatter(model, broadcast=True, hash=False)
         self.layered = bool(layered) and predict_fn is None
         self._layer_args = (int(num_layers), list(gcn_layers))
+        self.chunk_bytes = check_int("chunk_bytes", chunk_bytes, minimum=1)
         self._plan: LayeredPlan | None = None
         self.halo_rows = 0
         self.fill: torch.Tensor | None = None
@@ -264,11 +333,59 @@ class RemoteForward:
             for p in range(self.store.num_parts)
         ]
         try:
-            parts = client.gather(futures)
+            parts = gather_pinned(client, futures, "a forward pass of the model")
         finally:
             for fut in [*futures, shipped]:
                 fut.release()
         return self._done(parts, start)
+
+    def hidden(self, module: str, rows: np.ndarray) -> torch.Tensor | None:
+        """The input of the model's module named ``module`` (a name of
+        ``model.named_modules()``) at ``rows``, in the order of ``rows``, on the factual
+        graph; None when that input is not one row per node (the proxies' probe)."""
+        start = time.perf_counter()
+        wanted = np.unique(np.asarray(rows, dtype=np.int64))
+        if self.layered:
+            parts = self._layered().hidden(module, wanted)
+        else:
+            futures = [
+                self.client.submit(
+                    _partition_hidden,
+                    self.store,
+                    p,
+                    self.model,
+                    self.loader,
+                    self.predict_fn,
+                    self.num_hops,
+                    module,
+                    wanted,
+                    workers=[self.workers[p % len(self.workers)]],
+                    allow_other_workers=False,
+                    pure=False,
+                )
+                for p in range(self.store.num_parts)
+            ]
+            try:
+                parts = gather_pinned(
+                    self.client, futures, "the proxies' hidden-representation pass"
+                )
+            finally:
+                for fut in futures:
+                    fut.release()
+        self.passes += 1
+        self.seconds += time.perf_counter() - start
+        if any(part is None for part in parts):
+            return None
+        found = [(ids, h) for ids, h in parts if ids.numel()]  # type: ignore[misc]
+        if not found:
+            return None
+        ids = torch.cat([i for i, _ in found])
+        values = torch.cat([h for _, h in found])
+        order = torch.argsort(ids)
+        ids, values = ids[order], values[order]
+        pos = torch.searchsorted(ids, torch.as_tensor(np.asarray(rows), dtype=torch.long))
+        out: torch.Tensor = values[pos]
+        return out
 
     def _layered(self) -> LayeredPlan:
         """The layer-by-layer plan, built on the first pass."""
@@ -282,6 +399,7 @@ class RemoteForward:
                 self.loader,
                 num_layers,
                 gcn_layers,
+                self.chunk_bytes,
             )
             self.halo_rows = int(sum(self._plan.halo_rows))
         return self._plan

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from gnnaudit._distributed import check_client, worker_addresses
+from gnnaudit._distributed import check_client, count_halo, gather_pinned, worker_addresses
 from gnnaudit._validation import MAX_NUM_HOPS, check_float, check_int
 from gnnaudit.audit.dist_store import GraphStore, load_part
 from gnnaudit.errors import InvalidInputError
@@ -84,7 +84,7 @@ def _step(
 
 def _halo_piece(plan: tuple[torch.Tensor, torch.Tensor], rows: torch.Tensor) -> Any:
     """Worker task on the sending partition: ``(positions in the receiver's halo, rows)``."""
-    return plan[0], take_rows(rows, plan[1])
+    return count_halo((plan[0], take_rows(rows, plan[1])))
 
 
 def _finish(total: torch.Tensor, dtype: torch.dtype) -> Any:
@@ -141,8 +141,8 @@ class DistributedKS:
 
     def gather(self) -> torch.Tensor:
         """The whole ``(num_nodes, d)`` embedding here, rows in node order."""
-        blocks = self.client.gather(self.blocks)
-        owns = self.client.gather(self.owns)
+        blocks = gather_pinned(self.client, self.blocks, "the KS embedding")
+        owns = gather_pinned(self.client, self.owns, "the KS embedding")
         out = torch.empty((self.num_nodes, self.num_features), dtype=self.dtype)
         for own, rows in zip(owns, blocks, strict=True):
             out[own] = torch.from_numpy(rows)
@@ -178,10 +178,14 @@ def distributed_ks(
     blocks = [on(p, operator.getitem, f, 0) for p, f in enumerate(loaded)]
     xs = [on(p, operator.getitem, f, 1) for p, f in enumerate(loaded)]
     owns = [on(p, _own, b) for p, b in enumerate(blocks)]
-    out_dtype = on(0, operator.getitem, loaded[0], 2).result()
+    out_dtype = gather_pinned(
+        client, on(0, operator.getitem, loaded[0], 2), "loading the KS partitions"
+    )
     del loaded
-    halo = client.gather([on(p, _halo_size, b) for p, b in enumerate(blocks)])
-    sizes = client.gather([on(p, len, o) for p, o in enumerate(owns)])
+    halo = gather_pinned(
+        client, [on(p, _halo_size, b) for p, b in enumerate(blocks)], "loading the KS partitions"
+    )
+    sizes = gather_pinned(client, [on(p, len, o) for p, o in enumerate(owns)], "the KS partitions")
     # plans[p][q]: on p's worker (own ids of q move there once), then sent to q for cutting
     pairs = [(p, q) for p in range(store.num_parts) for q in range(store.num_parts) if q != p]
     plans = {(p, q): on(p, _pair_plan, blocks[p], owns[q]) for p, q in pairs}

@@ -6,27 +6,37 @@ For a model whose forward pass is ``h^{l+1} = relu(conv_l(h^l, edge_index))`` wi
 last layer's output as logits (eval mode; :class:`~gnnaudit.training.NodeClassifier`, which
 declares it with ``layered_forward = True`` and its ``convs``), each partition ``P`` keeps its
 rows ``h^l_P`` and the edges into them. Per layer it receives the rows of its 1-hop
-in-neighbours owned elsewhere (as the KS hops do) and computes ``conv_l`` on the subgraph of
-``P`` and that halo holding the edges into ``P``: every message into a node of ``P`` is
-present, in the original edge order. Memory per worker: its rows, the halo rows of one layer
-and the edges into its rows (about ``1/P`` of a whole-graph pass's edge messages), whatever
-the graph's diameter; this is what makes the passes fit a worker's memory on a small-world
-graph, where the ``(L+1)``-hop ball of :mod:`gnnaudit.audit.dist_forward` is the whole graph.
+in-neighbours owned elsewhere (as the KS hops do) and computes ``conv_l`` at its rows from
+the edges into them, every message into a node of ``P`` present, in the original edge order.
+
+Memory per worker, bounded whatever the graph's diameter: the block (its rows, the halo ids
+and 4 bytes per edge into its rows, held by target), the rows of one layer (own and halo,
+``w`` values each), and one *chunk* at a time: a layer runs over consecutive ranges of the
+partition's rows whose in-edges take at most
+:data:`~gnnaudit.audit.dist_block.FORWARD_CHUNK_BYTES` (256 MiB) of per-edge messages,
+``(40 + 12 w)`` bytes per edge (measured 228 B at ``w = 16``). A whole-graph pass instead
+materialises every edge's message at once (3 GB for the 13 M edges of a 1M-node credit
+graph); this is what makes the passes fit a worker's memory on a small-world graph, where
+the ``(L+1)``-hop ball of :mod:`gnnaudit.audit.dist_forward` is the whole graph. Chunks hold
+at least :data:`~gnnaudit.audit.dist_block.MIN_CHUNK_ROWS` rows (matrix products over a few
+rows round differently).
 
 ``GCNConv`` reads the degree of the *source* node of each edge, which a partition does not
 see for its halo nodes: the owners compute the degrees of their rows once (the edges into a
 node and its self loop, as ``gcn_norm`` counts them) and send those of the halo rows; the
 layer then runs with the normalised edge weights computed as ``gcn_norm`` computes them and
-``normalize`` switched off (on a shallow copy of the layer). The other layers of ``NodeClassifier`` (``SAGEConv``,
-``GATConv``, ``GINConv``, ``GraphConv``) read only the edges into a node. The logits equal
-those of a whole-graph pass up to float rounding (the tests check equal predictions and
-close logits for every backbone).
+``normalize`` switched off (on a shallow copy of the layer). The other layers of
+``NodeClassifier`` (``SAGEConv``, ``GATConv``, ``GINConv``, ``GraphConv``) read only the
+edges into a node. The logits equal those of a whole-graph pass bit for bit (the tests check
+``torch.equal`` for every backbone, in one chunk per partition and in many).
+
+:meth:`LayeredPlan.hidden` gives the input of a module of the last layer at chosen rows (the
+proxies' probe of the hidden representation), collected chunk by chunk.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,10 +44,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from gnnaudit.audit.dist_store import GraphStore, load_part
+from gnnaudit._distributed import count_halo, gather_pinned
+from gnnaudit.audit.dist_block import FORWARD_CHUNK_BYTES, ForwardBlock, chunk_edges, row_chunks
+from gnnaudit.audit.dist_store import AddRows, GraphStore
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["is_layered", "ForwardBlock", "LayeredPlan"]
+__all__ = ["is_layered", "LayeredPlan"]
 
 
 def is_layered(model: Any) -> bool:
@@ -46,88 +58,102 @@ def is_layered(model: Any) -> bool:
     return bool(getattr(model, "layered_forward", False)) and isinstance(convs, torch.nn.ModuleList)
 
 
-@dataclass
-class ForwardBlock:
-    """One partition: its node ids, feature rows, halo ids and the edges into its rows
-    relabelled to the local order (own and halo ids merged in global order)."""
-
-    own: Tensor
-    x: Tensor
-    halo: Tensor
-    edges: Tensor
-    own_local: Tensor
-    halo_local: Tensor
-    num_local: int
-
-    @classmethod
-    def load(cls, store: GraphStore, p: int) -> ForwardBlock:
-        """Partition ``p``'s block, read by the worker from the graph store's shared path."""
-        part = load_part(store, p)
-        own, edges = part["own"], part["edge_index"]
-        src = edges[0]
-        halo = torch.unique(src[~torch.isin(src, own)])
-        subset, order = torch.sort(torch.cat([own, halo]))
-        pos = torch.empty_like(order)
-        pos[order] = torch.arange(order.numel())
-        local = torch.stack(
-            [torch.searchsorted(subset, edges[0]), torch.searchsorted(subset, edges[1])]
-        )
-        return cls(
-            own, part["x"], halo, local, pos[: own.numel()], pos[own.numel() :], int(subset.numel())
-        )
-
-    def pair_plan(self, other_own: Tensor) -> tuple[Tensor, Tensor]:
-        """Halo rows ``other_own``'s partition owns: positions in the halo and in ``other_own``."""
-        inside = torch.nonzero(torch.isin(self.halo, other_own)).view(-1)
-        return inside, torch.searchsorted(other_own, self.halo[inside])
-
-    def local_rows(self, own_rows: Tensor, pieces: list[tuple[Tensor, Tensor]]) -> Tensor:
-        """Rows in the local order: own rows and the halo pieces ``(halo positions, rows)``."""
-        rows = own_rows.new_empty((self.num_local, own_rows.size(1)))
-        rows[self.own_local] = own_rows
-        filled = sum(int(pos.numel()) for pos, _ in pieces)
-        if filled != self.halo.numel():
-            raise InvalidInputError(f"expected {self.halo.numel()} halo rows, got {filled}")
-        for pos, piece in pieces:
-            rows[self.halo_local[pos]] = piece
-        return rows
-
-    def gcn_edges(self, conv: Any, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        """The edges and unnormalised weights ``gcn_norm`` would use (self loops added)."""
-        from torch_geometric.utils import add_remaining_self_loops
-
-        edges, weight = self.edges, None
-        if conv.add_self_loops:
-            fill = 2.0 if conv.improved else 1.0
-            edges, weight = add_remaining_self_loops(edges, None, fill, self.num_local)
-        if weight is None:
-            weight = torch.ones(edges.size(1), dtype=dtype)
-        return edges, weight
-
-    def own_degree(self, conv: Any, dtype: torch.dtype) -> Tensor:
-        """``gcn_norm``'s degree of every own row (exact: all edges into it are here)."""
-        edges, weight = self.gcn_edges(conv, dtype)
-        deg = torch.zeros(self.num_local, dtype=dtype).index_add_(0, edges[1], weight)
-        return deg[self.own_local]
-
-
 def _is_gcn(conv: Any) -> bool:
     from torch_geometric.nn import GCNConv
 
     return isinstance(conv, GCNConv)
 
 
-def _gcn_layer(conv: Any, block: ForwardBlock, h: Tensor, degree: Tensor) -> Tensor:
-    """``conv(h, edges)`` on the block with the global degrees (module docstring)."""
+def _gcn_chunk(conv: Any, x: Tensor, edges: Tensor, targets: Tensor, degree: Tensor) -> Tensor:
+    """``conv(x, edges)`` at ``targets`` with the global degrees ``degree`` of the rows of
+    ``x`` (module docstring): the edges and weights ``gcn_norm`` forms (self loops moved to
+    the end of each target's in-edges, unit weights), then the layer with ``normalize`` off."""
     if conv.cached:
         raise InvalidInputError("a GCNConv with cached=True cannot run on partitions")
-    edges, weight = block.gcn_edges(conv, h.dtype)
+    if conv.add_self_loops:
+        keep = edges[0] != edges[1]
+        edges = torch.cat([edges[:, keep], targets.expand(2, -1)], dim=1)
+    weight = torch.ones(edges.size(1), dtype=x.dtype)
     dis = degree.pow(-0.5)
     dis.masked_fill_(dis == float("inf"), 0)
     weight = dis[edges[0]] * weight * dis[edges[1]]
     plain = copy.copy(conv)  # shares the weights; the model itself is never modified
     plain.normalize = False
-    out: Tensor = plain(h, edges, weight)
+    out: Tensor = plain(x, edges, weight)
+    return out
+
+
+def _layer_width(conv: Any, width_in: int) -> int:
+    """The widest per-edge message of ``conv``: its input or output channels (x heads)."""
+    out = getattr(conv, "out_channels", width_in)
+    heads = getattr(conv, "heads", 1)
+    return max(width_in, int(out) * int(heads) if isinstance(out, int) else width_in)
+
+
+class _Probe:
+    """The input of one module of a layer at the block's own rows, collected chunk by chunk
+    (:meth:`LayeredPlan.hidden`); :attr:`rows` stays None when the module's input is not one
+    row per node of the chunk. The module's ``forward`` is wrapped on the instance (what a
+    forward hook sees: the first positional input), so give it a private copy of the module:
+    a model sent through dask cannot take hooks (its hook tables arrive as plain dicts)."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.seen: list[Tensor] = []
+        self.rows: Tensor | None = None
+        self.failed = False
+        original = module.forward
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            if args and torch.is_tensor(args[0]):
+                self.seen.append(args[0].detach())
+            return original(*args, **kwargs)
+
+        module.forward = forward
+
+    def keep(self, lo: int, hi: int, num_nodes: int, targets: Tensor, num_own: int) -> None:
+        """Record the last call's input at the chunk's rows ``lo..hi-1``."""
+        got = self.seen[-1] if self.seen else None
+        self.seen.clear()
+        if self.failed or got is None or got.dim() != 2 or got.size(0) != num_nodes:
+            self.failed, self.rows = True, None
+            return
+        if self.rows is None:
+            self.rows = got.new_empty((num_own, int(got.size(1))))
+        self.rows[lo:hi] = got[targets]
+
+
+def _conv_rows(
+    conv: Any,
+    block: ForwardBlock,
+    rows: Tensor,
+    degree: Tensor | None,
+    budget: int,
+    probe: _Probe | None = None,
+) -> Tensor:
+    """``conv`` at the block's own rows, chunk by chunk of at most ``budget`` bytes (each
+    chunk: its rows, the edges into them and their sources); ``probe`` collects the input of
+    one of its modules at the own rows."""
+    if block.own.numel() == 0:  # a partition without rows (a labelling may leave one empty)
+        empty = torch.empty((2, 0), dtype=torch.long)
+        if degree is not None:
+            return _gcn_chunk(conv, rows[:0], empty, empty[0], degree[:0])
+        out0: Tensor = conv(rows[:0], empty)
+        return out0
+    out: Tensor | None = None
+    width = _layer_width(conv, int(rows.size(1)))
+    for lo, hi in row_chunks(block.ptr, chunk_edges(width, budget)):
+        nodes, edges, targets = block.chunk_edges(lo, hi)
+        if degree is not None:
+            got = _gcn_chunk(conv, rows[nodes], edges, targets, degree[nodes])
+        else:
+            got = conv(rows[nodes], edges)
+        got = got[targets]
+        if probe is not None:
+            probe.keep(lo, hi, int(nodes.numel()), targets, int(block.own.numel()))
+        if out is None:
+            out = got.new_empty((int(block.own.numel()), int(got.size(1))))
+        out[lo:hi] = got
+    assert out is not None  # at least one chunk: the block has rows
     return out
 
 
@@ -139,7 +165,11 @@ def _model(model: Any, loader: Any) -> Any:
 def _input(block: ForwardBlock, changes: list[Any]) -> Tensor:
     """The block's feature rows with the changes of its own nodes applied."""
     x = block.x.clone() if changes else block.x
-    for ids, cols, vals in changes:
+    for change in changes:
+        if isinstance(change, AddRows):
+            x = x + change.rows(block.own, x.dtype)
+            continue
+        ids, cols, vals = change
         ids_t = torch.as_tensor(np.asarray(ids), dtype=torch.long)
         mine = torch.isin(ids_t, block.own)
         if not bool(mine.any()):
@@ -161,20 +191,48 @@ def _layer(
     index: int,
     h: Tensor,
     degree: Tensor | None,
+    budget: int,
     *pieces: tuple[Tensor, Tensor],
 ) -> Tensor:
-    """Worker task: layer ``index`` of the model on the block (relu unless the last)."""
+    """Worker task: layer ``index`` of the model on the block (relu unless the last), in
+    chunks of at most ``budget`` bytes."""
     net = _model(model, loader)
     conv = net.convs[index]
     rows = block.local_rows(h, list(pieces))
     with torch.no_grad():
-        if _is_gcn(conv):
-            assert degree is not None
-            out = _gcn_layer(conv, block, rows, degree)
-        else:
-            out = conv(rows, block.edges)
-    out = out[block.own_local]
+        out = _conv_rows(conv, block, rows, degree if _is_gcn(conv) else None, budget)
     return out if index == len(net.convs) - 1 else F.relu(out)
+
+
+def _probe_layer(
+    block: ForwardBlock,
+    model: Any,
+    loader: Any,
+    index: int,
+    h: Tensor,
+    degree: Tensor | None,
+    budget: int,
+    module: str,
+    wanted: np.ndarray,
+    *pieces: tuple[Tensor, Tensor],
+) -> tuple[Tensor, Tensor] | None:
+    """Worker task: the input of the model's module ``module`` (inside layer ``index``) at
+    the block's rows among ``wanted`` (sorted ids): ``(ids, rows)``, or None when that input
+    is not one row per node."""
+    net = _model(model, loader)
+    target = dict(net.named_modules()).get(module)
+    inside = [n for n, m in net.convs[index].named_modules() if m is target]
+    if target is None or not inside:
+        return None
+    conv = copy.deepcopy(net.convs[index])  # a private copy whose module _Probe wraps
+    probe = _Probe(dict(conv.named_modules())[inside[0]])
+    rows = block.local_rows(h, list(pieces))
+    with torch.no_grad():
+        _conv_rows(conv, block, rows, degree if _is_gcn(conv) else None, budget, probe)
+    if probe.rows is None:
+        return None
+    mine = torch.isin(block.own, torch.as_tensor(wanted, dtype=torch.long))
+    return block.own[mine], probe.rows[mine]
 
 
 def _degrees(block: ForwardBlock, model: Any, loader: Any, index: int) -> Tensor:
@@ -188,7 +246,8 @@ def _local_degree(block: ForwardBlock, own_deg: Tensor, *pieces: tuple[Tensor, T
 
 
 def _halo_piece(plan: tuple[Tensor, Tensor], rows: Tensor) -> tuple[Tensor, Tensor]:
-    return plan[0], rows[plan[1]]
+    out: tuple[Tensor, Tensor] = count_halo((plan[0], rows[plan[1]]))
+    return out
 
 
 def _halo_size(block: ForwardBlock) -> int:
@@ -216,8 +275,10 @@ class LayeredPlan:
         loader: Any,
         num_layers: int,
         gcn_layers: list[int],
+        chunk_bytes: int = FORWARD_CHUNK_BYTES,
     ) -> None:
         self.client, self.model, self.loader = client, model, loader
+        self.chunk_bytes = int(chunk_bytes)
         self.parts = store.num_parts
         self.where = [workers[p % len(workers)] for p in range(self.parts)]
         self.num_layers = num_layers
@@ -234,10 +295,12 @@ class LayeredPlan:
                 self.on(p, _local_degree, self.blocks[p], own[p], *self._pieces(own, p))
                 for p in range(self.parts)
             ]
-        self.halo_rows = client.gather(
-            [self.on(p, _halo_size, b) for p, b in enumerate(self.blocks)]
+        self.halo_rows = gather_pinned(
+            client,
+            [self.on(p, _halo_size, b) for p, b in enumerate(self.blocks)],
+            "loading the partitions",
         )
-        self.own_ids: list[Tensor] = client.gather(self.owns)
+        self.own_ids: list[Tensor] = gather_pinned(client, self.owns, "loading the partitions")
 
     def on(self, p: int, fn: Any, *args: Any) -> Any:
         """``fn(*args)`` submitted to the worker that holds partition ``p`` (a future)."""
@@ -250,29 +313,53 @@ class LayeredPlan:
             self.on(q, _halo_piece, self.plans[p, q], rows[q]) for q in range(self.parts) if q != p
         ]
 
+    def _run(self, changes: Any, layers: int) -> list[Any]:
+        """Futures of every partition's output of the first ``layers`` layers."""
+        h = [self.on(p, _input, b, changes) for p, b in enumerate(self.blocks)]
+        for index in range(layers):
+            h = [
+                self.on(p, _layer, *self._layer_args(index, h, p), *self._pieces(h, p))
+                for p in range(self.parts)
+            ]
+        return h
+
+    def _layer_args(self, index: int, h: list[Any], p: int) -> tuple[Any, ...]:
+        deg = self.degrees.get(index, [None] * self.parts)
+        return (self.blocks[p], self.model, self.loader, index, h[p], deg[p], self.chunk_bytes)
+
     def logits(self, changes: Any) -> list[tuple[Tensor, Tensor]]:
         """``(own ids, logits)`` of every partition for the graph with ``changes`` applied
         (``changes``: a future of the change list, or the list)."""
-        h = [self.on(p, _input, b, changes) for p, b in enumerate(self.blocks)]
-        for index in range(self.num_layers):
-            deg = self.degrees.get(index, [None] * self.parts)
-            h = [
-                self.on(
-                    p,
-                    _layer,
-                    self.blocks[p],
-                    self.model,
-                    self.loader,
-                    index,
-                    h[p],
-                    deg[p],
-                    *self._pieces(h, p),
-                )
-                for p in range(self.parts)
-            ]
+        h = self._run(changes, self.num_layers)
         try:
-            out = self.client.gather(h)
+            out = gather_pinned(self.client, h, "a layer-by-layer forward pass of the model")
         finally:
             for fut in h:
                 fut.release()
         return list(zip(self.own_ids, out, strict=True))
+
+    def hidden(self, module: str, wanted: np.ndarray) -> list[tuple[Tensor, Tensor] | None]:
+        """Per partition, ``(ids, input of the module named module)`` at its rows among
+        ``wanted`` (the module lies in the last layer), or None where that input is not one
+        row per node: the proxies' hidden-representation probe on the factual graph."""
+        last = self.num_layers - 1
+        h = self._run([], last)
+        out = [
+            self.on(
+                p,
+                _probe_layer,
+                *self._layer_args(last, h, p),
+                module,
+                wanted,
+                *self._pieces(h, p),
+            )
+            for p in range(self.parts)
+        ]
+        try:
+            got: list[tuple[Tensor, Tensor] | None] = gather_pinned(
+                self.client, out, "the proxies' hidden-representation pass"
+            )
+        finally:
+            for fut in [*h, *out]:
+                fut.release()
+        return got

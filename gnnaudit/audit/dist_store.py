@@ -14,8 +14,8 @@ local disk of a one-machine cluster):
 The workers read these files themselves (:func:`load_part`, :func:`load_graph`, with
 :func:`~gnnaudit.safe_io.safe_torch_load`): nothing larger than a file name is sent through
 the scheduler. Partitions are contiguous ranges of node ids by default
-(:func:`~gnnaudit.graph_ops.partitioned.contiguous_partition`); any labelling (e.g. a METIS
-partition computed with ``pymetis``) can be given as ``parts``.
+(:func:`~gnnaudit.graph_ops.partitioned.contiguous_partition`), a METIS partition with
+``parts="metis"`` (``pymetis``), or any labelling given as ``parts``.
 """
 
 from __future__ import annotations
@@ -26,14 +26,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from gnnaudit._validation import check_edge_index, check_int
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.graph_ops.partitioned import contiguous_partition
+from gnnaudit.graph_ops.partitioned import contiguous_partition, metis_partition
 from gnnaudit.safe_io import atomic_file, check_input_dir, read_json, safe_torch_load
 
-__all__ = ["GraphStore", "write_graph_store", "load_part", "load_graph", "load_parts"]
+__all__ = [
+    "GraphStore",
+    "AddRows",
+    "write_graph_store",
+    "load_part",
+    "load_graph",
+    "load_parts",
+]
 
 META = "meta.json"
 GRAPH = "graph.pt"
@@ -81,6 +89,21 @@ class GraphStore:
         return Path(self.folder) / name
 
 
+@dataclass(frozen=True)
+class AddRows:
+    """A change adding an array to every feature row: ``x + A``, ``A`` an ``(n, d)`` ``.npy``
+    file on the shared path (e.g. the instability's seeded noise), memory-mapped by the
+    workers, each reading only its own rows (nothing of size ``n`` goes through the
+    scheduler)."""
+
+    path: str
+
+    def rows(self, ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """Rows ``ids`` of the array (read from the file)."""
+        arr = np.load(self.path, mmap_mode="r")
+        return torch.as_tensor(np.ascontiguousarray(arr[ids.numpy()]), dtype=dtype)
+
+
 def _save(tensors: dict[str, torch.Tensor], target: Path) -> None:
     with atomic_file(target, name="store", force=True) as tmp:
         torch.save(tensors, tmp)
@@ -90,17 +113,24 @@ def write_graph_store(
     data: Any, folder: str | os.PathLike[str], num_parts: int, parts: Any = None
 ) -> GraphStore:
     """Write ``data`` (``x``, ``edge_index``) to ``folder`` in ``num_parts`` partitions
-    (module docstring); ``parts``: one partition id ``0..num_parts-1`` per node (default:
-    contiguous ranges). Existing store files in ``folder`` are replaced. Memory: the graph plus
-    one partition's rows and edges at a time."""
+    (module docstring); ``parts``: ``"contiguous"`` (ranges of node ids, the default),
+    ``"metis"`` (:func:`~gnnaudit.graph_ops.partitioned.metis_partition`, seed 0; needs the
+    ``metis`` extra) or one partition id ``0..num_parts-1`` per node. Existing store files in
+    ``folder`` are replaced. Memory: the graph plus one partition's rows and edges at a time."""
     x, edge_index = getattr(data, "x", None), getattr(data, "edge_index", None)
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.size(0) == 0:
         raise InvalidInputError("data.x must be a 2-D tensor with at least one node")
     n = int(x.size(0))
     edge_index = check_edge_index("data.edge_index", edge_index, n).cpu()
     num_parts = check_int("num_parts", num_parts, minimum=1, maximum=n)
-    if parts is None:
+    if parts is None or (isinstance(parts, str) and parts == "contiguous"):
         parts = contiguous_partition(n, num_parts)
+    elif isinstance(parts, str) and parts == "metis":
+        parts = metis_partition(edge_index, n, num_parts)
+    elif isinstance(parts, str):
+        raise InvalidInputError(
+            f"parts must be 'contiguous', 'metis' or one partition id per node, got {parts!r}"
+        )
     parts = torch.as_tensor(parts)
     if parts.shape != (n,) or parts.is_floating_point() or parts.dtype == torch.bool:
         raise InvalidInputError(f"parts must hold one integer partition id per node ({n})")

@@ -22,7 +22,7 @@ __all__ = ["add_scheduler_arguments", "cluster_options"]
 
 
 def add_scheduler_arguments(group: Any) -> None:
-    """``--scheduler`` and ``--shared-dir`` on ``group``."""
+    """``--scheduler``, ``--shared-dir`` and ``--partition`` on ``group``."""
     group.add_argument(
         "--scheduler",
         default=None,
@@ -37,6 +37,14 @@ def add_scheduler_arguments(group: Any) -> None:
         help="with --scheduler: a folder every worker can read, where the graph is written for "
         "them (default: a temporary folder, for workers on this machine)",
     )
+    group.add_argument(
+        "--partition",
+        default=None,
+        choices=["contiguous", "metis"],
+        help="with --scheduler: how nodes are split among the workers: contiguous ranges of "
+        "node ids (default) or a METIS partition (fewer edges between workers on a graph "
+        "with locality; needs gnnaudit[metis])",
+    )
 
 
 @contextlib.contextmanager
@@ -45,8 +53,9 @@ def cluster_options(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     connected for the duration of the block."""
     address = getattr(args, "scheduler", None)
     if address is None:
-        if getattr(args, "shared_dir", None) is not None:
-            raise InvalidInputError("--shared-dir needs --scheduler")
+        for flag in ("shared_dir", "partition"):
+            if getattr(args, flag, None) is not None:
+                raise InvalidInputError(f"--{flag.replace('_', '-')} needs --scheduler")
         yield {}
         return
     try:
@@ -62,6 +71,8 @@ def cluster_options(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             f"--scheduler {address}: cannot connect to a Dask scheduler ({exc})"
         ) from exc
     options: dict[str, Any] = {"client": client, "shared_dir": args.shared_dir}
+    if getattr(args, "partition", None) is not None:
+        options["partition"] = args.partition
     checkpoint = getattr(args, "checkpoint", None)
     # a gnnaudit NodeClassifier checkpoint (no --model): the workers load it from its path; a
     # Lightning checkpoint of the user's --model is loaded here and its weights shipped

@@ -146,6 +146,9 @@ class RunSettings:
     shared_dir : with ``client``, a folder every worker can read, where the graph is written
         for them (default: a temporary folder, for workers on this machine).
     num_parts : with ``client``, graph partitions (default: one per worker).
+    partition : with ``client``, how nodes are assigned to partitions: ``"contiguous"`` (ranges
+        of node ids, the default), ``"metis"`` (a METIS k-way partition, the ``metis`` extra)
+        or one partition id per node.
     model_loader : with ``client``, a picklable function the workers call to build the model
         (e.g. ``functools.partial(load_node_classifier, path)`` with a checkpoint on the shared
         path); default: the model is sent to each worker once.
@@ -159,6 +162,7 @@ class RunSettings:
     client: Any = None
     shared_dir: Any = None
     num_parts: int | None = None
+    partition: Any = "contiguous"
     model_loader: Callable[[], Any] | None = None
 
 

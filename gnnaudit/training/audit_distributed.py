@@ -34,7 +34,7 @@ import torch
 from torch_geometric.nn import GCNConv
 
 from gnnaudit._validation import check_int
-from gnnaudit.audit.dist_forward import RemoteForward, bytes_sent, cluster_workers
+from gnnaudit.audit.dist_forward import RemoteForward, bytes_sent, cluster_workers, halo_bytes
 from gnnaudit.audit.dist_ks import distributed_ks
 from gnnaudit.audit.dist_layers import is_layered
 from gnnaudit.audit.dist_store import GraphStore, write_graph_store
@@ -75,7 +75,9 @@ class DistributedAudit:
 
     def summary(self) -> dict[str, Any]:
         """Run information: workers, partitions, store folder, forward passes and their
-        seconds, KS figures and the bytes the workers sent each other (dask's counters)."""
+        seconds, KS figures, the halo bytes the workers cut for one another
+        (``halo_bytes_sent``, gnnaudit's count since the workers started) and dask's own
+        transfer counter (``worker_bytes_sent``)."""
         out: dict[str, Any] = {
             "workers": len(self.workers),
             "partitions": self.store.num_parts,
@@ -88,6 +90,7 @@ class DistributedAudit:
             "forward_seconds": round(self.remote.seconds, 3),
             **self.stats,
         }
+        out["halo_bytes_sent"] = halo_bytes(self.client)
         try:
             out["worker_bytes_sent"] = bytes_sent(self.client)
         except Exception as exc:  # a counter missing in another dask version: no figure
@@ -102,6 +105,7 @@ def setup_distributed(
     *,
     shared_dir: Any = None,
     num_parts: int | None = None,
+    partition: Any = "contiguous",
     model_loader: Any = None,
     model_hops: int | None = None,
     forward_kwargs: Any = None,
@@ -112,9 +116,11 @@ def setup_distributed(
     ``shared_dir``: a folder every worker can read, where the graph store is written (or a
     :class:`~gnnaudit.audit.dist_store.GraphStore` already written); default a new temporary
     folder, which only workers on this machine can read (a ``LocalCluster``). ``num_parts``:
-    partitions (default: one per worker). ``model_loader``: a picklable function building the
-    model on a worker (default: the model object is sent to the workers). ``model_hops``: the
-    model's receptive-field radius (default: inferred from its message-passing layers).
+    partitions (default: one per worker); ``partition``: ``"contiguous"``, ``"metis"`` or one
+    partition id per node (:func:`~gnnaudit.audit.dist_store.write_graph_store`).
+    ``model_loader``: a picklable function building the model on a worker (default: the model
+    object is sent to the workers). ``model_hops``: the model's receptive-field radius
+    (default: inferred from its message-passing layers).
     """
     if client is None:
         return None
@@ -142,7 +148,7 @@ def setup_distributed(
         parts = len(workers) if num_parts is None else num_parts
         parts = check_int("num_parts", parts, minimum=1, maximum=int(data.x.size(0)))
         folder = shared_dir if shared_dir is not None else tempfile.mkdtemp(prefix="gnnaudit-")
-        store = write_graph_store(data, os.fspath(folder), parts)
+        store = write_graph_store(data, os.fspath(folder), parts, parts=partition)
     net = adapter.model
     layered = is_layered(net) and predict_fn is None
     remote = RemoteForward(
@@ -164,4 +170,7 @@ def setup_distributed(
         store.num_parts,
         store.folder,
     )
-    return DistributedAudit(client, store, remote, workers)
+    label = partition if isinstance(partition, str) else "given labelling"
+    if isinstance(shared_dir, GraphStore):
+        label = "as stored"
+    return DistributedAudit(client, store, remote, workers, stats={"partition": label})

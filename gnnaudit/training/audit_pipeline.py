@@ -185,11 +185,10 @@ def run_audit(
     **options : by name, the fields of
 
         * :class:`AuditConfig` (``ks``, ``top_pairs``, ``proxies``, ``proxy_top``,
-          ``min_support``, ``bins``,
-          ``model_hops``, ``finetune``, ``finetune_kwargs``, ``embedding``,
-          ``embedding_kwargs``, ``mitigate``, ``mitigate_kwargs``): they update ``config``;
-          with ``units`` given only ``embedding`` / ``embedding_kwargs`` (appending the
-          embedding audit), the others raise, as no unit in the list would use them.
+          ``min_support``, ``bins``, ``model_hops``, ``finetune``, ``finetune_kwargs``,
+          ``embedding``, ``embedding_kwargs``, ``mitigate``, ``mitigate_kwargs``): they
+          update ``config``; with ``units`` given only ``embedding`` / ``embedding_kwargs``
+          (appending the embedding audit), the others raise, as no unit would use them.
           ``finetune=None``: automatic, see :func:`resolve_finetune`;
         * :class:`~gnnaudit.audit.AuditOptions` (``k``, ``backend``, ``num_hops``, ``alpha``,
           ``index_params``: the counterfactual-evidence search, ``backend`` default
@@ -202,7 +201,7 @@ def run_audit(
           ``run_info["threads"]``, the caller's counts restored afterwards; ``dataset_name``,
           ``model_info``: text for the report; ``client``: a ``dask.distributed.Client`` on
           whose workers the model's forward passes and the KS embedding run, with
-          ``shared_dir``, ``num_parts``, ``model_loader``, see
+          ``shared_dir``, ``num_parts``, ``partition``, ``model_loader``, see
           :mod:`gnnaudit.training.audit_distributed`; the findings equal those of the
           audit in one process, and ``run_info["distributed"]`` records workers,
           partitions, passes and bytes moved).
@@ -227,6 +226,7 @@ def run_audit(
             data,
             shared_dir=run.shared_dir,
             num_parts=run.num_parts,
+            partition=run.partition,
             model_loader=run.model_loader,
             model_hops=cfg.model_hops,
             forward_kwargs=run.forward_kwargs,

@@ -5,6 +5,7 @@ row, one plain-words sentence and the notes per metric."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -266,9 +267,7 @@ def _instability_row(ctx: AuditContext, noise_std: float, out: _Rows) -> None:
     gen = torch.Generator().manual_seed(int(opts.random_state))
     noise = torch.randn(tuple(x.shape), generator=gen, dtype=x.dtype) * noise_std
     try:
-        noisy = ctx.adapter.logits(
-            x + noise.to(x.device), ctx.data.edge_index, stage="the instability's noisy pass"
-        )
+        noisy = _noisy_logits(ctx, noise)
     except Exception as exc:  # noqa: BLE001  # deliberate: noisy inputs leave the data's domain
         # a model may accept only the values its inputs take (codes it embeds, one-hot
         # lookups); the noise leaves that domain, so the figure is undefined, not a bug
@@ -318,3 +317,24 @@ def compute_rows(
         "gnnaudit.audit.fairness.literature_unit."
     )
     return out.rows, out.explanations, out.notes
+
+
+def _noisy_logits(ctx: AuditContext, noise: torch.Tensor) -> torch.Tensor:
+    """The model's logits on ``x + noise``: in this process, or on the cluster's partitions
+    (the noise written once to the graph store's shared folder, each worker reading its
+    rows) when the audit is distributed."""
+    if ctx.distributed is None:
+        return ctx.adapter.logits(
+            ctx.data.x + noise.to(ctx.data.x.device),
+            ctx.data.edge_index,
+            stage="the instability's noisy pass",
+        )
+    from gnnaudit.audit.dist_store import AddRows
+
+    path = Path(ctx.distributed.store.folder) / "instability-noise.npy"
+    np.save(path, noise.cpu().numpy())
+    try:
+        out: torch.Tensor = ctx.remote([AddRows(str(path))])
+    finally:
+        path.unlink(missing_ok=True)
+    return out

@@ -242,25 +242,13 @@ class ProxyUnit(AuditUnit):
         if not layers:
             notes.append("Hidden-representation probe skipped: the model has no layers to hook.")
             return float("nan"), chance
-        seen: list[torch.Tensor] = []
-
-        def hook(_module: Any, inputs: Any, _output: Any) -> None:
-            if inputs and torch.is_tensor(inputs[0]):
-                seen.append(inputs[0].detach().cpu())
-
-        handle = layers[-1].register_forward_hook(hook)
-        try:
-            ctx.adapter.logits(ctx.data.x, ctx.data.edge_index, stage="the proxy probe")
-        finally:
-            handle.remove()
-        hidden = seen[-1] if seen else None
-        if hidden is None or hidden.dim() != 2 or hidden.size(0) != ctx.num_nodes:
+        h = _hidden_rows(ctx, layers[-1], rows)
+        if h is None:
             notes.append("Hidden-representation probe skipped: no per-node representation.")
             return float("nan"), chance
         from sklearn.linear_model import LogisticRegression
         from sklearn.model_selection import cross_val_score
 
-        h = hidden.to(torch.float64).numpy()[rows]
         if np.bincount(codes[rows]).min() < 3:
             notes.append("Hidden-representation probe skipped: a group has fewer than 3 nodes.")
             return float("nan"), chance
@@ -268,3 +256,29 @@ class ProxyUnit(AuditUnit):
             LogisticRegression(max_iter=500), h, codes[rows], cv=3, scoring="balanced_accuracy"
         )
         return float(np.mean(scores)), chance
+
+
+def _hidden_rows(ctx: AuditContext, layer: torch.nn.Module, rows: np.ndarray) -> np.ndarray | None:
+    """The input of ``layer`` at ``rows`` on the factual graph (float64), from one forward
+    pass with a hook (on the cluster's partitions when the audit is distributed); None when
+    that input is not one row per node."""
+    if ctx.remote is not None:
+        name = next(n for n, m in ctx.adapter.model.named_modules() if m is layer)
+        got = ctx.remote.hidden(name, rows)
+        return None if got is None else got.to(torch.float64).numpy()
+    seen: list[torch.Tensor] = []
+
+    def hook(_module: Any, inputs: Any, _output: Any) -> None:
+        if inputs and torch.is_tensor(inputs[0]):
+            seen.append(inputs[0].detach().cpu())
+
+    handle = layer.register_forward_hook(hook)
+    try:
+        ctx.adapter.logits(ctx.data.x, ctx.data.edge_index, stage="the proxy probe")
+    finally:
+        handle.remove()
+    hidden = seen[-1] if seen else None
+    if hidden is None or hidden.dim() != 2 or hidden.size(0) != ctx.num_nodes:
+        return None
+    out: np.ndarray = hidden.to(torch.float64).numpy()[rows]
+    return out

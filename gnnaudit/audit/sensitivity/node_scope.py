@@ -28,6 +28,7 @@ from gnnaudit.errors import InvalidInputError
 __all__ = [
     "LOCAL_MAX_FRACTION",
     "LOCAL_MAX_TOTAL",
+    "REMOTE_LOCAL_MAX_NODES",
     "LocalGraph",
     "NodeEffects",
     "NodeWork",
@@ -48,6 +49,11 @@ LOCAL_MAX_FRACTION = 0.25
 #: (on the small-world credit graph a node's 4-hop ball holds about a fifth of 100k nodes, and
 #: the whole-graph path is the one ``benchmarks/bench_audit_1m.py`` measures)
 LOCAL_MAX_TOTAL = 0.25
+#: with the passes on a cluster (``remote``), the client runs a chunk on its subgraph only when
+#: the chunks' balls hold at most this many nodes in all: larger subgraph passes would need the
+#: memory the cluster is there to spread (about 230 B per edge of the ball, 0.3 GB here on the
+#: credit graph); the rest runs on the workers
+REMOTE_LOCAL_MAX_NODES = 100_000
 
 
 class LocalGraph:
@@ -60,6 +66,10 @@ class LocalGraph:
         self.hops = num_hops + 1
         n = int(eng.setup.x.size(0))
         self.limit = int(LOCAL_MAX_FRACTION * n)
+        self.total = LOCAL_MAX_TOTAL * n
+        if eng.setup.remote is not None:
+            self.limit = min(self.limit, REMOTE_LOCAL_MAX_NODES)
+            self.total = min(self.total, REMOTE_LOCAL_MAX_NODES)
         ei = eng.setup.edge_index.cpu().numpy()
         self.order = np.argsort(ei[0], kind="stable")  # edges grouped by source, order kept
         self.src_ptr = np.concatenate(([0], np.cumsum(np.bincount(ei[0], minlength=n))))
@@ -86,11 +96,12 @@ class LocalGraph:
         """``(chunk, ball)`` pairs covering ``batch`` (halving it until every chunk's ball fits
         the limit); ``[(batch, None)]`` (one whole-graph pass per value) when a single node's
         ball does not fit or the chunks' balls add up to more than :data:`LOCAL_MAX_TOTAL` of
-        the graph's nodes. Each ball search stops at the budget left, so a batch that will not
-        fit costs at most a few searches of that size, never one per node."""
+        the graph's nodes (:data:`REMOTE_LOCAL_MAX_NODES` with a cluster). Each ball search
+        stops at the budget left, so a batch that will not fit costs at most a few searches of
+        that size, never one per node."""
         if not self.enabled:
             return [(batch, None)]
-        budget = LOCAL_MAX_TOTAL * self.adj.shape[0]
+        budget = self.total
         parts: list[tuple[np.ndarray, np.ndarray | None]] = []
         stack = [batch]
         while stack:
