@@ -102,8 +102,14 @@ def write_markdown(records: list[dict[str, Any]], path: Path, command: str) -> N
 
 
 def _verdict(ours: float, theirs: float, lower_is_better: bool = True, slack: float = 0.0) -> str:
+    """``wins`` / ``ties`` / ``**loses**``; with a ``slack``, a result worse than theirs but
+    within it reads ``within {slack}`` (meets the goal without beating them)."""
+    better = ours < theirs if lower_is_better else ours > theirs
     ok = ours <= theirs + slack if lower_is_better else ours >= theirs - slack
-    return f"{'wins' if ok else '**loses**'} ({100 * ours:.2f} vs {100 * theirs:.2f})"
+    word = "wins" if better else ("ties" if ours == theirs else None)
+    if word is None:
+        word = f"within {100 * slack:g} pt" if ok and slack else "**loses**"
+    return f"{word} ({100 * ours:.2f} vs {100 * theirs:.2f})"
 
 
 def goal_table(records: list[dict[str, Any]]) -> str:

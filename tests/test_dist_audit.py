@@ -433,3 +433,21 @@ def test_metis_store_gives_the_local_ks_and_logits(client, tmp_path):
         assert torch.equal(forward(), model(data.x, data.edge_index))
     with pytest.raises(InvalidInputError, match="'contiguous', 'metis'"):
         write_graph_store(data, tmp_path / "bad", 3, parts="spectral")
+
+
+def test_default_num_parts_follows_the_edge_budget(monkeypatch):
+    """One partition per worker below the budget; above it, the same number on each worker,
+    none over PART_MAX_EDGES edges."""
+    from types import SimpleNamespace
+
+    from gnnaudit.training import audit_distributed as ad
+
+    def graph(n: int, e: int) -> SimpleNamespace:
+        return SimpleNamespace(x=torch.empty(n, 1), edge_index=torch.empty(2, e))
+
+    monkeypatch.setattr(ad, "PART_MAX_EDGES", 100)
+    assert ad.default_num_parts(graph(50, 150), 2) == 2
+    assert ad.default_num_parts(graph(50, 200), 2) == 2
+    assert ad.default_num_parts(graph(50, 201), 2) == 4
+    assert ad.default_num_parts(graph(50, 1000), 3) == 12  # 4 per worker, 84 edges each
+    assert ad.default_num_parts(graph(5, 1000), 3) == 5  # never more parts than nodes

@@ -387,6 +387,14 @@ class RemoteForward:
         out: torch.Tensor = values[pos]
         return out
 
+    def release(self) -> None:
+        """Free what the layer-by-layer plan holds on the workers (its blocks); the next pass
+        builds it again. The KS step calls this, so that a worker holds the forward blocks or
+        the KS blocks, never both."""
+        if self._plan is not None:
+            self._plan.release()
+            self._plan = None
+
     def _layered(self) -> LayeredPlan:
         """The layer-by-layer plan, built on the first pass."""
         if self._plan is None:

@@ -61,7 +61,9 @@ def _load_block(store: GraphStore, p: int, num_hops: int) -> tuple[HaloBlock, to
     out_dtype = x.dtype
     if x.dtype in (torch.float16, torch.bfloat16):
         x = x.to(torch.float32)
-    return HaloBlock.build(part["own"], part["edge_index"]), x, out_dtype
+    own, edges = part["own"], part.pop("edge_index")
+    del part
+    return HaloBlock.build(own, edges), x, out_dtype
 
 
 def _own(block: HaloBlock) -> torch.Tensor:

@@ -302,6 +302,16 @@ class LayeredPlan:
         )
         self.own_ids: list[Tensor] = gather_pinned(client, self.owns, "loading the partitions")
 
+    def release(self) -> None:
+        """Free the blocks, plans and degrees held by the workers (the plan is unusable
+        afterwards)."""
+        held = [*self.blocks, *self.owns, *self.plans.values()]
+        held += [fut for futures in self.degrees.values() for fut in futures]
+        for fut in held:
+            if fut is not None:
+                fut.release()
+        self.blocks, self.owns, self.plans, self.degrees = [], [], {}, {}
+
     def on(self, p: int, fn: Any, *args: Any) -> Any:
         """``fn(*args)`` submitted to the worker that holds partition ``p`` (a future)."""
         return self.client.submit(

@@ -62,6 +62,7 @@ class HaloBlock:
         if own.numel() > 1 and not bool((own[1:] > own[:-1]).all()):
             raise InvalidInputError("own must hold sorted, distinct node ids")
         src, dst = edge_index[0].to(torch.long), edge_index[1].to(torch.long)
+        del edge_index  # the caller may pass its last reference: freed with src / dst below
         if dst.numel() and not bool(torch.isin(dst, own).all()):
             raise InvalidInputError("every edge of a partition must end in one of its own rows")
         halo = torch.unique(src[~torch.isin(src, own)])
@@ -69,9 +70,12 @@ class HaloBlock:
         pos = torch.empty_like(order)
         pos[order] = torch.arange(order.numel())
         own_local, halo_local = pos[: own.numel()], pos[own.numel() :]
-        local_src = halo_local.new_empty(0) if src.numel() == 0 else _positions(subset, src)
-        local_dst = _positions(subset, dst)
-        graph = KSGraph.from_edge_index(torch.stack([local_src, local_dst]), int(subset.numel()))
+        local = torch.empty((2, int(src.numel())), dtype=torch.long)
+        if src.numel():
+            torch.searchsorted(subset, src, out=local[0])
+            torch.searchsorted(subset, dst, out=local[1])
+        del src, dst
+        graph = KSGraph.from_edge_index(local, int(subset.numel()))
         return cls(own=own, halo=halo, graph=graph, own_local=own_local, halo_local=halo_local)
 
     def pair_plan(self, other_own: Tensor) -> tuple[Tensor, Tensor]:

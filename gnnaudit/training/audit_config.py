@@ -145,7 +145,9 @@ class RunSettings:
         run on its workers (:mod:`gnnaudit.training.audit_distributed`); None: here.
     shared_dir : with ``client``, a folder every worker can read, where the graph is written
         for them (default: a temporary folder, for workers on this machine).
-    num_parts : with ``client``, graph partitions (default: one per worker).
+    num_parts : with ``client``, graph partitions (default: the same number per worker, at
+        most 16M edges each: one per worker below that; see
+        :func:`~gnnaudit.training.audit_distributed.default_num_parts`).
     partition : with ``client``, how nodes are assigned to partitions: ``"contiguous"`` (ranges
         of node ids, the default), ``"metis"`` (a METIS k-way partition, the ``metis`` extra)
         or one partition id per node.

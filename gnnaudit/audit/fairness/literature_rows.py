@@ -21,6 +21,7 @@ from gnnaudit.audit.fairness.literature_intervals import auroc_interval, f1_inte
 from gnnaudit.audit.intervals import binomial_interval
 from gnnaudit.audit.sensitivity.flip import FlipResult, counterfactual_flip
 from gnnaudit.audit.sensitivity.unit import MIN_FLIP_EFFECT, flip_flagged
+from gnnaudit.errors import WorkerLostError
 
 if TYPE_CHECKING:  # pragma: no cover
     from gnnaudit.audit.context import AuditContext
@@ -268,6 +269,8 @@ def _instability_row(ctx: AuditContext, noise_std: float, out: _Rows) -> None:
     noise = torch.randn(tuple(x.shape), generator=gen, dtype=x.dtype) * noise_std
     try:
         noisy = _noisy_logits(ctx, noise)
+    except WorkerLostError:  # the cluster failed, not the model: the audit stops
+        raise
     except Exception as exc:  # noqa: BLE001  # deliberate: noisy inputs leave the data's domain
         # a model may accept only the values its inputs take (codes it embeds, one-hot
         # lookups); the noise leaves that domain, so the figure is undefined, not a bug

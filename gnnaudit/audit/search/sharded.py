@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from gnnaudit._distributed import check_client
+from gnnaudit._distributed import check_client, gather_pinned
 from gnnaudit._optional import require
 from gnnaudit._validation import check_float, check_int
 from gnnaudit.audit.search.base import (
@@ -290,8 +290,10 @@ class ShardedSearcher(EvidenceSearcher):
             self.kinds_ = [sh.kind for sh in self.shards_]
         else:
             self.shards_ = self._build_remote(x, path)
-            self.kinds_ = self.client_.gather(
-                [self.client_.submit(getattr, f, "kind", pure=False) for f in self.shards_]
+            self.kinds_ = gather_pinned(
+                self.client_,
+                [self.client_.submit(getattr, f, "kind", pure=False) for f in self.shards_],
+                "building the search shards",
             )
         self.certify_ = np.array([kind != "ivfpq" for kind in self.kinds_])
         default = DEFAULT_OVERSAMPLE if self.certify_.all() else DEFAULT_OVERSAMPLE_PQ
@@ -319,7 +321,7 @@ class ShardedSearcher(EvidenceSearcher):
                 client.submit(_build_from_rows, b, p, lo, self.params_, s, pure=False)
                 for s, (b, p, (lo, _)) in enumerate(zip(blocks, preds, ranges, strict=True))
             ]
-        client.gather(futures, errors="raise")  # wait; a failed build raises here
+        gather_pinned(client, futures, "building the search shards")  # a failed build raises
         return futures
 
     # ------------------------------------------------------------------ queries
@@ -349,7 +351,7 @@ class ShardedSearcher(EvidenceSearcher):
             client.submit(_search_task, sh, xq_f, qc_f, int(w), pure=False)
             for sh, w in zip(self.shards_, widths, strict=True)
         ]
-        return list(client.gather(futures))
+        return list(gather_pinned(client, futures, "a sharded search"))
 
     def _search_block(self, qb: np.ndarray, k: int, k_prime: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k of a block of non-zero queries: shard lists, exact re-score and merge,
