@@ -195,21 +195,61 @@ def _memory_limits(client: Any) -> str:
     return ", ".join(f"{b / 2**30:.2f} GiB" for b in limits)
 
 
+#: seconds between two checks, while a pinned gather waits, that its workers are still there
+PINNED_POLL_SECONDS = 5.0
+
+
+def _unrunnable(keys: list[Any], dask_scheduler: Any = None) -> int:
+    """Scheduler side: how many of the tasks ``keys`` and of their dependencies wait with no
+    worker allowed to run them (state ``no-worker``: pinned to a worker that is gone)."""
+    seen: set[Any] = set()
+    stack = [dask_scheduler.tasks[k] for k in keys if k in dask_scheduler.tasks]
+    stuck = 0
+    while stack:
+        ts = stack.pop()
+        if ts.key in seen:
+            continue
+        seen.add(ts.key)
+        stuck += ts.state == "no-worker"
+        stack.extend(ts.dependencies)
+    return stuck
+
+
+def _lost(step: str, cause: str, limits: str) -> WorkerLostError:
+    return WorkerLostError(
+        f"a dask worker was lost during {step} ({cause}). Workers' memory limit: {limits}; a "
+        "dask nanny restarts a worker above 95% of its limit. Give each worker more memory, add "
+        "workers, or lower gnnaudit.audit.dist_block.FORWARD_CHUNK_BYTES; the workers' logs say "
+        "why it died."
+    )
+
+
 def gather_pinned(client: Any, futures: Any, step: str) -> Any:
-    """``client.gather(futures)``; a task whose worker was lost (its pinned partition gone)
-    raises :class:`~gnnaudit.errors.WorkerLostError` naming ``step`` and the workers'
-    memory limits (read before gathering: a restarting worker has none yet) instead of dask's
-    cancellation error."""
+    """``client.gather(futures)`` for tasks pinned to workers (a partition's data lives on one
+    worker). A lost worker raises :class:`~gnnaudit.errors.WorkerLostError` naming ``step``
+    and the workers' memory limits (read before gathering: a restarting worker has none yet):
+    when dask reports it (cancelled futures, ``KilledWorker``), and when the tasks or their
+    inputs wait for a worker that is gone (state ``no-worker``, checked on the scheduler every
+    :data:`PINNED_POLL_SECONDS`: a restarted worker comes back under a new address, and tasks
+    pinned to the old one would wait forever)."""
+    import time
+
     limits = _memory_limits(client)
+    pending = futures if isinstance(futures, list) else [futures]
+    keys = [f.key for f in pending]
     try:
+        checked = time.monotonic()
+        while not all(f.done() for f in pending):  # the client's own view: no round trip
+            time.sleep(min(0.05, PINNED_POLL_SECONDS))
+            if time.monotonic() - checked >= PINNED_POLL_SECONDS:
+                checked = time.monotonic()
+                stuck = client.run_on_scheduler(_unrunnable, keys)
+                if stuck:
+                    cause = f"{stuck} tasks pinned to a worker that is gone"
+                    raise _lost(step, cause, limits)
         return client.gather(futures)
     except Exception as exc:
         if not {c.__name__ for c in type(exc).__mro__} & _LOST:
             raise
-        raise WorkerLostError(
-            f"a dask worker was lost during {step} ({type(exc).__name__}: the tasks pinned to "
-            f"it were cancelled). Workers' memory limit: {limits}; a dask "
-            "nanny restarts a worker above 95% of its limit. Give each worker more memory, "
-            "add workers (more, smaller partitions: num_parts=), or lower "
-            "gnnaudit.audit.dist_block.FORWARD_CHUNK_BYTES; the workers' logs say why it died."
-        ) from exc
+        cause = f"{type(exc).__name__}: the tasks pinned to it were cancelled"
+        raise _lost(step, cause, limits) from exc

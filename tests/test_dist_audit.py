@@ -7,6 +7,7 @@ One module-scoped LocalCluster of two single-threaded worker processes serves ev
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import operator
@@ -451,3 +452,28 @@ def test_default_num_parts_follows_the_edge_budget(monkeypatch):
     assert ad.default_num_parts(graph(50, 201), 2) == 4
     assert ad.default_num_parts(graph(50, 1000), 3) == 12  # 4 per worker, 84 edges each
     assert ad.default_num_parts(graph(5, 1000), 3) == 5  # never more parts than nodes
+
+
+def test_a_worker_restarted_under_pinned_tasks_is_reported(monkeypatch):
+    """Tasks pinned to a worker that dies and comes back under a new id would wait forever:
+    gather_pinned notices the worker left and raises WorkerLostError."""
+    import time
+
+    import gnnaudit._distributed as gd
+
+    monkeypatch.setattr(gd, "PINNED_POLL_SECONDS", 0.5)
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    )
+    client = distributed.Client(cluster)
+    try:
+        first = sorted(client.scheduler_info()["workers"])[0]
+        slow = client.submit(time.sleep, 60, workers=[first], allow_other_workers=False, pure=False)
+        time.sleep(0.5)
+        with contextlib.suppress(Exception):
+            client.run(os._exit, 1, workers=[first])
+        with pytest.raises(WorkerLostError, match="during the slow step.*pinned to a worker that is gone"):
+            gather_pinned(client, [slow], "the slow step")
+    finally:
+        client.close()
+        cluster.close()
