@@ -472,7 +472,9 @@ def test_a_worker_restarted_under_pinned_tasks_is_reported(monkeypatch):
         time.sleep(0.5)
         with contextlib.suppress(Exception):
             client.run(os._exit, 1, workers=[first])
-        with pytest.raises(WorkerLostError, match="during the slow step.*pinned to a worker that is gone"):
+        with pytest.raises(
+            WorkerLostError, match="during the slow step.*pinned to a worker that is gone"
+        ):
             gather_pinned(client, [slow], "the slow step")
     finally:
         client.close()

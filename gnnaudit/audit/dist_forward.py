@@ -315,28 +315,12 @@ class RemoteForward:
                 shipped.release()
             return self._done(parts, start)
         wanted = None if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
-        futures = [
-            client.submit(
-                _partition_logits,
-                self.store,
-                p,
-                self.model,
-                self.loader,
-                self.predict_fn,
-                self.num_hops,
-                shipped,
-                wanted,
-                workers=[self.workers[p % len(self.workers)]],
-                allow_other_workers=False,
-                pure=False,
-            )
-            for p in range(self.store.num_parts)
-        ]
         try:
-            parts = gather_pinned(client, futures, "a forward pass of the model")
+            parts = self._ball_tasks(
+                _partition_logits, "a forward pass of the model", shipped, wanted
+            )
         finally:
-            for fut in [*futures, shipped]:
-                fut.release()
+            shipped.release()
         return self._done(parts, start)
 
     def hidden(self, module: str, rows: np.ndarray) -> torch.Tensor | None:
@@ -348,30 +332,8 @@ class RemoteForward:
         if self.layered:
             parts = self._layered().hidden(module, wanted)
         else:
-            futures = [
-                self.client.submit(
-                    _partition_hidden,
-                    self.store,
-                    p,
-                    self.model,
-                    self.loader,
-                    self.predict_fn,
-                    self.num_hops,
-                    module,
-                    wanted,
-                    workers=[self.workers[p % len(self.workers)]],
-                    allow_other_workers=False,
-                    pure=False,
-                )
-                for p in range(self.store.num_parts)
-            ]
-            try:
-                parts = gather_pinned(
-                    self.client, futures, "the proxies' hidden-representation pass"
-                )
-            finally:
-                for fut in futures:
-                    fut.release()
+            step = "the proxies' hidden-representation pass"
+            parts = self._ball_tasks(_partition_hidden, step, module, wanted)
         self.passes += 1
         self.seconds += time.perf_counter() - start
         if any(part is None for part in parts):
@@ -394,6 +356,32 @@ class RemoteForward:
         if self._plan is not None:
             self._plan.release()
             self._plan = None
+
+    def _ball_tasks(self, fn: Callable[..., Any], step: str, *args: Any) -> list[Any]:
+        """``fn(store, p, model, loader, predict_fn, num_hops, *args)`` for every partition
+        ``p`` on its worker (ball mode), gathered."""
+        futures = [
+            self.client.submit(
+                fn,
+                self.store,
+                p,
+                self.model,
+                self.loader,
+                self.predict_fn,
+                self.num_hops,
+                *args,
+                workers=[self.workers[p % len(self.workers)]],
+                allow_other_workers=False,
+                pure=False,
+            )
+            for p in range(self.store.num_parts)
+        ]
+        try:
+            out: list[Any] = gather_pinned(self.client, futures, step)
+        finally:
+            for fut in futures:
+                fut.release()
+        return out
 
     def _layered(self) -> LayeredPlan:
         """The layer-by-layer plan, built on the first pass."""
