@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/bench_distributed_audit.py [--nodes 1000000] [--workers 2]
         [--limit-fraction 0.5] [--worker-limit-gb G] [--skip-local]
-        [--partition contiguous|metis] [--out FILE]
+        [--partition contiguous|metis] [--num-parts P] [--out FILE]
 
 Steps (one run of this script gives every figure of ``benchmarks/results/distributed_audit.md``):
 
@@ -72,11 +72,12 @@ json.dump({"audit": time.perf_counter() - t, "stages": report.run_info["seconds"
 """
 
 #: the distributed audit: argv = out_json ckpt nodes workers limit_bytes store_dir partition
+#: num_parts (0: the default)
 DIST = r"""
 import functools, json, resource, sys, time, warnings, logging
 warnings.filterwarnings("ignore"); logging.getLogger("lightning").setLevel(logging.ERROR)
 logging.getLogger("distributed").setLevel(logging.ERROR)
-out_json, ckpt, nodes, workers, limit, store, partition = sys.argv[1:8]
+out_json, ckpt, nodes, workers, limit, store, partition, num_parts = sys.argv[1:9]
 import distributed
 import gnnaudit
 from gnnaudit._distributed import worker_peak_rss
@@ -90,7 +91,8 @@ if __name__ == "__main__":
     model = load_node_classifier(ckpt)
     t = time.perf_counter()
     report = gnnaudit.audit_model(model, data, progress=False, client=client, shared_dir=store,
-        model_loader=functools.partial(load_node_classifier, ckpt), partition=partition)
+        model_loader=functools.partial(load_node_classifier, ckpt), partition=partition,
+        num_parts=int(num_parts) or None)
     seconds = time.perf_counter() - t
     peaks = worker_peak_rss(client)
     limits = {a: w["memory_limit"] for a, w in client.scheduler_info()["workers"].items()}
@@ -159,7 +161,7 @@ def one_size(args: argparse.Namespace, ckpt: Path, nodes: int, tmp: str) -> dict
     else:
         raise SystemExit("--skip-local needs --worker-limit-gb")
     store = Path(tmp) / f"store-{nodes}"
-    dist = run_child(DIST, ckpt, nodes, args.workers, limit, store, args.partition)
+    dist = run_child(DIST, ckpt, nodes, args.workers, limit, store, args.partition, args.num_parts)
     info = dist["distributed"]
     row: dict[str, Any] = {
         "nodes": nodes,
@@ -167,6 +169,7 @@ def one_size(args: argparse.Namespace, ckpt: Path, nodes: int, tmp: str) -> dict
         "local peak GB": None if local is None else round(_gb(local["peak_rss"]), 2),
         "workers": args.workers,
         "partition": args.partition,
+        "partitions": info.get("partitions"),
         "worker limit GB": round(_gb(limit), 2),
         "dist audit s": round(dist["audit"], 1),
         "client peak GB": round(_gb(dist["peak_rss"]), 2),
@@ -202,6 +205,7 @@ def main() -> None:
     parser.add_argument("--worker-limit-gb", type=float, default=None)
     parser.add_argument("--skip-local", action="store_true")
     parser.add_argument("--partition", choices=["contiguous", "metis"], default="contiguous")
+    parser.add_argument("--num-parts", type=int, default=0, help="0: audit_model's default")
     parser.add_argument("--train-nodes", type=int, default=20_000)
     parser.add_argument("--epochs", type=int, default=50)
     parser.add_argument("--out", type=Path, default=RESULTS)
