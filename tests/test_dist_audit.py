@@ -27,7 +27,7 @@ from torch_geometric.nn.models import GCN  # noqa: E402
 import gnnaudit  # noqa: E402
 from gnnaudit._distributed import gather_pinned  # noqa: E402
 from gnnaudit.audit import AuditReport  # noqa: E402
-from gnnaudit.audit.dist_block import FORWARD_CHUNK_BYTES, chunk_edges, row_chunks  # noqa: E402
+from gnnaudit.audit.dist_block import FORWARD_CHUNK_BYTES, edges_per_chunk, row_chunks  # noqa: E402
 from gnnaudit.audit.dist_forward import RemoteForward, ball_subgraph, halo_bytes  # noqa: E402
 from gnnaudit.audit.dist_ks import distributed_ks  # noqa: E402
 from gnnaudit.audit.dist_store import AddRows, GraphStore, write_graph_store  # noqa: E402
@@ -303,7 +303,7 @@ def test_row_chunks_cover_rows_within_budget():
     assert len(row_chunks(ptr, 10**6)) == 1
     assert len(row_chunks(ptr, 1, 1)) > 100
     assert row_chunks(torch.zeros(1, dtype=torch.long), 5) == []
-    assert chunk_edges(16) == FORWARD_CHUNK_BYTES // (40 + 12 * 16)
+    assert edges_per_chunk(16) == FORWARD_CHUNK_BYTES // (40 + 12 * 16)
 
 
 def _exit_worker() -> None:

@@ -21,7 +21,7 @@ __all__ = [
     "FORWARD_CHUNK_BYTES",
     "MIN_CHUNK_ROWS",
     "ForwardBlock",
-    "chunk_edges",
+    "edges_per_chunk",
     "row_chunks",
 ]
 
@@ -34,7 +34,7 @@ __all__ = [
 FORWARD_CHUNK_BYTES = 256 * 2**20
 
 
-def chunk_edges(width: int, budget: int = FORWARD_CHUNK_BYTES) -> int:
+def edges_per_chunk(width: int, budget: int = FORWARD_CHUNK_BYTES) -> int:
     """Edges per chunk of a layer of ``width`` channels within ``budget`` bytes."""
     return max(1, int(budget) // (40 + 12 * max(1, int(width))))
 
@@ -161,7 +161,7 @@ class ForwardBlock:
         if not conv.add_self_loops:
             return counts
         loops = torch.zeros(self.own.numel(), dtype=dtype)
-        for lo, hi in row_chunks(self.ptr, chunk_edges(1)):
+        for lo, hi in row_chunks(self.ptr, edges_per_chunk(1)):
             a, b = int(self.ptr[lo]), int(self.ptr[hi])
             # an edge's target row within the chunk: its position among the chunk's rows
             row = torch.repeat_interleave(

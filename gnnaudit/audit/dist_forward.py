@@ -56,7 +56,7 @@ from gnnaudit._distributed import (
 )
 from gnnaudit._validation import MAX_NUM_HOPS, check_int
 from gnnaudit.audit.dist_block import FORWARD_CHUNK_BYTES
-from gnnaudit.audit.dist_layers import LayeredPlan
+from gnnaudit.audit.dist_layers import InputProbe, LayeredPlan
 from gnnaudit.audit.dist_store import AddRows, GraphStore, load_graph, load_parts
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.errors import InvalidInputError
@@ -210,21 +210,12 @@ def _partition_hidden(
     target = dict(adapter.model.named_modules()).get(module)
     if target is None:
         return None
-    seen: list[torch.Tensor] = []
-    original = target.forward
-
-    def forward(*args: Any, **kwargs: Any) -> Any:  # what a forward hook sees (see _Probe)
-        if args and torch.is_tensor(args[0]):
-            seen.append(args[0].detach())
-        return original(*args, **kwargs)
-
-    target.forward = forward
+    probe = InputProbe(target)
     adapter.logits(x if sub is None else x[ball], edge_index if sub is None else sub)
-    got = seen[-1] if seen else None
     size = int(x.size(0)) if sub is None else int(ball.numel())
-    if got is None or got.dim() != 2 or got.size(0) != size:
-        return None
-    return own, got[own if sub is None else torch.searchsorted(ball, own)]
+    at = own if sub is None else torch.searchsorted(ball, own)
+    probe.keep(0, int(own.numel()), size, at, int(own.numel()))
+    return None if probe.rows is None else (own, probe.rows)
 
 
 class RemoteForward:

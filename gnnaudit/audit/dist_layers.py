@@ -45,11 +45,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gnnaudit._distributed import count_halo, gather_pinned
-from gnnaudit.audit.dist_block import FORWARD_CHUNK_BYTES, ForwardBlock, chunk_edges, row_chunks
+from gnnaudit.audit.dist_block import FORWARD_CHUNK_BYTES, ForwardBlock, edges_per_chunk, row_chunks
 from gnnaudit.audit.dist_store import AddRows, GraphStore
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["is_layered", "LayeredPlan"]
+__all__ = ["is_layered", "LayeredPlan", "InputProbe"]
 
 
 def is_layered(model: Any) -> bool:
@@ -90,9 +90,9 @@ def _layer_width(conv: Any, width_in: int) -> int:
     return max(width_in, int(out) * int(heads) if isinstance(out, int) else width_in)
 
 
-class _Probe:
-    """The input of one module of a layer at the block's own rows, collected chunk by chunk
-    (:meth:`LayeredPlan.hidden`); :attr:`rows` stays None when the module's input is not one
+class InputProbe:
+    """The input of one module at chosen rows, collected pass by pass or chunk by chunk
+    (:meth:`LayeredPlan.hidden`, ball mode's probe task); :attr:`rows` stays None when the module's input is not one
     row per node of the chunk. The module's ``forward`` is wrapped on the instance (what a
     forward hook sees: the first positional input), so give it a private copy of the module:
     a model sent through dask cannot take hooks (its hook tables arrive as plain dicts)."""
@@ -128,7 +128,7 @@ def _conv_rows(
     rows: Tensor,
     degree: Tensor | None,
     budget: int,
-    probe: _Probe | None = None,
+    probe: InputProbe | None = None,
 ) -> Tensor:
     """``conv`` at the block's own rows, chunk by chunk of at most ``budget`` bytes (each
     chunk: its rows, the edges into them and their sources); ``probe`` collects the input of
@@ -141,7 +141,7 @@ def _conv_rows(
         return out0
     out: Tensor | None = None
     width = _layer_width(conv, int(rows.size(1)))
-    for lo, hi in row_chunks(block.ptr, chunk_edges(width, budget)):
+    for lo, hi in row_chunks(block.ptr, edges_per_chunk(width, budget)):
         nodes, edges, targets = block.chunk_edges(lo, hi)
         if degree is not None:
             got = _gcn_chunk(conv, rows[nodes], edges, targets, degree[nodes])
@@ -224,8 +224,8 @@ def _probe_layer(
     inside = [n for n, m in net.convs[index].named_modules() if m is target]
     if target is None or not inside:
         return None
-    conv = copy.deepcopy(net.convs[index])  # a private copy whose module _Probe wraps
-    probe = _Probe(dict(conv.named_modules())[inside[0]])
+    conv = copy.deepcopy(net.convs[index])  # a private copy whose module InputProbe wraps
+    probe = InputProbe(dict(conv.named_modules())[inside[0]])
     rows = block.local_rows(h, list(pieces))
     with torch.no_grad():
         _conv_rows(conv, block, rows, degree if _is_gcn(conv) else None, budget, probe)
