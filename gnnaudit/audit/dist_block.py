@@ -16,6 +16,7 @@ from torch import Tensor
 
 from gnnaudit.audit.dist_store import GraphStore, load_part
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.graph_ops.ks_halo import edge_chunks, is_member, outside_ids
 
 __all__ = [
     "FORWARD_CHUNK_BYTES",
@@ -93,7 +94,7 @@ class ForwardBlock:
         own, x, edges = part["own"], part["x"], part["edge_index"]
         src, dst = edges[0], edges[1]
         del part, edges
-        halo = torch.unique(src[~torch.isin(src, own)])
+        halo = outside_ids(src, own)
         subset, order = torch.sort(torch.cat([own, halo]))
         pos = torch.empty_like(order)
         pos[order] = torch.arange(order.numel())
@@ -103,9 +104,10 @@ class ForwardBlock:
         counts = torch.bincount(target, minlength=own.numel())
         del target
         small = subset.numel() < 2**31
-        local_src = torch.searchsorted(subset, src[by_target]).to(
-            torch.int32 if small else torch.long
-        )
+        local_src = torch.empty(by_target.numel(), dtype=torch.int32 if small else torch.long)
+        for a, b in edge_chunks(int(by_target.numel())):  # 4 B per edge, no int64 copy
+            local_src[a:b] = torch.searchsorted(subset, src[by_target[a:b]])
+        del by_target, src
         ptr = torch.zeros(own.numel() + 1, dtype=torch.long)
         torch.cumsum(counts, 0, out=ptr[1:])
         return cls(
@@ -121,7 +123,7 @@ class ForwardBlock:
 
     def pair_plan(self, other_own: Tensor) -> tuple[Tensor, Tensor]:
         """Halo rows ``other_own``'s partition owns: positions in the halo and in ``other_own``."""
-        inside = torch.nonzero(torch.isin(self.halo, other_own)).view(-1)
+        inside = torch.nonzero(is_member(self.halo, other_own)).view(-1)
         return inside, torch.searchsorted(other_own, self.halo[inside])
 
     def local_rows(self, own_rows: Tensor, pieces: list[tuple[Tensor, Tensor]]) -> Tensor:

@@ -18,8 +18,9 @@ equal bit for bit except where the row rescaling of the Numerics note of
 near the float range limits), which changes rounding only.
 
 Memory per partition: its own rows (input, current, next, sum: four ``|P| x d`` arrays), the
-halo rows of one hop (``|H_1(P)| x d``) and ``3`` int64 + ``2`` float values per edge into
-``P``.
+halo rows of one hop (``|H_1(P)| x d``) and ``2`` int64 + ``2`` float values per edge into
+``P``. Building the plan takes the partition's edges (16 bytes per edge, freed), 8 bytes per
+edge for the sort keys (sorted in place) and chunks of :data:`EDGE_CHUNK` edges.
 """
 
 from __future__ import annotations
@@ -32,7 +33,16 @@ from torch import Tensor
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops.ks_propagation import KSGraph, KSPropagation
 
-__all__ = ["HaloBlock", "take_rows", "first_sum", "add_hop"]
+__all__ = [
+    "HaloBlock",
+    "take_rows",
+    "first_sum",
+    "add_hop",
+    "is_member",
+    "outside_ids",
+    "edge_chunks",
+    "EDGE_CHUNK",
+]
 
 
 @dataclass
@@ -61,27 +71,27 @@ class HaloBlock:
         own = own.to(torch.long)
         if own.numel() > 1 and not bool((own[1:] > own[:-1]).all()):
             raise InvalidInputError("own must hold sorted, distinct node ids")
-        src, dst = edge_index[0].to(torch.long), edge_index[1].to(torch.long)
-        del edge_index  # the caller may pass its last reference: freed with src / dst below
-        if dst.numel() and not bool(torch.isin(dst, own).all()):
+        src, dst = edge_index[0], edge_index[1]
+        if dst.numel() and not bool(is_member(dst, own).all()):
             raise InvalidInputError("every edge of a partition must end in one of its own rows")
-        halo = torch.unique(src[~torch.isin(src, own)])
+        halo = outside_ids(src, own)
         subset, order = torch.sort(torch.cat([own, halo]))
         pos = torch.empty_like(order)
         pos[order] = torch.arange(order.numel())
         own_local, halo_local = pos[: own.numel()], pos[own.numel() :]
-        local = torch.empty((2, int(src.numel())), dtype=torch.long)
-        if src.numel():
-            torch.searchsorted(subset, src, out=local[0])
-            torch.searchsorted(subset, dst, out=local[1])
-        del src, dst
-        graph = KSGraph.from_edge_index(local, int(subset.numel()))
+        n = int(subset.numel())
+        keys = torch.empty(int(src.numel()), dtype=torch.long)
+        for a, b in edge_chunks(int(src.numel())):  # local target * n + local source
+            torch.searchsorted(subset, dst[a:b].to(torch.long), out=keys[a:b])
+            keys[a:b].mul_(n).add_(torch.searchsorted(subset, src[a:b].to(torch.long)))
+        del src, dst, edge_index  # the caller may pass its last reference: freed here
+        graph = KSGraph.from_keys(keys, n)
         return cls(own=own, halo=halo, graph=graph, own_local=own_local, halo_local=halo_local)
 
     def pair_plan(self, other_own: Tensor) -> tuple[Tensor, Tensor]:
         """The halo rows another partition owns: their positions among this partition's halo
         rows and among ``other_own`` (that partition's sorted ids)."""
-        inside = torch.nonzero(torch.isin(self.halo, other_own)).view(-1)
+        inside = torch.nonzero(is_member(self.halo, other_own)).view(-1)
         return inside, _positions(other_own, self.halo[inside])
 
     def step(self, alpha: float, cur_own: Tensor, pieces: list[tuple[Tensor, Tensor]]) -> Tensor:
@@ -98,6 +108,42 @@ class HaloBlock:
         with torch.no_grad():
             out: Tensor = KSPropagation(alpha)(rows, self.graph)
         return out[self.own_local]
+
+
+#: edges per chunk of the membership and relabelling passes (their transient memory: about
+#: 25 bytes per edge of a chunk, ~100 MB)
+EDGE_CHUNK = 1 << 22
+
+
+def edge_chunks(num: int, size: int = EDGE_CHUNK) -> list[tuple[int, int]]:
+    """``[a, b)`` ranges of at most ``size`` covering ``range(num)``."""
+    return [(a, min(a + size, num)) for a in range(0, num, size)]
+
+
+def is_member(ids: Tensor, sorted_ids: Tensor) -> Tensor:
+    """``torch.isin(ids, sorted_ids)`` for sorted ``sorted_ids``, by binary search in chunks
+    of :data:`EDGE_CHUNK` (1 byte per id beyond the chunk's transient memory)."""
+    out = torch.zeros(ids.numel(), dtype=torch.bool)
+    if sorted_ids.numel() == 0:
+        return out
+    last = sorted_ids.numel() - 1
+    for a, b in edge_chunks(int(ids.numel())):
+        part = ids[a:b].to(torch.long)
+        at = torch.searchsorted(sorted_ids, part).clamp_(max=last)
+        torch.eq(sorted_ids[at], part, out=out[a:b])
+    return out
+
+
+def outside_ids(ids: Tensor, sorted_ids: Tensor) -> Tensor:
+    """The sorted distinct values of ``ids`` not in the sorted ``sorted_ids`` (a partition's
+    halo from its edge sources), chunk by chunk: memory of the result and one chunk."""
+    found = [
+        torch.unique(part[~is_member(part, sorted_ids)])
+        for part in (ids[a:b].to(torch.long) for a, b in edge_chunks(int(ids.numel())))
+    ]
+    if not found:
+        return torch.empty(0, dtype=torch.long)
+    return torch.unique(torch.cat(found))
 
 
 def _positions(sorted_ids: Tensor, ids: Tensor) -> Tensor:

@@ -42,24 +42,21 @@ from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.audit.sensitivity.receptive_field import resolve_num_hops
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["DistributedAudit", "setup_distributed", "default_num_parts", "PART_MAX_EDGES"]
+__all__ = ["DistributedAudit", "setup_distributed", "default_num_parts"]
 
 logger = logging.getLogger(__name__)
 
 
-#: most edges a partition gets by default: building a partition's KS block peaks at about
-#: 85-100 bytes per edge on its worker and holds 30 (its forward block: 60 / 13), measured at
-#: 13.2M edges; 16M edges keep one build under ~1.6 GB
-PART_MAX_EDGES = 16_000_000
-
-
 def default_num_parts(data: Any, workers: int) -> int:
-    """Partitions of ``data`` for ``workers`` workers: the same number on each worker, enough
-    that none holds more than :data:`PART_MAX_EDGES` edges (one per worker below
-    ``workers x PART_MAX_EDGES`` edges)."""
-    edges = int(data.edge_index.size(1))
-    per_worker = max(1, -(-edges // (workers * PART_MAX_EDGES)))
-    return min(workers * per_worker, max(1, int(data.x.size(0))))
+    """Partitions of ``data`` for ``workers`` workers: one per worker (never more than nodes).
+
+    One partition per worker keeps a worker's halo to one partition's: on a small-world graph
+    the halo of every partition is nearly the whole graph, so ``k`` partitions on a worker
+    receive ``k`` times the halo rows per layer (at 10M nodes, 9 partitions on 3 workers
+    reached 5.6 GB per worker in the forward passes, one partition on each of 4 workers
+    2.0-2.9 GB: ``benchmarks/results/distributed_audit.md``). Pass ``num_parts`` to choose
+    otherwise."""
+    return min(int(workers), max(1, int(data.x.size(0))))
 
 
 @dataclass
