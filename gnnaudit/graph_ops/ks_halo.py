@@ -115,8 +115,10 @@ class HaloBlock:
 EDGE_CHUNK = 1 << 22
 
 
-def edge_chunks(num: int, size: int = EDGE_CHUNK) -> list[tuple[int, int]]:
-    """``[a, b)`` ranges of at most ``size`` covering ``range(num)``."""
+def edge_chunks(num: int, size: int | None = None) -> list[tuple[int, int]]:
+    """``[a, b)`` ranges of at most ``size`` (default :data:`EDGE_CHUNK`) covering
+    ``range(num)``."""
+    size = EDGE_CHUNK if size is None else int(size)
     return [(a, min(a + size, num)) for a in range(0, num, size)]
 
 
