@@ -188,11 +188,19 @@ def _undirected_unique(src: np.ndarray, dst: np.ndarray, n: int) -> torch.Tensor
     Memory: O(E) int64."""
     keep = src != dst
     src, dst = src[keep].astype(np.int64), dst[keep].astype(np.int64)
-    key = np.concatenate([src * n + dst, dst * n + src])
+    key = np.empty(2 * src.size, dtype=np.int64)
+    np.multiply(src, n, out=key[: src.size])
+    key[: src.size] += dst
+    np.multiply(dst, n, out=key[src.size :])
+    key[src.size :] += src
+    del src, dst, keep
     key.sort()
     if key.size:
         key = key[np.concatenate(([True], key[1:] != key[:-1]))]
-    return torch.from_numpy(np.stack([key // n, key % n]))
+    out = torch.empty((2, key.size), dtype=torch.long)
+    np.floor_divide(key, n, out=out[0].numpy())
+    np.remainder(key, n, out=out[1].numpy())
+    return out
 
 
 def synthetic_credit_graph(
