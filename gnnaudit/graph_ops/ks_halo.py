@@ -19,8 +19,9 @@ near the float range limits), which changes rounding only.
 
 Memory per partition: its own rows (input, current, next, sum: four ``|P| x d`` arrays), the
 halo rows of one hop (``|H_1(P)| x d``), ``2`` int64 values per edge into ``P`` and one
-chunk of a hop (:data:`~gnnaudit.graph_ops.ks_propagation.HOP_CHUNK_EDGES` edges). Building the plan takes the partition's edges (16 bytes per edge, freed), 8 bytes per
-edge for the sort keys (sorted in place) and chunks of :data:`EDGE_CHUNK` edges.
+chunk of a hop (:data:`~gnnaudit.graph_ops.ks_propagation.HOP_CHUNK_EDGES` edges). Building
+the plan takes the partition's edges (16 bytes per edge, freed), 8 bytes per edge for the
+sort keys (sorted in place) and chunks of :data:`EDGE_CHUNK` edges.
 """
 
 from __future__ import annotations
