@@ -146,7 +146,8 @@ def outside_ids(ids: Tensor, sorted_ids: Tensor) -> Tensor:
     ]
     if not found:
         return torch.empty(0, dtype=torch.long)
-    return torch.unique(torch.cat(found))
+    halo: Tensor = torch.unique(torch.cat(found))
+    return halo
 
 
 def _positions(sorted_ids: Tensor, ids: Tensor) -> Tensor:
