@@ -17,6 +17,7 @@ from torch import Tensor
 from gnnaudit.audit.dist_store import GraphStore, load_part
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops.ks_halo import edge_chunks, is_member, outside_ids
+from gnnaudit.graph_ops.ks_propagation import row_chunks
 
 __all__ = [
     "FORWARD_CHUNK_BYTES",
@@ -44,28 +45,6 @@ def edges_per_chunk(width: int, budget: int = FORWARD_CHUNK_BYTES) -> int:
 #: rounding differs from the whole-graph pass's (measured: ``Linear(16, 2)`` on under 16 rows);
 #: chunks of at least this many rows keep the logits equal bit for bit
 MIN_CHUNK_ROWS = 64
-
-
-def row_chunks(
-    ptr: Tensor, max_edges: int, min_rows: int = MIN_CHUNK_ROWS
-) -> list[tuple[int, int]]:
-    """Consecutive row ranges ``[lo, hi)`` covering the rows of a CSR ``ptr``: as many as
-    ``max_edges`` asks for (``ceil(E / max_edges)``), cut at equal shares of the edges, each of
-    at least ``min_rows`` rows (fewer chunks when the rows do not allow it). A chunk holds
-    about ``E / chunks`` edges, plus at most one row's in-edges."""
-    rows = int(ptr.numel()) - 1
-    if rows <= 0:
-        return []
-    total = int(ptr[-1])
-    count = max(1, min(-(-total // max(1, int(max_edges))), rows // max(1, int(min_rows))))
-    shares = (torch.arange(1, count, dtype=torch.long) * total) // count
-    cuts = torch.searchsorted(ptr, shares).tolist()
-    bounds = [0]
-    for cut in cuts:  # one per chunk, not per row
-        if cut - bounds[-1] >= min_rows and rows - cut >= min_rows:
-            bounds.append(int(cut))
-    bounds.append(rows)
-    return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
 @dataclass
@@ -163,7 +142,7 @@ class ForwardBlock:
         if not conv.add_self_loops:
             return counts
         loops = torch.zeros(self.own.numel(), dtype=dtype)
-        for lo, hi in row_chunks(self.ptr, edges_per_chunk(1)):
+        for lo, hi in row_chunks(self.ptr, edges_per_chunk(1), MIN_CHUNK_ROWS):
             a, b = int(self.ptr[lo]), int(self.ptr[hi])
             # an edge's target row within the chunk: its position among the chunk's rows
             row = torch.repeat_interleave(

@@ -45,7 +45,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gnnaudit._distributed import count_halo, gather_pinned
-from gnnaudit.audit.dist_block import FORWARD_CHUNK_BYTES, ForwardBlock, edges_per_chunk, row_chunks
+from gnnaudit.audit.dist_block import (
+    FORWARD_CHUNK_BYTES,
+    MIN_CHUNK_ROWS,
+    ForwardBlock,
+    edges_per_chunk,
+    row_chunks,
+)
 from gnnaudit.audit.dist_store import AddRows, GraphStore
 from gnnaudit.errors import InvalidInputError
 
@@ -141,7 +147,7 @@ def _conv_rows(
         return out0
     out: Tensor | None = None
     width = _layer_width(conv, int(rows.size(1)))
-    for lo, hi in row_chunks(block.ptr, edges_per_chunk(width, budget)):
+    for lo, hi in row_chunks(block.ptr, edges_per_chunk(width, budget), MIN_CHUNK_ROWS):
         nodes, edges, targets = block.chunk_edges(lo, hi)
         if degree is not None:
             got = _gcn_chunk(conv, rows[nodes], edges, targets, degree[nodes])

@@ -17,7 +17,14 @@ from torch_geometric.nn.conv import MessagePassing
 from gnnaudit._validation import MAX_NUM_HOPS, check_float, check_int
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["KSGraph", "KSPropagation", "rescale_rows", "ks_input_bound", "HOP_CHUNK_EDGES"]
+__all__ = [
+    "KSGraph",
+    "KSPropagation",
+    "rescale_rows",
+    "ks_input_bound",
+    "HOP_CHUNK_EDGES",
+    "row_chunks",
+]
 
 
 @dataclass(frozen=True)
@@ -103,9 +110,9 @@ class KSGraph:
             )
 
 
-#: edges per chunk of one KS hop (:meth:`KSPropagation.forward`): ~40 bytes of transient
-#: memory per edge of a chunk (measured 52 B per edge with the output rows, 8M edges), so
-#: about 170 MB whatever the graph's size
+#: edges per chunk of one KS hop (:meth:`KSPropagation.forward`): the edge values, the
+#: sampled products and their gathers take a few tens of bytes per edge of a chunk (an
+#: in-process estimate, not a benchmark figure), so ~0.1-0.2 GB whatever the graph's size
 HOP_CHUNK_EDGES = 1 << 22
 
 
@@ -148,15 +155,8 @@ class KSPropagation(MessagePassing):
     ) -> Tensor:
         if graph.num_edges == 0:
             return x.new_zeros(0)
-        if not _products_safe(row_max, x.size(1), x.dtype):
-            x = _scale_rows(x, row_max)  # exact: the cosines do not change
-        norm = torch.linalg.vector_norm(x, dim=1)
-        inv = torch.where(norm > 0, 1.0 / norm.clamp_min(torch.finfo(x.dtype).tiny), 0.0)
-        pattern = graph.csr(x.new_zeros(graph.num_edges))
-        dots = torch.sparse.sampled_addmm(pattern, x, x.t(), beta=0.0, alpha=1.0).values()
-        scale_v = inv if row_scale is None else inv * row_scale
-        cosine: Tensor = dots.mul_(scale_v[graph.row]).mul_(inv[graph.col])
-        return cosine
+        factors = _cosine_factors(x, row_max, row_scale)
+        return _range_cosine(graph, *factors, 0, graph.num_nodes)
 
     def forward(self, x: Tensor, graph: KSGraph, max_edges: int | None = None) -> Tensor:
         """One hop (Eq. 5) of the finite features ``x`` over ``graph``.
@@ -186,24 +186,12 @@ class KSPropagation(MessagePassing):
     ) -> Tensor:
         """:meth:`forward` by chunks of target rows (the fused aggregation of
         :meth:`message_and_aggregate` on each chunk's rows of the CSR)."""
-        xs = x if _products_safe(row_max, x.size(1), x.dtype) else _scale_rows(x, row_max)
-        norm = torch.linalg.vector_norm(xs, dim=1)
-        inv = torch.where(norm > 0, 1.0 / norm.clamp_min(torch.finfo(xs.dtype).tiny), 0.0)
-        scale_v = inv * row_scale
+        factors = _cosine_factors(x, row_max, row_scale)
         out = torch.empty_like(x)
-        crow = graph.crow
-        for lo, hi in _row_ranges(crow, budget):
-            a, b = int(crow[lo]), int(crow[hi])
-            sub_crow, col = crow[lo : hi + 1] - a, graph.col[a:b]
-            shape = (hi - lo, graph.num_nodes)
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support.*")
-                pattern = torch.sparse_csr_tensor(
-                    sub_crow, col, xs.new_zeros(b - a), shape, check_invariants=False
-                )
-                dots = torch.sparse.sampled_addmm(pattern, xs[lo:hi], xs.t(), beta=0.0).values()
-                weight = dots.mul_(scale_v[graph.row[a:b]]).mul_(inv[col])
-                adj = torch.sparse_csr_tensor(sub_crow, col, weight, shape, check_invariants=False)
+        for lo, hi in row_chunks(graph.crow, budget):
+            weight = _range_cosine(graph, *factors, lo, hi)
+            a = int(graph.crow[lo])
+            adj = _range_csr(graph, weight, lo, hi, a)
             out[lo:hi] = self.message_and_aggregate(adj, x)
         return out.add_(x, alpha=self.alpha)
 
@@ -218,15 +206,62 @@ class KSPropagation(MessagePassing):
         return f"{type(self).__name__}(alpha={self.alpha})"
 
 
-def _row_ranges(crow: Tensor, budget: int) -> list[tuple[int, int]]:
-    """Consecutive target-row ranges ``[lo, hi)`` covering all rows, each holding about
-    ``budget`` in-edges (a row with more is a range of its own)."""
-    rows = int(crow.numel()) - 1
-    total = int(crow[-1])
-    count = max(1, -(-total // budget))
-    cuts = torch.searchsorted(crow, torch.arange(1, count, dtype=torch.long) * total // count)
-    bounds = sorted({0, rows, *(int(c) for c in cuts.tolist() if 0 < int(c) < rows)})
+def row_chunks(ptr: Tensor, max_edges: int, min_rows: int = 1) -> list[tuple[int, int]]:
+    """Consecutive row ranges ``[lo, hi)`` covering the rows of a CSR ``ptr``: as many as
+    ``max_edges`` asks for (``ceil(E / max_edges)``), cut at equal shares of the edges, each of
+    at least ``min_rows`` rows (fewer chunks when the rows do not allow it). A chunk holds
+    about ``E / chunks`` edges, plus at most one row's in-edges."""
+    rows = int(ptr.numel()) - 1
+    if rows <= 0:
+        return []
+    total = int(ptr[-1])
+    count = max(1, min(-(-total // max(1, int(max_edges))), rows // max(1, int(min_rows))))
+    shares = (torch.arange(1, count, dtype=torch.long) * total) // count
+    cuts = torch.searchsorted(ptr, shares).tolist()
+    bounds = [0]
+    for cut in cuts:  # one per chunk, not per row
+        if cut - bounds[-1] >= min_rows and rows - cut >= min_rows:
+            bounds.append(int(cut))
+    bounds.append(rows)
     return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def _cosine_factors(
+    x: Tensor, row_max: Tensor, row_scale: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(x', 1 / |x'|, row_scale / |x'|)``: ``x'`` rescaled exactly where products of ``x``
+    could over- or underflow (the cosines do not change), zero rows with factor 0."""
+    if not _products_safe(row_max, x.size(1), x.dtype):
+        x = _scale_rows(x, row_max)
+    norm = torch.linalg.vector_norm(x, dim=1)
+    inv = torch.where(norm > 0, 1.0 / norm.clamp_min(torch.finfo(x.dtype).tiny), 0.0)
+    return x, inv, inv if row_scale is None else inv * row_scale
+
+
+def _range_csr(graph: KSGraph, values: Tensor, lo: int, hi: int, a: int) -> Tensor:
+    """The CSR rows ``lo..hi-1`` of ``graph`` (edges from ``a``) with ``values``."""
+    b = int(graph.crow[hi])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support.*")
+        return torch.sparse_csr_tensor(
+            graph.crow[lo : hi + 1] - a,
+            graph.col[a:b],
+            values,
+            (hi - lo, graph.num_nodes),
+            check_invariants=False,
+        )
+
+
+def _range_cosine(
+    graph: KSGraph, x: Tensor, inv: Tensor, scale_v: Tensor, lo: int, hi: int
+) -> Tensor:
+    """The scaled cosines of the in-edges of target rows ``lo..hi-1`` (one sampled
+    dense-dense product over those rows)."""
+    a, b = int(graph.crow[lo]), int(graph.crow[hi])
+    pattern = _range_csr(graph, x.new_zeros(b - a), lo, hi, a)
+    dots = torch.sparse.sampled_addmm(pattern, x[lo:hi], x.t(), beta=0.0, alpha=1.0).values()
+    cosine: Tensor = dots.mul_(scale_v[graph.row[a:b]]).mul_(inv[graph.col[a:b]])
+    return cosine
 
 
 def _finite_row_max(x: Tensor) -> Tensor:

@@ -41,6 +41,7 @@ import torch
 from gnnaudit._validation import MAX_NUM_HOPS, check_edge_index, check_int
 from gnnaudit.audit.bootstrap import as_generator
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.graph_ops.ks_halo import edge_chunks
 from gnnaudit.graph_ops.segments import expand_ranges
 
 __all__ = [
@@ -121,17 +122,17 @@ def hop_adjacency(edge_index: Any, num_nodes: int) -> sp.csr_matrix:
     Memory: the undirected pairs as int64 keys ``min * n + max`` (8 bytes per edge, formed in
     chunks of :data:`ADJ_CHUNK` and sorted in place), then int32 row / column arrays of the
     ``2 U + n`` entries (``U`` distinct pairs) and the matrix itself (5 bytes per entry with
-    int32 indices): about 2.5 GB for the 133M edges of a 10M-node credit graph, where the
-    concatenated int64 coordinates of ``A``, ``A^T`` and ``I`` alone took 4.4 GB.
+    int32 indices): by this count about 2.5 GB for the 133M edges of a 10M-node credit graph,
+    where the concatenated int64 coordinates of ``A``, ``A^T`` and ``I`` alone took 4.4 GB.
     """
     n = check_int("num_nodes", num_nodes, minimum=1)
     ei = check_edge_index("edge_index", edge_index, n).cpu().numpy()
     keys = np.empty(ei.shape[1], dtype=np.int64)
-    for a in range(0, ei.shape[1], ADJ_CHUNK):
-        u, v = ei[0, a : a + ADJ_CHUNK], ei[1, a : a + ADJ_CHUNK]
-        np.minimum(u, v, out=keys[a : a + ADJ_CHUNK])
-        keys[a : a + ADJ_CHUNK] *= n
-        keys[a : a + ADJ_CHUNK] += np.maximum(u, v)
+    for a, b in edge_chunks(ei.shape[1], ADJ_CHUNK):
+        u, v = ei[0, a:b], ei[1, a:b]
+        np.minimum(u, v, out=keys[a:b])
+        keys[a:b] *= n
+        keys[a:b] += np.maximum(u, v)
     keys.sort()
     fresh = np.ones(keys.size, dtype=bool)
     np.not_equal(keys[1:], keys[:-1], out=fresh[1:])
