@@ -17,6 +17,7 @@ from gnnaudit.audit.bootstrap import sign_flip_pvalue
 from gnnaudit.audit.fairness.evidence_contrast import (
     CONTRAST_COLUMNS,
     evidence_contrast,
+    neighbours_by_prediction,
     same_prediction_neighbours,
 )
 from gnnaudit.audit.interventions import quantile_bins
@@ -108,7 +109,7 @@ def test_contrast_equals_a_direct_computation():
     pred = (data.x[:, 1] + 0.5 * data.x[:, 0] > 0).long().numpy()
     ce = fitted(data, pred)
     for feature in ("g", "z2", "cat", ["oh0", "oh1", "oh2"]):
-        res = evidence_contrast(ce, data, feature, k=4, n_perm=50, n_boot=50)
+        res = evidence_contrast(ce, data, feature, k=4, n_perm=50, n_boot=50, similarity="full")
         local = ce.search_local(ce.node_ids_, 4)
         x = data.x.numpy()
         if feature == "z2":
@@ -166,14 +167,18 @@ def test_mask_local_reuse_and_determinism():
     data = graph(90, seed=3)
     pred = (data.x[:, 1] > 0).long().numpy()
     ce = fitted(data, pred)
-    full = evidence_contrast(ce, data, "z1", k=6, n_perm=100, random_state=4)
-    again = evidence_contrast(ce, data, "z1", k=6, n_perm=100, random_state=4)
+    full = evidence_contrast(ce, data, "z1", k=6, n_perm=100, random_state=4, similarity="full")
+    again = evidence_contrast(ce, data, "z1", k=6, n_perm=100, random_state=4, similarity="full")
     assert full.to_frame().equals(again.to_frame())
     np.testing.assert_array_equal(full.evidence_share, again.evidence_share)
     wide = ce.search_local(ce.node_ids_, 9)
-    reused = evidence_contrast(ce, data, "z1", k=6, n_perm=100, random_state=4, local=wide)
+    reused = evidence_contrast(
+        ce, data, "z1", k=6, n_perm=100, random_state=4, local=wide, similarity="full"
+    )
     assert reused.to_frame().equals(full.to_frame())
-    sub = evidence_contrast(ce, data, "z1", k=6, n_perm=100, mask=ce.node_ids_[:30])
+    sub = evidence_contrast(
+        ce, data, "z1", k=6, n_perm=100, mask=ce.node_ids_[:30], similarity="full"
+    )
     assert sub.n_nodes == 30
     np.testing.assert_array_equal(sub.evidence_share, full.evidence_share[:30])
     assert full.node_frame().shape == (full.n_nodes, 6)
@@ -201,6 +206,7 @@ def test_nodes_with_few_candidates_use_what_exists():
         ({"mask": np.zeros(60, dtype=bool)}, "selects no node"),
         ({"local": "evidences"}, "local must be a LocalEvidence"),
         ({"inference": "iid"}, "inference must be one of"),
+        ({"similarity": "kernel"}, "similarity must be one of"),
     ],
 )
 def test_bad_input_is_named(kwargs, fragment):
@@ -220,6 +226,75 @@ def test_unfitted_evidence_and_single_class():
         pytest.warns(UserWarning, match="share one predicted class"),
         pytest.raises(InvalidInputError, match="no audited node has both"),
     ):
+        evidence_contrast(ce, data, "g", similarity="full")
+    with pytest.raises(InvalidInputError, match="no audited node has both"):
         evidence_contrast(ce, data, "g")
     with pytest.raises(InvalidInputError, match="same number of nodes"):
         evidence_contrast(fitted(data, np.arange(30) % 2), graph(31, seed=7), "g")
+
+
+def brute_other(emb: np.ndarray, pred: np.ndarray, q: int, k: int) -> list[int]:
+    """Sort every other-prediction row by (-similarity, position)."""
+    e = emb.astype(np.float64)
+    scored = sorted((-(e[q] @ e[j]), j) for j in range(len(pred)) if pred[j] != pred[q])
+    return [j for _, j in scored[:k]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(quantised(), st.integers(1, 12))
+def test_other_prediction_neighbours_equal_brute_force(case, k):
+    emb, pred, block = case
+    queries = np.arange(len(pred))
+    pos, sim = neighbours_by_prediction(emb, pred, queries, k, same=False, block_bytes=block)
+    for q in queries:
+        ids = brute_other(emb, pred, int(q), k)
+        assert pos[q, : len(ids)].tolist() == ids
+        assert np.all(pos[q, len(ids) :] == -1) and np.all(np.isneginf(sim[q, len(ids) :]))
+
+
+def test_without_feature_equals_a_direct_computation():
+    """Evidences and look-alikes by the kernel without the feature's columns, recomputed here
+    from ``ks_`` with the columns deleted (the one-hot group loses all three)."""
+    data = graph(70, seed=12)
+    pred = (data.x[:, 1] + 0.5 * data.x[:, 0] > 0).long().numpy()
+    ce = fitted(data, pred)
+    for feature, cols in (("g", [0]), (["oh0", "oh1", "oh2"], [4, 5, 6])):
+        res = evidence_contrast(ce, data, feature, k=4, n_perm=20, n_boot=20)
+        assert res.similarity == "without-feature"
+        ks = np.delete(ce.ks_.numpy().astype(np.float64), cols, axis=1)[ce.node_ids_]
+        norm = np.linalg.norm(ks, axis=1, keepdims=True)
+        emb = np.where(norm > 0, ks / np.where(norm > 0, norm, 1), 0).astype(np.float32)
+        x = data.x.numpy()
+        codes = x[:, 0] if feature == "g" else x[:, 4:].argmax(1)
+        for row, v in enumerate(ce.node_ids_):
+            ev = ce.node_ids_[brute_other(emb, pred, row, 4)]
+            same = ce.node_ids_[brute_same(emb, pred, row, 4)[1]]
+            i = np.searchsorted(res.nodes, v)
+            assert res.evidence_share[i] == pytest.approx(np.mean(codes[ev] != codes[v]))
+            assert res.matched_share[i] == pytest.approx(np.mean(codes[same] != codes[v]))
+
+
+def test_a_model_that_never_reads_the_feature_shows_no_contrast():
+    """Predictions from z1 and z2 only. With the feature in the kernel the binary column makes
+    every look-alike share it, and the contrast is positive in every seed (it measures the
+    kernel); without it the contrast is centred on 0 and never significant here."""
+    full, without = [], []
+    for seed in range(8):
+        data = graph(300, seed=200 + seed)
+        ce = fitted(data, (data.x[:, 1] + 0.5 * data.x[:, 2] > 0).long().numpy())
+        args = {"k": 5, "n_perm": 199, "n_boot": 20, "random_state": seed}
+        full.append(evidence_contrast(ce, data, "g", similarity="full", **args))
+        without.append(evidence_contrast(ce, data, "g", **args))
+    assert all(r.difference > 0.05 and r.p_value < 0.05 for r in full)
+    assert abs(np.mean([r.difference for r in without])) < 0.02
+    assert sum(r.p_value < 0.05 for r in without) <= 1
+
+
+def test_a_feature_that_is_the_only_input_is_refused_without_it():
+    data = graph(40, seed=9)
+    data.x = data.x[:, :1]
+    data.feature_names = ["g"]
+    ce = fitted(data, np.arange(40) % 2)
+    with pytest.raises(InvalidInputError, match="leaves no column"):
+        evidence_contrast(ce, data, "g")
+    assert evidence_contrast(ce, data, "g", similarity="full", n_perm=10, n_boot=10).n_nodes

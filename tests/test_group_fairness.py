@@ -104,15 +104,19 @@ def test_interval_contains_estimate_and_flags_follow_the_rules():
 
 
 def test_spd_interval_covers_the_truth():
-    """Simulated coverage of the 95% interval of a two-group parity gap (true gap 0.1)."""
+    """Simulated coverage of the 95% interval of a two-group parity gap (true gap 0.1): the
+    interval is of the signed difference PR(hi) - PR(lo) of the groups it names."""
     covered = 0
     trials = 200
+    true_rate = {0: 0.4, 1: 0.5}
     for seed in range(trials):
         rng = np.random.default_rng(seed)
         s = np.repeat([0, 1], 300)
         pred = (rng.random(600) < np.where(s == 1, 0.5, 0.4)).astype(int)
         res = group_fairness(None, pred, sensitive_features=s, n_boot=400, random_state=seed)
-        covered += res.spd_ci[0] <= 0.1 <= res.spd_ci[1]
+        hi, lo = res.spd_groups
+        truth = true_rate[hi] - true_rate[lo]
+        covered += res.spd_ci[0] <= truth <= res.spd_ci[1]
     # binomial tolerance around 95%: 3 standard errors of a 200-trial proportion
     assert covered / trials >= 0.95 - 3 * np.sqrt(0.95 * 0.05 / trials)
 

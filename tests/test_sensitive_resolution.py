@@ -54,6 +54,13 @@ def test_text_labels_are_groups_with_their_names(data):
     report = _audit(data, labels)
     groups = report.table("group_fairness", "groups")
     assert sorted(groups["group"]) == ["man", "woman"]
+    # equal to the gender column up to a relabelling: audited as that feature
+    assert "not a model input" not in report.verdict
+    assert "depend on gender directly" in report.verdict
+    assert any("up to a relabelling" in n for n in report.run_info["notes"])
+    labels[0] = "woman" if labels[0] == "man" else "man"  # no longer equal to any column
+    report = _audit(data, labels)
+    assert sorted(report.table("group_fairness", "groups")["group"]) == ["man", "woman"]
     assert "a direct test of its use was impossible" in report.verdict
 
 

@@ -16,8 +16,7 @@ from gnnaudit.audit import (
     feature_sensitivity,
     run_units,
 )
-from gnnaudit.audit.fairness.contrast_unit import MIN_CONTRAST_EFFECT
-from gnnaudit.audit.sensitivity.unit import MIN_FLIP_EFFECT, flip_flagged
+from gnnaudit.audit.report.thresholds import MIN_FLIP_EFFECT, NEGLIGIBLE_FLIP, flip_flagged
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.audit_pipeline import run_audit
@@ -114,10 +113,13 @@ def test_unit_equals_the_direct_calls(data):
     np.testing.assert_allclose(ranked["effect"], table["effect"])
 
 
-def test_flag_rule_is_the_interval_above_the_minimum_effect():
-    assert not flip_flagged(MIN_FLIP_EFFECT)
-    assert flip_flagged(MIN_FLIP_EFFECT + 1e-9)
-    assert not flip_flagged(float("nan"))
+def test_flag_rule_excludes_the_negligible_and_reaches_the_material_level():
+    assert flip_flagged(NEGLIGIBLE_FLIP + 1e-9, MIN_FLIP_EFFECT)
+    assert not flip_flagged(NEGLIGIBLE_FLIP, 0.5)  # a negligible share is not excluded
+    assert not flip_flagged(0.02, MIN_FLIP_EFFECT - 1e-9)  # a material share is ruled out
+    assert flip_flagged(0.3, 0.4)
+    assert not flip_flagged(float("nan"), 0.4)
+    assert not flip_flagged(0.3, float("nan"))
 
 
 def test_ranking_above_the_cap_is_skipped_with_a_note(data):
@@ -182,8 +184,9 @@ def test_contrast_unit_equals_the_direct_call_and_samples_above_its_cap(data):
     )
     assert full.contrast.difference == direct.difference
     assert full.contrast.p_value == direct.p_value
-    assert full.significant and full.contrast.difference >= MIN_CONTRAST_EFFECT
-    assert full.findings()[0].flagged
+    assert full.significant and full.contrast.difference >= 0.05
+    assert not full.findings()[0].flagged  # informational: proxies produce it too
+    assert "Informational, never flagged" in full.findings()[0].explanation
     sampled = EvidenceContrastUnit(n_perm=300, max_nodes=20).run(ctx)
     assert sampled.contrast.n_nodes + sampled.contrast.n_dropped == 20
     assert any("sample of 20" in n for n in sampled.report_section().notes)

@@ -80,11 +80,21 @@ def test_strong_direct_use_is_named_direct(data):
     assert "through the neighbours" not in report.verdict
 
 
-def test_weak_direct_use_is_weak_and_never_blamed_on_proxies(data):
+def test_direct_use_at_six_percent_is_flagged(data):
     weight, shift = _weak_weight(data, 0.06)
     report = _audit(AddBit(weight, shift), data, 0)
     node = report.finding("counterfactual flip (node scope)", "gender")
     assert node["value"] == pytest.approx(0.06, abs=0.003)
+    assert node["flagged"]
+    assert "depend on gender directly" in report.verdict
+
+
+def test_weak_direct_use_is_weak_and_never_blamed_on_proxies(data):
+    # 2% of 400 nodes: the interval's lower end lies below the negligible 1%
+    weight, shift = _weak_weight(data, 0.02)
+    report = _audit(AddBit(weight, shift), data, 0)
+    node = report.finding("counterfactual flip (node scope)", "gender")
+    assert node["value"] == pytest.approx(0.02, abs=0.003)
     assert not node["flagged"] and node["ci_low"] > 0
     assert "but weakly" in report.verdict
     assert f"CI {node['ci_low']:.3g} to {node['ci_high']:.3g}" in report.verdict

@@ -18,7 +18,8 @@ Percentile bootstrap of a mean
     accuracies) therefore use the exact intervals of :mod:`gnnaudit.audit.intervals`; the
     bootstrap stays for statistics without a closed form (gaps, ratios, means).
 
-Difference of two group rates (statistical parity, equal opportunity, by-group flip rates)
+Difference of two group rates (by-group flip rates; the audit's parity and equal-opportunity
+gaps use Newcombe's score interval instead, :func:`gnnaudit.audit.intervals.largest_gap_interval`)
     Stratified bootstrap: each group is resampled within itself (its size fixed), the
     statistic is recomputed on every resample, the interval is percentile. With 0/1 values each
     group's resampled rate is drawn by the binomial shortcut.
@@ -79,7 +80,6 @@ __all__ = [
     "shared_multiplier_draws",
     "binomial_rates",
     "rate_interval",
-    "gap_interval",
     "finite_interval",
 ]
 
@@ -415,17 +415,3 @@ def rate_interval(
     if trials <= 0:
         return float("nan"), float("nan")
     return finite_interval(binomial_rates(successes, trials, n_boot, rng)[:, 0], confidence)
-
-
-def gap_interval(
-    successes: Any, trials: Any, *, n_boot: int, confidence: float, rng: Any
-) -> tuple[float, float]:
-    """Stratified bootstrap interval of ``max - min`` of the group rates ``successes /
-    trials`` over the groups with ``trials > 0`` (NaN when fewer than two such groups)."""
-    s = np.asarray(successes, dtype=np.int64)
-    t = np.asarray(trials, dtype=np.int64)
-    keep = t > 0
-    if keep.sum() < 2:
-        return float("nan"), float("nan")
-    reps = binomial_rates(s[keep], t[keep], n_boot, rng)
-    return finite_interval(reps.max(axis=1) - reps.min(axis=1), confidence)

@@ -52,7 +52,11 @@ class AuditOptions:
     ----------
     k : local counterfactual evidences per audited node (the CE paper uses 10).
     backend, num_hops, alpha, index_params : the evidence search
-        (:class:`~gnnaudit.audit.CounterfactualEvidence`).
+        (:class:`~gnnaudit.audit.CounterfactualEvidence`). ``num_hops`` is the KS radius of
+        that search, not the model's receptive field (``model_hops`` of the audit): with the
+        default units, ``num_hops`` given without ``model_hops`` for a model whose receptive
+        field cannot be inferred (no torch_geometric ``MessagePassing`` layer, or a
+        ``predict_fn``) is refused, as its node-scope flip test would silently not run.
     random_state : seed of every random choice (bootstrap, permutations, approximate search).
     n_boot : bootstrap resamples for confidence intervals.
     confidence : confidence level of the intervals (0.95 = 95%).

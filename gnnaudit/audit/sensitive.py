@@ -5,9 +5,16 @@
 * ``None``: ``data.sensitive`` / ``data.sensitive_name`` when the data carries them;
 * a feature **name** of ``data.feature_names`` (or ``data.sensitive_name``);
 * a **column index** of ``data.x``;
-* a **vector** (one value per node: numbers or text labels). A numeric vector that equals a
-  column of ``data.x`` *is* that feature: it is audited as the feature (so the counterfactual
-  flip tests run), and :attr:`SensitiveAttribute.note` says so for the report;
+* a **vector** (one value per node: numbers, booleans, text labels or a pandas categorical).
+  A vector that equals a column of ``data.x`` *is* that feature: it is audited as the feature
+  (so the counterfactual flip tests run), and :attr:`SensitiveAttribute.note` says so for the
+  report. "Equals" allows a **relabelling**: a one-to-one map between the vector's values and
+  the column's (``"F"``/``"M"`` against a column coded 1/0, ``1``/``2`` against 0/1, ``True``
+  / ``False`` against 1/0), for vectors of at most
+  :data:`~gnnaudit.audit.interventions.MAX_CATEGORIES` distinct values; the vector's own
+  labels stay the group names. An exactly equal column is preferred over a relabelled one,
+  then the first column. A vector with missing values is never matched (it is refused);
+  a vector matching no column is not a model input;
 * a **list** of the above (several attributes; the first is the primary one).
 
 Groups. Text labels are kept as the group names. A numeric attribute is used as groups when it
@@ -42,6 +49,11 @@ __all__ = [
 
 #: most cells of ``x`` compared at once when matching a vector against its columns
 _MATCH_CELLS = 4_000_000
+#: rows (spread over the graph, plus each value's first node) on which every column is
+#: compared before the full comparison of the columns that agree there
+_PROBE_ROWS = 256
+#: most value pairs a relabelling note lists
+_NOTE_PAIRS = 10
 
 
 @dataclass(frozen=True)
@@ -72,20 +84,121 @@ def _names(data: Any) -> list[str]:
     return names if len(names) == width else [f"x{i}" for i in range(width)]
 
 
-def _matching_column(data: Any, values: np.ndarray) -> int | None:
-    """The first column of ``data.x`` equal to ``values`` (numeric), or None."""
+@dataclass(frozen=True)
+class _Match:
+    """A column of ``x`` equal to a vector: its index, whether it is equal as numbers (else up
+    to a relabelling), and the column's value for each of the vector's distinct values."""
+
+    column: int
+    exact: bool
+    pairs: list[tuple[Any, float]]
+
+
+def _has_missing(values: np.ndarray) -> bool:
+    if values.dtype.kind == "f":
+        return not bool(np.isfinite(values).all())
+    if values.dtype.kind == "O":
+        return bool(pd.isna(values).any())
+    return False
+
+
+def _block(x: torch.Tensor, rows: np.ndarray | None, cols: slice | np.ndarray) -> np.ndarray:
+    """``x[rows][:, cols]`` as float64 numpy (all rows for None); only this block is copied."""
+    which = cols if isinstance(cols, slice) else torch.as_tensor(cols, device=x.device)
+    part = x[:, which]
+    if rows is not None:
+        part = part[torch.as_tensor(rows, device=x.device)]
+    return part.detach().cpu().to(torch.float64).numpy()
+
+
+def _matching_column(data: Any, values: np.ndarray) -> _Match | None:
+    """The column of ``data.x`` equal to ``values`` (module docstring), or None.
+
+    ``values`` is factorised in order of first appearance (codes ``0 .. k-1``); the value of a
+    candidate column at the first node of each code (``ref``, ``k`` per column) defines the
+    relabelling. The column equals ``values`` when ``ref`` holds ``k`` distinct numbers (the map
+    is one-to-one) and ``column == ref[codes]`` on every node (nodes of one label share one
+    value); exactly when moreover ``ref`` is the vector's numeric values. Vectorised over nodes
+    and columns: every column is first compared on :data:`_PROBE_ROWS` rows, then the columns
+    that agree there on all nodes, in column blocks of at most :data:`_MATCH_CELLS` cells.
+    """
     x = getattr(data, "x", None)
-    if x is None or values.dtype.kind not in "biuf":
+    if x is None or values.ndim != 1 or values.size == 0 or _has_missing(values):
         return None
-    v = torch.as_tensor(values.astype(np.float64))[:, None]
-    width = int(x.size(1))
-    step = max(1, _MATCH_CELLS // max(1, int(x.size(0))))  # memory: at most _MATCH_CELLS cells
-    for start in range(0, width, step):  # loop over column chunks, never over nodes
-        block = x[:, start : start + step].detach().cpu().to(torch.float64)
-        hits = torch.nonzero((block == v).all(dim=0)).flatten()
-        if hits.numel():
-            return start + int(hits[0])
-    return None
+    numeric = values.dtype.kind in "biuf"
+    try:
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    except TypeError:  # unhashable entries: no column can equal them
+        return None
+    k = len(uniques)
+    relabel = k <= MAX_CATEGORIES
+    if not (numeric or relabel) or bool((codes < 0).any()):
+        return None
+    labels = np.asarray(uniques)
+    own = labels.astype(np.float64) if numeric else None
+    first = np.unique(codes, return_index=True)[1]  # first node of each code (codes ascend)
+    n, width = codes.size, int(x.size(1))
+    spread = np.linspace(0, n - 1, num=min(n, _PROBE_ROWS)).astype(np.int64)
+    probe = np.unique(np.concatenate([first, spread]))
+    found: _Match | None = None
+    step = max(1, _MATCH_CELLS // (probe.size + k))  # memory: ~_MATCH_CELLS cells per block
+    full_step = max(1, _MATCH_CELLS // n)
+    for start in range(0, width, step):  # loop over column blocks, never over nodes
+        cols = slice(start, min(width, start + step))
+        ref = _block(x, first, cols)  # (k, w): the column's value at each label's first node
+        exact = (
+            (ref == own[:, None]).all(axis=0) if own is not None else np.zeros(ref.shape[1], bool)
+        )
+        allowed = exact.copy()
+        if relabel and found is None:
+            ordered = np.sort(ref, axis=0)
+            allowed |= (np.diff(ordered, axis=0) != 0).all(axis=0)  # one-to-one
+        if not allowed.any():
+            continue
+        idx = np.flatnonzero(allowed)
+        seen = _block(x, probe, cols)[:, idx]
+        agree = (seen == ref[:, idx][codes[probe]]).all(axis=0)
+        idx = idx[agree]
+        for a in range(0, idx.size, full_step):  # candidates, in column blocks
+            chunk = idx[a : a + full_step]
+            if found is not None:
+                chunk = chunk[exact[chunk]]  # a relabelled column is found: only exact ones
+            if not chunk.size:
+                continue
+            whole = _block(x, None, start + chunk)
+            hits = chunk[(whole == ref[:, chunk][codes]).all(axis=0)]
+            if not hits.size:
+                continue
+            j = int(hits[0])
+            exact_hits = hits[exact[hits]]
+            if exact_hits.size or own is None:  # exact wins; text cannot be equal as numbers
+                j = int(exact_hits[0]) if exact_hits.size else j
+                return _Match(start + j, bool(exact[j]), _pairs(labels, ref[:, j]))
+            found = _Match(start + j, False, _pairs(labels, ref[:, j]))
+    return found
+
+
+def _pairs(labels: np.ndarray, coded: np.ndarray) -> list[tuple[Any, float]]:
+    """Each distinct value of the vector with the column's value for it."""
+    return list(zip(labels.tolist(), coded.tolist(), strict=True))
+
+
+def _format_number(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def _match_note(match: _Match, name: str) -> str:
+    """The report's sentence on a vector audited as column ``match.column`` (``name``)."""
+    where = f"The sensitive vector equals column {match.column} ({name}) of x"
+    if match.exact:
+        return f"{where}; it is audited as that feature, so the counterfactual flip tests run."
+    pairs = sorted(match.pairs, key=lambda p: str(p[0]))
+    shown = ", ".join(f"{label} = {_format_number(v)}" for label, v in pairs[:_NOTE_PAIRS])
+    more = f", and {len(pairs) - _NOTE_PAIRS} more" if len(pairs) > _NOTE_PAIRS else ""
+    return (
+        f"{where} up to a relabelling of its values ({shown}{more}); it is audited as that "
+        "feature, so the counterfactual flip tests run."
+    )
 
 
 def bin_attribute(values: np.ndarray, bins: int) -> np.ndarray:
@@ -165,13 +278,10 @@ def _one(data: Any, sensitive: Any, bins: int | None) -> SensitiveAttribute | No
     else:
         values, name, column = _to_numpy(sensitive).ravel(), "sensitive", None
         if values.shape[0] == n:
-            column = _matching_column(data, values)
-            if column is not None:
-                name = names[column]
-                note = (
-                    f"The sensitive vector equals column {column} ({name}) of x; it is audited "
-                    "as that feature, so the counterfactual flip tests run."
-                )
+            match = _matching_column(data, values)
+            if match is not None:
+                column, name = match.column, names[match.column]
+                note = _match_note(match, name)
     if values.shape[0] != n:
         raise InvalidInputError(
             f"sensitive must have one value per node ({n}), got {values.shape[0]}"

@@ -240,10 +240,14 @@ def default_units(config: AuditConfig | None = None, **options: Any) -> list[Aud
     cfg = dataclasses.replace(config or AuditConfig(), **options)
     units: list[AuditUnit] = [
         ModelQuality(),
-        SensitivityUnit(num_hops=cfg.model_hops),
+        SensitivityUnit(num_hops=cfg.model_hops, hops_option="model_hops"),
         GroupFairnessUnit(),
         LiteratureMetricsUnit(),
-        *([ProxyUnit(top=cfg.proxy_top, num_hops=cfg.model_hops)] if cfg.proxies else []),
+        *(
+            [ProxyUnit(top=cfg.proxy_top, num_hops=cfg.model_hops, hops_option="model_hops")]
+            if cfg.proxies
+            else []
+        ),
         EvidenceContrastUnit(),
         DiscriminationUnit(min_support=cfg.min_support, bins=cfg.bins),
         ErrorVerificationUnit(ks=cfg.ks),

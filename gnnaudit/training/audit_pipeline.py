@@ -59,7 +59,8 @@ from gnnaudit.audit.context import AuditContext, AuditOptions
 from gnnaudit.audit.embedding.unit import EmbeddingStructureUnit
 from gnnaudit.audit.fairness.feature_units import drop_units
 from gnnaudit.audit.report.audit_report import REPORT_FILES, AuditReport
-from gnnaudit.audit.report.verdict import compose_verdict
+from gnnaudit.audit.report.verdict import compose_verdict, not_run_sentences
+from gnnaudit.audit.sensitivity.unit import receptive_field_unknown
 from gnnaudit.audit.unit import AuditUnit, UnitsOutcome, describe_units, run_units
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.audit_config import (
@@ -170,8 +171,9 @@ def run_audit(
         ``sensitive`` / ``sensitive_name`` optional (units that need a missing input are
         skipped with a note).
     sensitive : the sensitive attribute: a feature name, a column index, an (n,) vector
-        (numbers or text labels; a vector equal to a column of ``x`` is audited as that
-        feature), a list of these (several attributes and their intersection), or None for
+        (numbers, booleans, text or a categorical; equal to a column of ``x``, also up to a
+        relabelling such as ``"F"``/``"M"`` for 1/0, it is audited as that feature), a list of
+        these (several attributes and their intersection), or None for
         ``data.sensitive``; a continuous attribute needs ``sensitive_bins=q`` (quantile bins),
         see :mod:`gnnaudit.audit.sensitive`. ``sensitive_features=`` (fairlearn's name) is
         accepted as an alias (both with different values: an ``InvalidInputError``).
@@ -192,7 +194,8 @@ def run_audit(
           ``finetune=None``: automatic, see :func:`resolve_finetune`;
         * :class:`~gnnaudit.audit.AuditOptions` (``k``, ``backend``, ``num_hops``, ``alpha``,
           ``index_params``: the counterfactual-evidence search, ``backend`` default
-          ``"auto"``, recorded in ``run_info["evidence_backend"]``; ``n_boot``,
+          ``"auto"``, recorded in ``run_info["evidence_backend"]``; ``num_hops`` is its KS
+          radius, not ``model_hops``, see :class:`~gnnaudit.audit.AuditOptions`; ``n_boot``,
           ``confidence``: the intervals; ``sensitive_bins``: quantile bins of a continuous
           sensitive attribute, by default the ``bins`` given explicitly, else none: such an
           attribute is refused with a message suggesting bins), shared by every unit;
@@ -208,11 +211,7 @@ def run_audit(
 
         Any other name is an :class:`~gnnaudit.errors.InvalidInputError` naming it.
     """
-    if "bins" in options and "sensitive_bins" not in options:
-        # an explicit bins= also bins a continuous sensitive attribute (the same meaning:
-        # quantile bins of continuous values); without it such an attribute is refused
-        options["sensitive_bins"] = options["bins"]
-    shared, run, cfg = split_options(options, units_given=units is not None, config=config)
+    shared, run, cfg = _parsed_options(model, units, config, options)
     with thread_limits(run.threads, num_nodes=getattr(data, "num_nodes", None)) as threads:
         audit_options = AuditOptions(
             random_state=random_state,
@@ -245,6 +244,43 @@ def run_audit(
         chosen = _choose_units(ctx, units, cfg)
         outcome = run_units(ctx, chosen)
     return _report(ctx, chosen, outcome, run, threads)
+
+
+def _parsed_options(
+    model: Any, units: Sequence[AuditUnit] | None, config: AuditConfig | None, options: dict
+) -> tuple[dict[str, Any], RunSettings, AuditConfig]:
+    """``run_audit``'s ``**options`` split by the object they configure (shared audit options,
+    run settings, the default units' config) and checked together."""
+    if "bins" in options and "sensitive_bins" not in options:
+        # an explicit bins= also bins a continuous sensitive attribute (the same meaning:
+        # quantile bins of continuous values); without it such an attribute is refused
+        options["sensitive_bins"] = options["bins"]
+    shared, run, cfg = split_options(options, units_given=units is not None, config=config)
+    if units is None:
+        _check_model_hops(model, shared, run, cfg)
+    return shared, run, cfg
+
+
+def _check_model_hops(
+    model: Any, shared: Mapping[str, Any], run: RunSettings, config: AuditConfig
+) -> None:
+    """Refuse ``num_hops`` given without ``model_hops`` for a model whose receptive field cannot
+    be inferred: the user most likely meant the model's hops, and the default sensitivity unit
+    would skip its node-scope test (it reads ``model_hops``, not the KS radius ``num_hops``)."""
+    if "num_hops" not in shared or config.model_hops is not None:
+        return
+    why = receptive_field_unknown(model, run.predict_fn)
+    if why is None:
+        return
+    hops = shared["num_hops"]
+    raise InvalidInputError(
+        f"num_hops={hops!r} sets the evidence search's KS radius (the hops of the "
+        "counterfactual-evidence embedding), not the model's receptive field; the node-scope "
+        "counterfactual flip test needs the model's receptive field, which cannot be inferred "
+        f"({why}). Pass model_hops=L as well, L the number of message-passing hops of the "
+        "model (0 for a model that does not pass messages), e.g. model_hops=2 for a two-layer "
+        "GNN"
+    )
 
 
 def _choose_units(
@@ -281,6 +317,7 @@ def _report(
         sensitive_name=[a.name for a in ctx.attributes],
         degenerate_reason=ctx.degenerate_reason,
         not_inputs=[a.name for a in ctx.attributes if a.column is None],
+        not_run=not_run_sentences(outcome.sections) if ctx.attributes else (),
     )
     options = ctx.options
     config = {

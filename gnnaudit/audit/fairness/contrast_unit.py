@@ -1,18 +1,24 @@
-"""Audit unit: the evidence contrast of the sensitive attribute.
+"""Audit unit: the evidence contrast of the sensitive attribute (informational, never flagged).
 
-Runs :func:`~gnnaudit.audit.fairness.evidence_contrast.evidence_contrast` on the sensitive attribute
-with the audit's local evidences: do a node's counterfactual evidences (look-alike nodes the
-model decides differently) differ in the attribute more often than its equally look-alike nodes
-with the same decision? The result is ``significant`` when the one-sided test rejects at
-:data:`ALPHA` (5%) with a positive difference (the evidence-pair cards then lead with pairs that
-differ in the attribute); the finding is *flagged* when it is significant and the difference is
-at least :data:`MIN_CONTRAST_EFFECT` (5 percentage points), so that a negligible difference on
-a large graph is not reported as a finding.
+Runs :func:`~gnnaudit.audit.fairness.evidence_contrast.evidence_contrast` on the sensitive
+attribute: do a node's counterfactual evidences (look-alike nodes the model decides
+differently) differ in the attribute more often than its equally look-alike nodes with the same
+decision? "Look-alike" is the kernel similarity *without the attribute's own columns*, so the
+attribute does not decide who looks alike (with it, a binary attribute dominates the kernel and
+the contrast is positive for models that never read it).
 
-Cost: the same-prediction neighbours are an exact blocked search over the fitted nodes, so the
-unit audits a seeded sample of at most ``max_nodes`` (default :data:`MAX_CONTRAST_NODES`)
-audited nodes: time O(max_nodes x m x d) for m fitted nodes of dimension d, memory one 64 MiB
-similarity block.
+The result is ``significant`` when the one-sided test rejects at :data:`ALPHA` (5%) with a
+positive difference (the evidence-pair cards then lead with pairs that differ in the
+attribute). The finding is **never flagged**: the contrast is an association between "decided
+differently" and "another group" among nodes alike in every other input, and a model that reads
+only a proxy of the attribute produces it too. Whether the model *uses* the attribute is the
+counterfactual flip tests' question (:mod:`gnnaudit.audit.sensitivity`); the verdict rests on
+those, never on the contrast.
+
+Cost: evidences and look-alikes are exact blocked searches over the fitted nodes in the reduced
+space, so the unit audits a seeded sample of at most ``max_nodes`` (default
+:data:`MAX_CONTRAST_NODES`) audited nodes: time O(max_nodes x m x d) for m fitted nodes of
+dimension d, memory one float32 copy of the search space plus one 64 MiB similarity block.
 """
 
 from __future__ import annotations
@@ -35,14 +41,11 @@ __all__ = [
     "EvidenceContrastUnit",
     "EvidenceContrastAudit",
     "ALPHA",
-    "MIN_CONTRAST_EFFECT",
     "MAX_CONTRAST_NODES",
 ]
 
 #: significance level of the contrast's one-sided test
 ALPHA = 0.05
-#: smallest difference (evidence minus look-alike mismatch rate) the audit flags
-MIN_CONTRAST_EFFECT = 0.05
 #: default sample of audited nodes the contrast uses
 MAX_CONTRAST_NODES = 5000
 
@@ -63,8 +66,8 @@ class EvidenceContrastAudit(AuditResult):
 
     @property
     def flagged(self) -> bool:
-        """Significant and at least :data:`MIN_CONTRAST_EFFECT`."""
-        return self.significant and self.contrast.difference >= MIN_CONTRAST_EFFECT
+        """Always False: the contrast is informational (module docstring)."""
+        return False
 
     def to_frame(self) -> pd.DataFrame:
         return self.contrast.to_frame()
@@ -83,13 +86,13 @@ class EvidenceContrastAudit(AuditResult):
                 p_value=c.p_value,
                 flagged=self.flagged,
                 explanation=(
-                    f"Among look-alike nodes that the model decides differently, "
-                    f"{c.evidence_rate:.1%} have another {c.feature}; among equally look-alike "
-                    f"nodes it decides the same way, {c.matched_rate:.1%} do. The difference is "
-                    f"{c.difference:+.1%} ({level} CI {c.ci_low:+.1%} to {c.ci_high:+.1%}, "
-                    f"p = {c.p_value:.3g}). Flagged when p < {ALPHA} and the difference is at least "
-                    f"{MIN_CONTRAST_EFFECT:.0%}: then the decision changes together with "
-                    f"{c.feature} among similar nodes."
+                    f"Among nodes alike in every input but {c.feature} that the model decides "
+                    f"differently, {c.evidence_rate:.1%} have another {c.feature}; among equally "
+                    f"alike nodes it decides the same way, {c.matched_rate:.1%} do. The "
+                    f"difference is {c.difference:+.1%} ({level} CI {c.ci_low:+.1%} to "
+                    f"{c.ci_high:+.1%}, p = {c.p_value:.3g}). Informational, never flagged: "
+                    f"proxies of {c.feature} produce such a difference too, so it does not show "
+                    "that the model reads it (the counterfactual flip tests do)."
                 ),
             )
         ]
@@ -97,16 +100,18 @@ class EvidenceContrastAudit(AuditResult):
     def report_section(self) -> ReportSection:
         c = self.contrast
         verdict = (
-            f"Significant: among similar nodes, the model's decision changes together with "
-            f"{c.feature}."
+            f"Significant: among nodes alike apart from {c.feature}, the model's decision "
+            f"changes together with {c.feature} (an association: proxies produce it too)."
             if self.significant
-            else f"Not significant at {ALPHA}: no evidence that decisions change with {c.feature} "
-            "among similar nodes."
+            else f"Not significant at {ALPHA}: no association between decisions and "
+            f"{c.feature} among nodes alike apart from it."
         )
         notes = [
-            f"k = {c.k} evidences and look-alikes per node; p-value from {c.n_perm} "
-            "dependence-aware sign flips (look-alike nodes share evidences); a continuous "
-            "attribute is compared by quartile."
+            f"k = {c.k} evidences and look-alikes per node, by the kernel similarity without "
+            f"{c.feature}'s own columns; p-value from {c.n_perm} dependence-aware sign flips "
+            "(look-alike nodes share evidences); a continuous attribute is compared by "
+            "quartile. Informational: never flagged, as proxies of the attribute produce the "
+            "same association."
         ]
         if c.n_nodes + c.n_dropped < self.n_audited:
             notes.append(
@@ -156,7 +161,8 @@ class EvidenceContrastUnit(AuditUnit):
         self.max_nodes = check_int("max_nodes", max_nodes, minimum=2)
 
     def evidence_needed(self, ctx: AuditContext) -> tuple[int, int]:
-        return (self.k or ctx.options.k), 0
+        # evidences and look-alikes are searched in the space without the attribute's columns
+        return 0, 0
 
     def run(self, ctx: AuditContext) -> EvidenceContrastAudit:
         k = self.k or ctx.options.k
@@ -176,6 +182,5 @@ class EvidenceContrastUnit(AuditUnit):
             mask=nodes,
             confidence=ctx.options.confidence,
             n_boot=ctx.options.n_boot,
-            local=ctx.local_evidence(k),
         )
         return EvidenceContrastAudit(contrast=contrast, n_audited=int(ctx.nodes.size))

@@ -18,14 +18,30 @@ granted" ...). With two groups the differences are the usual ``|PR_0 - PR_1|`` a
 EOD); with more groups they are the max-minus-min gap. ``DI`` is the disparate-impact ratio of
 the four-fifths rule.
 
-Uncertainty: stratified bootstrap (nodes resampled within each group), drawn exactly as one
-binomial per group (:mod:`gnnaudit.audit.bootstrap`), seeded by ``random_state``.
+Uncertainty of the gaps: an interval of :math:`\max - \min` itself cannot contain 0 (the
+estimate is never negative, so e.g. its bootstrap lies above 0 even for a model whose groups
+have the same true rate). The audit therefore names the pair behind each gap, the highest group
+``hi`` and the lowest ``lo`` (``spd_groups``, ``eod_groups``), and ``spd_ci`` / ``eod_ci`` are
+intervals of the **signed** differences
+
+.. math::
+
+    \mathrm{PR}_{hi} - \mathrm{PR}_{lo}, \qquad \mathrm{TPR}_{hi} - \mathrm{TPR}_{lo},
+
+Newcombe's hybrid score interval (Newcombe 1998, method 10) from the Wilson intervals of the
+two rates; with ``g > 2`` groups it is **simultaneous** over the :math:`m = g(g-1)/2` pairs
+(Bonferroni, each pair at level :math:`1 - (1 - c)/m`), as the pair was picked for having the
+largest gap (:func:`~gnnaudit.audit.intervals.largest_gap_interval`). The reported values stay
+the max-minus-min gaps (the literature's :math:`\Delta_{SP}`, :math:`\Delta_{EO}`), which are the
+point estimates of those signed differences. The disparate-impact ratio keeps a stratified
+bootstrap interval (nodes resampled within each group, drawn as one binomial per group,
+:mod:`gnnaudit.audit.bootstrap`, seeded by ``random_state``).
 
 Flags (documented, conventional thresholds):
 
 * statistical parity: flagged when the **four-fifths rule** is violated (``DI < 0.8``) and the
-  SPD interval excludes 0;
-* equal opportunity: flagged when the lower end of the EOD interval exceeds
+  signed interval's lower end is above 0 (the higher group is higher beyond chance);
+* equal opportunity: flagged when the lower end of the signed EOD interval exceeds
   :data:`EOD_THRESHOLD` = 0.1 (the common fairness tolerance of +-0.1 used e.g. by AIF360).
 
 Arguments follow scikit-learn / fairlearn: ``group_fairness(y_true, y_pred, *,
@@ -36,7 +52,6 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -49,10 +64,17 @@ from gnnaudit._validation import (
     check_float,
     check_int,
 )
-from gnnaudit.audit.bootstrap import binomial_rates, finite_interval, gap_interval
+from gnnaudit.audit.bootstrap import binomial_rates, finite_interval
+from gnnaudit.audit.fairness.group_result import (
+    EOD_THRESHOLD,
+    FOUR_FIFTHS,
+    GROUP_COLUMNS,
+    UNIT_NAME,
+    GroupFairness,
+)
 from gnnaudit.audit.fairness.multi_group import multi_group_fairness
 from gnnaudit.audit.fairness.per_class import ClassGaps, per_class_gaps
-from gnnaudit.audit.report.section import Figure, Finding, ReportSection
+from gnnaudit.audit.intervals import GapInterval, largest_gap_interval
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
 
@@ -69,191 +91,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-GROUP_COLUMNS = ["group", "size", "positives", "accuracy", "positive_rate", "true_positive_rate"]
-GAP_COLUMNS = ["statistic", "value", "ci_low", "ci_high"]
-
-#: the four-fifths rule: a disparate-impact ratio below this is adverse impact
-FOUR_FIFTHS = 0.8
-#: equal-opportunity differences whose interval lies above this are flagged
-EOD_THRESHOLD = 0.1
-
-
-@dataclass
-class GroupFairness(AuditResult):
-    """Per-group rates, the gaps between groups and their bootstrap intervals.
-
-    Attributes
-    ----------
-    groups : DataFrame ``group, size, positives, accuracy, positive_rate, true_positive_rate``;
-        ``positives`` = nodes of the group whose true class is the positive class. Without
-        labels ``positives``, ``accuracy`` and ``true_positive_rate`` are NaN / -1.
-    statistical_parity_difference, spd_ci : max minus min positive rate and its interval.
-    equal_opportunity_difference, eod_ci : max minus min true-positive rate over groups with
-        positives, and its interval (NaN when fewer than two groups have one or without labels).
-    disparate_impact, di_ci : min over max positive rate (NaN when no group has a positive
-        prediction), and its interval.
-    positive_class, sensitive_name, confidence : as given.
-    class_gaps : with more than two classes, the per-class gaps
-        (:func:`~gnnaudit.audit.fairness.per_class.per_class_gaps`); the three gap fields then
-        hold the largest gap over classes (its class in ``class_gaps.spd_class`` /
-        ``eod_class``) and its interval.
-    """
-
-    groups: pd.DataFrame
-    statistical_parity_difference: float
-    equal_opportunity_difference: float
-    spd_ci: tuple[float, float] = (math.nan, math.nan)
-    eod_ci: tuple[float, float] = (math.nan, math.nan)
-    disparate_impact: float = math.nan
-    di_ci: tuple[float, float] = (math.nan, math.nan)
-    positive_class: int = 1
-    sensitive_name: str | None = None
-    confidence: float = 0.95
-    class_gaps: ClassGaps | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    # ---------------------------------------------------------------------------- views
-    def gaps(self) -> pd.DataFrame:
-        """The three gap statistics with their intervals (:data:`GAP_COLUMNS`)."""
-        return pd.DataFrame(
-            [
-                ("statistical parity difference", self.statistical_parity_difference, *self.spd_ci),
-                ("equal opportunity difference", self.equal_opportunity_difference, *self.eod_ci),
-                ("disparate impact ratio", self.disparate_impact, *self.di_ci),
-            ],
-            columns=GAP_COLUMNS,
-        )
-
-    def to_frame(self) -> pd.DataFrame:
-        return self.groups
-
-    @property
-    def spd_flagged(self) -> bool:
-        """Four-fifths rule violated and the SPD interval excludes 0."""
-        return bool(self.disparate_impact < FOUR_FIFTHS and self.spd_ci[0] > 0)
-
-    @property
-    def eod_flagged(self) -> bool:
-        """Whether the whole equal-opportunity-difference interval lies above ``EOD_THRESHOLD``."""
-        return bool(self.eod_ci[0] > EOD_THRESHOLD)
-
-    def _classes(self) -> tuple[str, str]:
-        """How the parity and the equal-opportunity findings name their class."""
-        cg = self.class_gaps
-        if cg is None:
-            return str(self.positive_class), str(self.positive_class)
-        k = len(cg.table)
-        return (
-            f"{cg.spd_class} (the largest gap over the {k} classes)",
-            f"{cg.eod_class} (the largest gap over the classes with true members in two "
-            "groups or more)",
-        )
-
-    def findings(self) -> list[Finding]:
-        name = self.sensitive_name or "sensitive"
-        level = f"{self.confidence:.0%}"
-        lo, hi = self.spd_ci
-        spd_class, eod_class = self._classes()
-        rates = (
-            ", ".join(
-                f"{g}: {r:.1%}"
-                for g, r in zip(self.groups["group"], self.groups["positive_rate"], strict=True)
-            )
-            if self.class_gaps is None
-            else "rates per class in the section's table"
-        )
-        di = (
-            f"{self.disparate_impact:.2f}"
-            if np.isfinite(self.disparate_impact)
-            else "undefined (no group gets that decision)"
-        )
-        out = [
-            Finding(
-                finding="statistical parity",
-                feature=name,
-                statistic="statistical parity difference",
-                value=self.statistical_parity_difference,
-                ci_low=lo,
-                ci_high=hi,
-                flagged=self.spd_flagged,
-                explanation=(
-                    f"The share of decisions for class {spd_class} differs by "
-                    f"{self.statistical_parity_difference:.1%} between the {name} groups "
-                    f"({rates}; {level} CI {lo:.1%} to {hi:.1%}); the disparate-impact ratio is "
-                    f"{di}. Flagged when the four-fifths rule is broken "
-                    f"(ratio < {FOUR_FIFTHS}) and the interval excludes 0."
-                ),
-            )
-        ]
-        if np.isfinite(self.equal_opportunity_difference):
-            lo, hi = self.eod_ci
-            out.append(
-                Finding(
-                    finding="equal opportunity",
-                    feature=name,
-                    statistic="equal opportunity difference",
-                    value=self.equal_opportunity_difference,
-                    ci_low=lo,
-                    ci_high=hi,
-                    flagged=self.eod_flagged,
-                    explanation=(
-                        f"Among nodes whose true class is {eod_class}, the share "
-                        f"recognised as such differs by {self.equal_opportunity_difference:.1%} "
-                        f"between the {name} groups ({level} CI {lo:.1%} to {hi:.1%}). Flagged "
-                        f"when the whole interval lies above {EOD_THRESHOLD:.0%}."
-                    ),
-                )
-            )
-        return out
-
-    def report_section(self) -> ReportSection:
-        name = self.sensitive_name or "sensitive"
-        flagged = [f.statistic for f in self.findings() if f.flagged]
-        verdict = (
-            f"Flagged: {', '.join(flagged)}."
-            if flagged
-            else "No gap crosses its threshold at this confidence."
-        )
-        chart = self.groups[["group", "positive_rate"]].rename(
-            columns={"group": "label", "positive_rate": "value"}
-        )
-        chart["label"] = [f"{name} = {g}" for g in chart["label"]]
-        return ReportSection(
-            key=GroupFairnessUnit.name,
-            title=f"Group fairness (sensitive: {name})",
-            summary=(
-                f"Statistical parity difference {self.statistical_parity_difference:.3f}, "
-                f"equal opportunity difference {self.equal_opportunity_difference:.3f}, "
-                f"disparate-impact ratio {self.disparate_impact:.3f}. {verdict}"
-            ),
-            tables={
-                "groups": self.groups,
-                "gaps": self.gaps(),
-                **({} if self.class_gaps is None else {"per_class": self.class_gaps.table}),
-            },
-            figures=[
-                Figure(
-                    kind="bar",
-                    title=f"Positive-decision rate per {name} group",
-                    data=chart,
-                    options={"xlabel": f"share predicted {self.positive_class}", "xlim": [0, 1]},
-                )
-            ],
-            notes=[
-                f"Positive class = {self.positive_class}. Intervals: {self.confidence:.0%} "
-                "stratified bootstrap. Thresholds: four-fifths rule for parity, "
-                f"{EOD_THRESHOLD} for equal opportunity."
-            ],
-            data={
-                "statistical_parity_difference": self.statistical_parity_difference,
-                "equal_opportunity_difference": self.equal_opportunity_difference,
-                "disparate_impact": self.disparate_impact,
-                "sensitive_name": self.sensitive_name,
-                "positive_class": self.positive_class,
-            },
-        )
-
 
 def _node_ids(mask: Any, n: int) -> np.ndarray:
     m = mask.detach().cpu().numpy() if hasattr(mask, "detach") else np.asarray(mask)
@@ -307,13 +144,14 @@ def _binary_gaps(
     n_boot: int,
     confidence: float,
     rng: np.random.Generator,
-) -> tuple[float, tuple[float, float], float, tuple[float, float], float, tuple[float, float]]:
-    """``spd, spd_ci, di, di_ci, eod, eod_ci`` of the positive class from the per-group
-    ``(predicted positives, size, positives, true positives, true-positive rate)``."""
+) -> tuple[GapInterval, float, tuple[float, float], GapInterval]:
+    """``spd, di, di_ci, eod`` of the positive class from the per-group ``(predicted
+    positives, size, positives, true positives, true-positive rate)``: the two gaps with their
+    simultaneous signed intervals (:func:`~gnnaudit.audit.intervals.largest_gap_interval`),
+    the disparate-impact ratio with its stratified bootstrap interval."""
     pos_pred, size, positives, tp, tpr = counts
     pr = pos_pred / size
-    spd = float(pr.max() - pr.min())
-    spd_ci = gap_interval(pos_pred, size, n_boot=n_boot, confidence=confidence, rng=rng)
+    spd = largest_gap_interval(pos_pred, size, confidence)
     di = float(pr.min() / pr.max()) if pr.max() > 0 else math.nan
     reps = binomial_rates(pos_pred, size, n_boot, rng)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -325,14 +163,9 @@ def _binary_gaps(
             "group(s) %s have no node of the positive class; their true-positive rate is undefined",
             [group_values[i] for i in np.flatnonzero(~defined)],
         )
-    if defined.sum() >= 2:
-        eod = float(tpr[defined].max() - tpr[defined].min())
-        eod_ci = gap_interval(
-            tp[defined], positives[defined], n_boot=n_boot, confidence=confidence, rng=rng
-        )
-    else:
-        eod, eod_ci = math.nan, (math.nan, math.nan)
-    return spd, spd_ci, di, di_ci, eod, eod_ci
+    # groups without positives (trials 0) are left out; without labels nothing is defined
+    eod = largest_gap_interval(tp, np.where(defined, positives, 0), confidence)
+    return spd, di, di_ci, eod
 
 
 def _class_gaps(
@@ -341,18 +174,43 @@ def _class_gaps(
     code: np.ndarray,
     g: int,
     n_classes: int | None,
-    n_boot: int,
     confidence: float,
-    rng: np.random.Generator,
 ) -> ClassGaps | None:
     """Per-class gaps when there are more than two classes (``n_classes`` or inferred)."""
     width = max(int(pred.max()), -1 if y is None or not y.size else int(y.max())) + 1
     n_classes = width if n_classes is None else max(width, check_int("n_classes", n_classes))
     if n_classes <= 2:
         return None
-    return per_class_gaps(
-        pred, y, code, g, n_classes, n_boot=n_boot, confidence=confidence, rng=rng
-    )
+    return per_class_gaps(pred, y, code, g, n_classes, confidence=confidence)
+
+
+def _pair(gap: GapInterval, group_values: list[Any]) -> tuple[Any, Any] | None:
+    """``(hi, lo)`` group names of ``gap`` (None when it is undefined)."""
+    if gap.hi < 0:
+        return None
+    return group_values[gap.hi], group_values[gap.lo]
+
+
+def _evaluated(
+    y_true: Any, y_pred: Any, sensitive_features: Any, mask: Any
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """``(pred, y, s)`` checked (same length, whole classes) and restricted to ``mask``."""
+    pred = check_class_array("y_pred", y_pred)
+    n = pred.shape[0]
+    y = None if y_true is None else check_class_array("y_true", y_true)
+    s = _group_array(sensitive_features)
+    for name, arr in (("y_true", y), ("sensitive_features", s)):
+        if arr is not None and arr.shape[0] != n:
+            raise InvalidInputError(
+                f"{name} must have the same length as y_pred ({n}), got {arr.shape[0]}"
+            )
+    if mask is not None:
+        idx = _node_ids(mask, n)
+        pred, s = pred[idx], s[idx]
+        y = None if y is None else y[idx]
+    if pred.size == 0:
+        raise InvalidInputError("mask selects no node; group fairness needs at least one node")
+    return pred, y, s
 
 
 def group_fairness(
@@ -369,7 +227,7 @@ def group_fairness(
     n_classes: int | None = None,
 ) -> GroupFairness:
     """Per-group accuracy, positive rate and true-positive rate, the parity gaps and their
-    bootstrap intervals (see the module docstring).
+    intervals (see the module docstring).
 
     Parameters
     ----------
@@ -380,33 +238,19 @@ def group_fairness(
         labels, kept as the group names).
     mask : optional boolean mask or node ids selecting the evaluated nodes (e.g. test mask).
     positive_class : the favourable class.
-    n_boot, confidence, random_state : bootstrap replicates, interval level and seed.
+    n_boot, confidence, random_state : bootstrap replicates (disparate-impact ratio), interval
+        level (every interval; simultaneous over the group pairs for the gaps) and seed.
     n_classes : number of classes (default: inferred from ``y_pred`` and ``y_true``); above 2
         the gaps are computed per class and the findings lead with the largest
         (:mod:`~gnnaudit.audit.fairness.per_class`).
     """
-    pred = check_class_array("y_pred", y_pred)
-    n = pred.shape[0]
-    y = None if y_true is None else check_class_array("y_true", y_true)
-    s = _group_array(sensitive_features)
-    for name, arr in (("y_true", y), ("sensitive_features", s)):
-        if arr is not None and arr.shape[0] != n:
-            raise InvalidInputError(
-                f"{name} must have the same length as y_pred ({n}), got {arr.shape[0]}"
-            )
+    pred, y, s = _evaluated(y_true, y_pred, sensitive_features, mask)
     positive_class = check_int("positive_class", positive_class)
     n_boot = check_int("n_boot", n_boot, minimum=1, maximum=MAX_RESAMPLES)
     confidence = check_float(
         "confidence", confidence, minimum=0.5, maximum=1.0, inclusive=(True, False)
     )
     random_state = check_int("random_state", random_state, minimum=0)
-    if mask is not None:
-        idx = _node_ids(mask, n)
-        pred, s = pred[idx], s[idx]
-        y = None if y is None else y[idx]
-    if pred.size == 0:
-        raise InvalidInputError("mask selects no node; group fairness needs at least one node")
-
     groups, code = np.unique(s, return_inverse=True)
     code = code.reshape(-1)
     g = groups.size
@@ -433,25 +277,28 @@ def group_fairness(
         }
     )
     rng = np.random.default_rng([random_state, 17])
-    spd, spd_ci, di, di_ci, eod, eod_ci = _binary_gaps(
+    spd, di, di_ci, eod = _binary_gaps(
         (pos_pred, size, positives, tp, tpr), group_values, y is not None, n_boot, confidence, rng
     )
-    class_gaps = _class_gaps(pred, y, code, g, n_classes, n_boot, confidence, rng)
+    class_gaps = _class_gaps(pred, y, code, g, n_classes, confidence)
     if class_gaps is not None:  # more than two classes: the largest gap over classes
-        spd, spd_ci, di, di_ci = class_gaps.spd, class_gaps.spd_ci, class_gaps.di, (math.nan,) * 2
-        eod, eod_ci = class_gaps.eod, class_gaps.eod_ci
+        spd, eod, di, di_ci = class_gaps.spd_gap, class_gaps.eod_gap, class_gaps.di, (math.nan,) * 2
     return GroupFairness(
         groups=table,
-        statistical_parity_difference=spd,
-        equal_opportunity_difference=eod,
-        spd_ci=spd_ci,
-        eod_ci=eod_ci,
+        statistical_parity_difference=spd.difference,
+        equal_opportunity_difference=eod.difference,
+        spd_ci=spd.interval,
+        eod_ci=eod.interval,
         disparate_impact=di,
         di_ci=di_ci,
         positive_class=positive_class,
         sensitive_name=sensitive_name,
         confidence=confidence,
         class_gaps=class_gaps,
+        spd_groups=_pair(spd, group_values),
+        eod_groups=_pair(eod, group_values),
+        spd_comparisons=spd.comparisons,
+        eod_comparisons=eod.comparisons,
     )
 
 
@@ -463,7 +310,7 @@ class GroupFairnessUnit(AuditUnit):
     positive_class : the favourable class (default 1).
     """
 
-    name = "group_fairness"
+    name = UNIT_NAME
     title = "Group fairness"
     requires = ("sensitive",)
 

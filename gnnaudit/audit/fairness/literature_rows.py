@@ -19,8 +19,8 @@ from gnnaudit.audit.fairness.group_fairness import (
 )
 from gnnaudit.audit.fairness.literature_intervals import auroc_interval, f1_interval
 from gnnaudit.audit.intervals import binomial_interval
+from gnnaudit.audit.report.thresholds import FLIP_RULE, flip_flagged
 from gnnaudit.audit.sensitivity.flip import FlipResult, counterfactual_flip
-from gnnaudit.audit.sensitivity.unit import MIN_FLIP_EFFECT, flip_flagged
 from gnnaudit.errors import WorkerLostError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -174,12 +174,20 @@ def _gap_rows(ctx: AuditContext, out: _Rows) -> None:
     out.add(
         "dsp",
         (gf.statistical_parity_difference, lo, hi),
-        "stratified percentile bootstrap",
+        _interval_name(gf.spd_comparisons),
         f"The share of audited nodes predicted class 1 differs by "
-        f"{gf.statistical_parity_difference:.1%} between the {name} groups{extra} "
-        f"({out.ci(lo, hi)}): NIFTY's delta SP, the group-fairness section's statistical parity "
-        f"difference. Flagged as there: four-fifths rule broken (ratio < {FOUR_FIFTHS}) and the "
-        "interval excluding 0.",
+        f"{gf.statistical_parity_difference:.1%} between the {name} groups{extra}: NIFTY's "
+        "delta SP, the group-fairness section's statistical parity difference. "
+        + _signed(
+            out,
+            gf,
+            "PR",
+            gf.spd_groups,
+            gf.spd_comparisons,
+            (gf.statistical_parity_difference, lo, hi),
+        )
+        + f" Flagged as there: four-fifths rule broken (ratio < {FOUR_FIFTHS}) and the "
+        "interval's lower end above 0.",
         gf.spd_flagged,
     )
     if not np.isfinite(gf.equal_opportunity_difference):
@@ -191,13 +199,58 @@ def _gap_rows(ctx: AuditContext, out: _Rows) -> None:
     out.add(
         "deo",
         (gf.equal_opportunity_difference, lo, hi),
-        "stratified percentile bootstrap",
+        _interval_name(gf.eod_comparisons),
         f"Among audited nodes of class 1, the share predicted 1 differs by "
-        f"{gf.equal_opportunity_difference:.1%} between the {name} groups{extra} "
-        f"({out.ci(lo, hi)}): NIFTY's delta EO, the group-fairness section's equal opportunity "
-        f"difference. Flagged as there: the whole interval above {EOD_THRESHOLD:.0%}.",
+        f"{gf.equal_opportunity_difference:.1%} between the {name} groups{extra}: NIFTY's "
+        "delta EO, the group-fairness section's equal opportunity difference. "
+        + _signed(
+            out,
+            gf,
+            "TPR",
+            gf.eod_groups,
+            gf.eod_comparisons,
+            (gf.equal_opportunity_difference, lo, hi),
+        )
+        + f" Flagged as there: the interval's lower end above {EOD_THRESHOLD:.0%}.",
         gf.eod_flagged,
     )
+
+
+def _interval_name(comparisons: int) -> str:
+    """The ``interval`` cell of a gap row."""
+    if comparisons > 1:
+        return f"Newcombe score, signed, Bonferroni over {comparisons} pairs"
+    return "Newcombe score, signed"
+
+
+def _signed(
+    out: _Rows,
+    gf: GroupFairness,
+    rate: str,
+    groups: tuple[Any, Any] | None,
+    comparisons: int,
+    estimate: tuple[float, float, float],
+) -> str:
+    """What the gap's interval is of, in plain words: the signed difference ``rate(hi) -
+    rate(lo)`` of ``groups`` (``estimate``: value, ci_low, ci_high), simultaneous over the
+    ``comparisons`` pairs when there are several."""
+    value, lo, hi = estimate
+    if groups is None:
+        return f"{out.ci(lo, hi)}."
+    name = gf.sensitive_name or "sensitive"
+    a, b = (g if isinstance(g, str) else f"{name}={g}" for g in groups)
+    text = (
+        f"The interval is for the signed difference {rate}({a}) - {rate}({b}) = {value:+.3f} "
+        f"({out.ci(lo, hi)}, Newcombe's score interval), so it reaches below 0 when the data "
+        "do not tell which group has the higher rate"
+    )
+    if comparisons > 1:
+        pairs = "group pairs" if gf.class_gaps is None else "group pairs of all classes"
+        text += (
+            f"; it is simultaneous over the {comparisons} {pairs} (Bonferroni), as the pair "
+            "was picked for having the largest gap"
+        )
+    return text + "."
 
 
 def _graph_flip(ctx: AuditContext) -> tuple[FlipResult, bool]:
@@ -257,8 +310,8 @@ def _cf_row(ctx: AuditContext, out: _Rows) -> None:
         f"Changing {name} for every node at once (NIFTY's counterfactual) changes the decision "
         f"of {flip.rate:.1%} of the audited nodes ({out.ci(flip.ci_low, flip.ci_high)}): "
         "NIFTY's counterfactual unfairness, the graph-scope flip rate of the sensitivity "
-        f"section. Flagged as there: the whole interval above {MIN_FLIP_EFFECT:.0%}.",
-        flip_flagged(flip.ci_low),
+        f"section. {FLIP_RULE}",
+        flip_flagged(flip.ci_low, flip.ci_high),
     )
 
 
@@ -315,8 +368,10 @@ def compute_rows(
         )
     out.notes.append(
         "Intervals: AUROC and F1 percentile bootstrap over the audited nodes; delta SP and "
-        "delta EO the group-fairness unit's stratified bootstrap; the two rates exact "
-        "(Clopper-Pearson). Definitions: NIFTY (Agarwal et al. 2021), see the module "
+        "delta EO the group-fairness unit's Newcombe score interval of the signed difference "
+        "between the highest and the lowest group (Bonferroni over the group pairs when there "
+        "are several), which can reach below 0; the two rates exact (Clopper-Pearson). "
+        "Definitions: NIFTY (Agarwal et al. 2021), see the module "
         "gnnaudit.audit.fairness.literature_unit."
     )
     return out.rows, out.explanations, out.notes

@@ -47,20 +47,25 @@ attribute counts a node when moving it to any other value (for every node) chang
 Intervals (level and resamples: the audit's ``confidence`` and ``n_boot``, seed
 ``random_state``): AUROC and F1 a percentile bootstrap over the audited nodes
 (:mod:`~gnnaudit.audit.fairness.literature_intervals`); :math:`\Delta_{SP}` and
-:math:`\Delta_{EO}` the stratified percentile bootstrap of
-:func:`~gnnaudit.audit.fairness.group_fairness.group_fairness`; the two rates (counterfactual
-unfairness, instability) the exact Clopper-Pearson interval, the project's rule for rates
-(:mod:`gnnaudit.audit.intervals`: the percentile bootstrap of a rate collapses to ``[0, 0]``
-when no decision changes).
+:math:`\Delta_{EO}` the interval of
+:func:`~gnnaudit.audit.fairness.group_fairness.group_fairness`: Newcombe's hybrid score
+interval of the **signed** difference between the group with the higher and the group with the
+lower rate (e.g. :math:`P(\hat y = 1 \mid s = 1) - P(\hat y = 1 \mid s = 0)`), simultaneous
+over all group pairs (Bonferroni) with more than two groups or classes. It can reach below 0 (a
+bootstrap of the absolute difference never does, even for a model whose groups share one true
+rate); the reported value stays NIFTY's absolute difference, the point estimate of that signed
+difference. The two rates (counterfactual unfairness, instability) the exact Clopper-Pearson
+interval, the project's rule for rates (:mod:`gnnaudit.audit.intervals`: the percentile
+bootstrap of a rate collapses to ``[0, 0]`` when no decision changes).
 
 Flags (the project's documented thresholds, never new ones): :math:`\Delta_{SP}` and
-:math:`\Delta_{EO}` as the group-fairness unit (four-fifths rule broken and the interval
-excluding 0; the whole interval above :data:`~gnnaudit.audit.fairness.group_fairness.
-EOD_THRESHOLD`), counterfactual unfairness as the flip test (the whole interval above
-:data:`~gnnaudit.audit.sensitivity.unit.MIN_FLIP_EFFECT`); AUROC, F1 and instability have no
-documented threshold and are informational. A model that predicts one class on every audited
-node gets no finding (its F1, gaps and flip rates describe a constant decision): the section
-says so and keeps the figures in its table for reference.
+:math:`\Delta_{EO}` as the group-fairness unit (four-fifths rule broken and the signed
+interval's lower end above 0; the whole signed interval above
+:data:`~gnnaudit.audit.fairness.group_fairness.EOD_THRESHOLD`), counterfactual unfairness as
+the flip test (:func:`~gnnaudit.audit.report.thresholds.flip_flagged`); AUROC, F1 and
+instability have no documented threshold and are informational. A model that predicts one
+class on every audited node gets no finding (its F1, gaps and flip rates describe a constant
+decision): the section says so and keeps the figures in its table for reference.
 """
 
 from __future__ import annotations

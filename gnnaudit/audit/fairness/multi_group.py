@@ -5,7 +5,12 @@ several sensitive features).
 Each attribute's findings carry its own name; the intersection's findings carry the names
 joined by ``" & "`` (e.g. ``"gender & region"``) and its groups are labelled
 ``"gender=1 & region=north"``. Intervals, thresholds and flags are those of
-:func:`~gnnaudit.audit.fairness.group_fairness.group_fairness`.
+:func:`~gnnaudit.audit.fairness.group_fairness.group_fairness`: each analysis reports its gaps
+with the interval of the signed difference between its highest and lowest group (Newcombe's
+score interval), simultaneous over that analysis's own group pairs (Bonferroni over
+:math:`g(g-1)/2` pairs, e.g. all pairs of the intersection's combinations), so it contains 0
+when that attribute's groups share one true rate. The adjustment is per analysis, not across
+the attributes and the intersection (each finding is read on its own, as in fairlearn).
 """
 
 from __future__ import annotations

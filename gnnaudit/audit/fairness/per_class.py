@@ -9,24 +9,33 @@ in turn playing the positive class):
     \Delta_{SP}(c) = \max_s P(\hat y = c \mid s) - \min_s P(\hat y = c \mid s), \qquad
     \Delta_{EO}(c) = \max_s P(\hat y = c \mid y = c, s) - \min_s P(\hat y = c \mid y = c, s),
 
-and the findings lead with the largest, :math:`\max_c \Delta(c)`, naming its class. Its
-interval is a stratified bootstrap of :math:`\max_c \Delta(c)` itself (every class's group
-rates resampled by the binomial shortcut, the maximum taken in each replicate), so it accounts
-for having picked the largest of ``C`` gaps. :math:`\Delta_{EO}(c)` is defined for classes with
-true members in at least two groups; classes without are left out (never NaN). Note: the
-per-class group rates are resampled independently across classes (a conservative
-simplification of the multinomial within each group).
+and the findings lead with the largest, :math:`\max_c \Delta(c)`, naming its class and the
+two groups behind it, ``hi`` (highest rate) and ``lo`` (lowest). Its interval is that of the
+**signed** difference :math:`P(\hat y = c^* \mid hi) - P(\hat y = c^* \mid lo)` (so it can
+contain 0, which an interval of a max-minus-min gap never does): Newcombe's hybrid score
+interval, simultaneous over every pair of groups of every class,
+
+.. math::
+
+    m = \sum_c \binom{g_c}{2} \quad (= C\, g(g-1)/2 \text{ for parity}), \qquad
+    \text{each pair at level } 1 - (1 - \text{confidence}) / m,
+
+(Bonferroni, :func:`~gnnaudit.audit.intervals.largest_gap_interval`), so it accounts for having
+picked the largest of the ``C`` gaps and its pair, whatever the dependence between the classes
+(the per-class rates of one group are multinomial, not independent; Bonferroni does not need
+them to be). :math:`\Delta_{EO}(c)` is defined for classes with true members in at least two
+groups (``g_c`` counts the groups with true members of ``c``); classes without are left out
+(never NaN).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from gnnaudit.audit.bootstrap import binomial_rates, finite_interval
+from gnnaudit.audit.intervals import GapInterval, largest_gap_interval
 
 __all__ = ["ClassGaps", "per_class_gaps", "CLASS_GAP_COLUMNS"]
 
@@ -43,8 +52,11 @@ class ClassGaps:
     """Per-class gaps (``table``, columns :data:`CLASS_GAP_COLUMNS`) and the largest ones.
 
     ``spd_class`` / ``eod_class``: the class of the largest gap (-1 when none is defined);
-    ``spd``, ``spd_ci``, ``eod``, ``eod_ci``: the largest gap and the bootstrap interval of the
-    maximum over classes; ``di``: the disparate-impact ratio of ``spd_class``.
+    ``spd``, ``spd_ci``, ``eod``, ``eod_ci``: the largest gap and the simultaneous Newcombe
+    interval of its signed difference (module docstring); ``di``: the disparate-impact ratio of
+    ``spd_class``; ``spd_gap`` / ``eod_gap``: the full
+    :class:`~gnnaudit.audit.intervals.GapInterval` (the group indices ``hi`` and ``lo`` behind
+    the gap, the number of comparisons).
     """
 
     table: pd.DataFrame
@@ -55,6 +67,8 @@ class ClassGaps:
     eod_class: int
     eod: float
     eod_ci: tuple[float, float]
+    spd_gap: GapInterval
+    eod_gap: GapInterval
 
 
 def _gap(rates: np.ndarray) -> np.ndarray:
@@ -73,24 +87,21 @@ def per_class_gaps(
     g: int,
     n_classes: int,
     *,
-    n_boot: int,
     confidence: float,
-    rng: np.random.Generator,
 ) -> ClassGaps:
     """The per-class gaps of ``pred`` (and ``y``) between the ``g`` groups ``code`` (module
-    docstring). Memory: ``n_boot x g`` per class."""
+    docstring). Memory: a few ``g x n_classes`` count arrays."""
     size = np.bincount(code, minlength=g)
-    # counts[s, c]: nodes of group s predicted c; loops below run over classes, never nodes
+    # counts[s, c]: nodes of group s predicted c; no loop over nodes or classes
     counts = np.bincount(code * n_classes + pred, minlength=g * n_classes).reshape(g, n_classes)
     pr = counts / size[:, None]
     spd = _gap(pr.T)
     with np.errstate(invalid="ignore", divide="ignore"):
         di = np.where(pr.max(axis=0) > 0, pr.min(axis=0) / pr.max(axis=0), np.nan)
-    spd_reps = np.stack(
-        [_gap(binomial_rates(counts[:, c], size, n_boot, rng)) for c in range(n_classes)], axis=1
-    )
+    spd_gap = largest_gap_interval(counts.T, np.broadcast_to(size, (n_classes, g)), confidence)
     eod = np.full(n_classes, np.nan)
-    eod_reps = np.full((n_boot, n_classes), np.nan)
+    true = np.zeros((g, n_classes), dtype=np.int64)
+    tp = np.zeros((g, n_classes), dtype=np.int64)
     if y is not None:
         true = np.bincount(code * n_classes + y, minlength=g * n_classes).reshape(g, n_classes)
         hit = y == pred
@@ -100,9 +111,8 @@ def per_class_gaps(
         with np.errstate(invalid="ignore", divide="ignore"):
             tpr = np.where(true > 0, tp / np.maximum(true, 1), np.nan)
         eod = _gap(tpr.T)
-        for c in np.flatnonzero(np.isfinite(eod)):
-            keep = true[:, c] > 0
-            eod_reps[:, c] = _gap(binomial_rates(tp[keep, c], true[keep, c], n_boot, rng))
+    # groups without true members of a class are left out of that class's pairs
+    eod_gap = largest_gap_interval(tp.T, true.T, confidence)
     table = pd.DataFrame(
         {
             "class": np.arange(n_classes),
@@ -111,20 +121,15 @@ def per_class_gaps(
             "equal_opportunity_difference": eod,
         }
     )
-    spd_class = int(np.argmax(spd))
-    defined = np.isfinite(eod)
-    eod_class = int(np.flatnonzero(defined)[np.argmax(eod[defined])]) if defined.any() else -1
     return ClassGaps(
         table=table,
-        spd_class=spd_class,
-        spd=float(spd[spd_class]),
-        spd_ci=finite_interval(np.nanmax(spd_reps, axis=1), confidence),
-        di=float(di[spd_class]),
-        eod_class=eod_class,
-        eod=float(eod[eod_class]) if eod_class >= 0 else math.nan,
-        eod_ci=(
-            finite_interval(np.nanmax(eod_reps[:, defined], axis=1), confidence)
-            if eod_class >= 0
-            else (math.nan, math.nan)
-        ),
+        spd_class=spd_gap.cls,
+        spd=spd_gap.difference,
+        spd_ci=spd_gap.interval,
+        di=float(di[spd_gap.cls]),
+        eod_class=eod_gap.cls,
+        eod=eod_gap.difference,
+        eod_ci=eod_gap.interval,
+        spd_gap=spd_gap,
+        eod_gap=eod_gap,
     )

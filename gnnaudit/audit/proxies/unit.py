@@ -18,8 +18,12 @@ one extra forward pass, and a cross-validated logistic probe (3 folds, balanced 
 measures how well it predicts ``S``; chance is ``1 / (number of groups)``. A plain callable has
 no such layer: the probe is skipped with a note.
 
-Finding ``proxies`` (feature ``S``): value :math:`\max_j r_j`; flagged when it reaches
-:data:`PROXY_SHARE` (a fifth of the attribute's entropy). Cost: one MI estimate per feature on
+Finding ``proxies`` (feature ``S``): value :math:`\max_j r_j`; flagged when the model *uses* a
+strong proxy: an input explaining at least :data:`PROXY_SHARE` (a fifth) of the attribute's
+entropy whose own counterfactual flip is flagged at either scope
+(:func:`~gnnaudit.audit.report.thresholds.flip_flagged`). A strong proxy the model does not
+read is a fact about the data, stated in the finding but not flagged: a model that reads
+neither the attribute nor its proxies gets no flag about the attribute. Cost: one MI estimate per feature on
 at most :data:`MAX_PROXY_NODES` seeded nodes, ``top`` features' flip passes, one forward pass.
 """
 
@@ -36,8 +40,13 @@ import torch
 from gnnaudit._validation import check_int
 from gnnaudit.audit.interventions import MAX_CATEGORIES, detect_kind, resolve_feature
 from gnnaudit.audit.report.section import Finding, ReportSection
+from gnnaudit.audit.report.thresholds import flip_flagged
 from gnnaudit.audit.sensitivity.flip import FlipOptions, sensitivity_results
-from gnnaudit.audit.sensitivity.receptive_field import resolve_num_hops
+from gnnaudit.audit.sensitivity.receptive_field import (
+    check_hops_option,
+    node_scope_skip,
+    resolve_num_hops,
+)
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
 
@@ -85,8 +94,9 @@ def rank_proxies(
 @dataclass
 class ProxyAudit(AuditResult):
     """What :class:`ProxyUnit` found: the ranking (``feature, mutual_information,
-    entropy_share`` and the top proxies' ``flip_node`` / ``flip_graph`` rates), the hidden
-    probe's balanced accuracy and chance level (NaN when skipped), notes."""
+    entropy_share`` and the top proxies' ``flip_node`` / ``flip_graph`` rates with
+    ``flagged_node`` / ``flagged_graph``, their flip flags), the hidden probe's balanced
+    accuracy and chance level (NaN when skipped), notes."""
 
     feature: str
     ranking: pd.DataFrame
@@ -110,6 +120,17 @@ class ProxyAudit(AuditResult):
             parts.append(f"{row.feature} ({row.entropy_share:.0%} of its entropy{more})")
         return f"The inputs that best predict {self.feature} are {', '.join(parts)}"
 
+    @property
+    def used_proxies(self) -> list[str]:
+        """The strong proxies (at least :data:`PROXY_SHARE` of the entropy) whose own flip is
+        flagged at either scope: inputs through which the model can reach the attribute."""
+        strong = self.ranking[self.ranking["entropy_share"] >= PROXY_SHARE]
+        used = np.zeros(len(strong), dtype=bool)
+        for scope in ("node", "graph"):
+            if f"flagged_{scope}" in strong:
+                used |= strong[f"flagged_{scope}"].to_numpy(dtype=bool)
+        return [str(f) for f in strong["feature"][used]]
+
     def findings(self) -> list[Finding]:
         if self.ranking.empty:
             return []
@@ -121,9 +142,13 @@ class ProxyAudit(AuditResult):
                 f"accuracy {self.probe_accuracy:.2f} (3-fold cross-validated probe; chance "
                 f"{self.chance:.2f}). "
             )
+        used = self.used_proxies
+        if used:
+            text += f"The model's decisions depend on {', '.join(used)} (flip flagged). "
         text += (
-            f"Flagged when one input explains at least {PROXY_SHARE:.0%} of the attribute's "
-            "entropy (mutual information)."
+            f"Flagged when an input explaining at least {PROXY_SHARE:.0%} of the attribute's "
+            "entropy (mutual information) also changes the model's decisions (its own flip "
+            "flagged): a proxy the model does not read is a fact about the data, not the model."
         )
         return [
             Finding(
@@ -131,7 +156,7 @@ class ProxyAudit(AuditResult):
                 feature=self.feature,
                 statistic="share of the attribute's entropy explained by the top input",
                 value=value,
-                flagged=value >= PROXY_SHARE,
+                flagged=bool(used),
                 explanation=text,
             )
         ]
@@ -161,18 +186,28 @@ class ProxyUnit(AuditUnit):
     top : proxies whose flip rates are measured and named (default 3).
     num_hops : the model's receptive-field radius for node-scope flips (default: inferred).
     probe : fit the hidden-representation probe (default True).
+    hops_option : the option a node-scope skip note names (a key of
+        :data:`~gnnaudit.audit.sensitivity.receptive_field.HOPS_OPTIONS`): ``"num_hops"``
+        (default, this constructor's) or ``"model_hops"`` (the audit's default units).
     """
 
     name = "proxies"
     title = "Proxies of the sensitive attribute"
     requires = ("sensitive",)
 
-    def __init__(self, top: int = 3, num_hops: int | None = None, probe: bool = True) -> None:
+    def __init__(
+        self,
+        top: int = 3,
+        num_hops: int | None = None,
+        probe: bool = True,
+        hops_option: str = "num_hops",
+    ) -> None:
         self.top = check_int("top", top, minimum=1, maximum=50)
         self.num_hops = None if num_hops is None else check_int("num_hops", num_hops, minimum=0)
         if not isinstance(probe, bool):
             raise InvalidInputError(f"probe must be True or False, got {probe!r}")
         self.probe = probe
+        self.hops_option = check_hops_option(hops_option)
 
     def run(self, ctx: AuditContext) -> ProxyAudit:
         x, names = ctx.features
@@ -207,14 +242,16 @@ class ProxyUnit(AuditUnit):
         specs = [resolve_feature(ctx.data, name) for name in top]
         for scope in ("node", "graph"):
             rates = np.full(len(ranking), np.nan)
+            flags = np.zeros(len(ranking), dtype=bool)
             hops = None
             if scope == "node":
-                try:
-                    hops = resolve_num_hops(ctx.adapter, self.num_hops)
-                except InvalidInputError as err:
-                    notes.append(f"Node-scope flips of the proxies skipped: {err}")
+                why = node_scope_skip(ctx.adapter, self.num_hops, self.hops_option, "ProxyUnit")
+                if why is not None:
+                    notes.append(f"Node-scope flips of the proxies skipped: {why}")
                     ranking[f"flip_{scope}"] = rates
+                    ranking[f"flagged_{scope}"] = flags
                     continue
+                hops = resolve_num_hops(ctx.adapter, self.num_hops)
             options = FlipOptions(
                 num_hops=hops,
                 base_logits=ctx.logits,
@@ -225,7 +262,9 @@ class ProxyUnit(AuditUnit):
                 ctx.adapter, ctx.data, specs, ctx.nodes, scope, 1, ctx.options.random_state, options
             )
             rates[: len(results)] = [r.rate for r in results]
+            flags[: len(results)] = [flip_flagged(r.ci_low, r.ci_high) for r in results]
             ranking[f"flip_{scope}"] = rates
+            ranking[f"flagged_{scope}"] = flags
         return ranking
 
     def _probe(

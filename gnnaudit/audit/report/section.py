@@ -245,7 +245,13 @@ class ReportSection:
     @classmethod
     def skipped(cls, key: str, title: str, reason: str) -> ReportSection:
         """A section that was not computed, with the reason in plain words."""
-        return cls(key=key, title=title, summary=f"Not computed: {reason}", status="skipped")
+        return cls(
+            key=key,
+            title=title,
+            summary=f"Not computed: {reason}",
+            status="skipped",
+            data={"skipped_reason": reason},
+        )
 
     def table(self, name: str) -> pd.DataFrame | None:
         """The table ``name`` of this section, or ``None`` when it has none by that name."""

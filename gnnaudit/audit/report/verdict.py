@@ -7,27 +7,34 @@ sentence states one fact and quotes the finding that establishes it; no sentence
 than its finding. For every sensitive attribute ``S`` (with ``node`` / ``graph`` the
 counterfactual-flip findings at node and graph scope, ``gap`` the flagged group-gap findings):
 
-* **degenerate model** (named first): its fairness figures carry no information, so no
-  sentence about the use of the attribute follows (only flagged gaps and contrasts);
+* **degenerate model** (named first): one rule for every sentence that follows: the figures
+  are stated as figures, and *nothing* is said about a mechanism (no "directly", "through the
+  neighbours", "not through S itself" or proxies), as a near-constant model's figures carry no
+  information about how it decides;
 * **direct use**: ``node`` flagged ("changing a node's own S alone changes its decision");
 * **use through the neighbours**: ``graph`` flagged while ``node`` is not, or both flagged and
   the graph-scope interval lies entirely above the node-scope interval (graph scope *clearly*
   above node scope); with ``graph`` flagged and node scope not computed the verdict says that
   the two mechanisms cannot be told apart;
-* **weak effect**: no flip flagged, but a flip rate above :data:`NEGLIGIBLE_FLIP` is observed
-  (and its interval excludes 0): stated as a weak use with its interval, below the documented
-  threshold. Any observed flip shows that the model reads ``S``, so proxies are never blamed
-  then;
+* **weak effect**: no flip flagged, but a flip rate above
+  :data:`~gnnaudit.audit.report.thresholds.NEGLIGIBLE_FLIP` is observed (and its interval
+  excludes 0): stated as a weak use with its interval, below the documented threshold. Any
+  observed flip shows that the model reads ``S``, so proxies are never blamed then;
 * **group gap without use of the attribute**: ``gap`` flagged, no flip flagged and every flip
-  rate at most :data:`NEGLIGIBLE_FLIP`: the model reaches the difference through other inputs
+  rate at most ``NEGLIGIBLE_FLIP``: the model reaches the difference through other inputs
   (proxies) or the groups differ in the data (with a non-zero negligible flip rate it says
   that the model reads the attribute at that rate and attributes only the rest);
 * **group gap** beside a use of ``S``: stated as a gap, without saying where it comes from;
 * **no test possible**: ``S`` is not a model input, so a direct test was impossible; the top
   proxies are named when the proxy finding exists;
-* **nothing established**: no flip, gap or contrast flagged and no weak effect: "no finding
-  shows a dependence at the documented thresholds", with the largest flip estimate;
-* a flagged evidence contrast and a flagged error verification add one sentence each.
+* **no dependence**: ``S`` is an input, both flip scopes were computed, no flip is flagged or
+  weak and no gap is flagged: "No finding shows that the decisions depend on S", with the
+  largest flip estimate; when the largest flip rate is exactly 0 the model's decisions never
+  changed with ``S`` and the verdict says so;
+* **a test that did not run** (``not_run``): one sentence each, with the option that enables
+  it (e.g. the node-scope flip test without the model's receptive field, ``model_hops``);
+* a flagged error verification adds one sentence. The evidence contrast is informational
+  (never flagged; proxies produce it too) and adds none.
 """
 
 from __future__ import annotations
@@ -35,13 +42,19 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 
-from gnnaudit.audit.report.section import Finding
+from gnnaudit.audit.report.section import Finding, ReportSection
+from gnnaudit.audit.report.thresholds import NEGLIGIBLE_FLIP
 
-__all__ = ["compose_verdict", "NEGLIGIBLE_FLIP", "clearly_above"]
+__all__ = ["compose_verdict", "NEGLIGIBLE_FLIP", "clearly_above", "not_run_sentences"]
 
-#: flip rates at or below this share of the audited decisions are negligible: a flagged group
-#: gap beside them is attributed to other inputs or the data, not to the attribute itself
-NEGLIGIBLE_FLIP = 0.01
+#: the units whose statistics the verdict rests on, by the test a reader knows them as
+_VERDICT_TESTS = {
+    "sensitivity": "the counterfactual flip test",
+    "group_fairness": "the group fairness test",
+    "proxies": "the proxy analysis",
+}
+#: skip reasons the verdict already states in its own sentences (no attribute; not an input)
+_ALREADY_SAID = ("no sensitive attribute was given", "is not one of the model's input features")
 
 _NODE = "counterfactual flip (node scope)"
 _GRAPH = "counterfactual flip (graph scope)"
@@ -164,6 +177,31 @@ def _proxy_clause(proxies: Finding) -> str:
     return first[:1].lower() + first[1:] if first else "see the proxies finding"
 
 
+def _figures_only(name: str, about: list[Finding]) -> list[str]:
+    """A degenerate model's figures about ``name``, stated as figures with no mechanism."""
+    shown = [f for f in about if f.finding in (_NODE, _GRAPH, *_GAPS)]
+    if not shown:
+        return []
+    return [
+        f"For {name} the figures are {'; '.join(_figure(f) for f in shown)}; for a degenerate "
+        "model they say nothing about how it uses the attribute."
+    ]
+
+
+def _no_dependence(name: str, flips: list[Finding]) -> str:
+    """The sentence of an attribute that no finding shows the model depends on."""
+    largest = max(flips, key=lambda f: f.value if math.isfinite(f.value) else -1.0)
+    if len(flips) == 2 and largest.value == 0:
+        return (
+            f"No dependence on {name} was found: changing it, for a node alone or for every "
+            f"node at once, changed no decision ({'; '.join(_figure(f) for f in flips)})."
+        )
+    return (
+        f"No finding shows that decisions depend on {name} at the documented thresholds; "
+        f"the largest estimated effect is {_figure(largest)}."
+    )
+
+
 def _attribute_sentences(
     name: str, about: list[Finding], is_input: bool, degenerate: bool
 ) -> list[str]:
@@ -176,7 +214,7 @@ def _attribute_sentences(
     out: list[str] = []
     if not is_input:
         text = f"{name} is not a model input, so a direct test of its use was impossible"
-        if proxies is not None:
+        if proxies is not None and not degenerate:
             text += f"; {_proxy_clause(proxies)}"
         out.append(text + ".")
     elif not flips:
@@ -184,15 +222,10 @@ def _attribute_sentences(
             f"No counterfactual flip of {name} was computed (see the sensitivity section's "
             "notes), so the audit cannot say whether the model uses it."
         )
-    if not degenerate:  # a degenerate model's flips are not meaningful (their flags cleared)
-        out += _use_sentences(name, node, graph)
+    if degenerate:  # one rule: figures only, nothing about a mechanism
+        return out + _figures_only(name, about)
+    out += _use_sentences(name, node, graph)
     out += _gap_sentences(name, gaps, flips, is_input, proxies)
-    contrast = by_name.get("evidence contrast")
-    if contrast is not None and contrast.flagged:
-        out.append(
-            f"Look-alike nodes the model decides differently differ in {name} more often than "
-            f"look-alikes it decides alike ({_figure(contrast)})."
-        )
     rank = [f for f in about if f.finding.startswith("sensitivity rank") and f.flagged]
     if rank:
         out.append(
@@ -202,14 +235,29 @@ def _attribute_sentences(
     established = any(f.flagged for f in about if f.finding != _PROXIES) or any(
         _weak(f) for f in flips
     )
-    if not established and not degenerate and flips:
-        largest = max(flips, key=lambda f: f.value if math.isfinite(f.value) else -1.0)
-        out.append(
-            f"No finding shows that decisions depend on {name} at the documented thresholds; "
-            f"the largest estimated effect is {_figure(largest)}."
-        )
-    elif not established and not degenerate and is_input is False and not gaps:
+    if not established and flips:
+        out.append(_no_dependence(name, flips))
+    elif not established and is_input is False and not gaps:
         out.append(f"No group gap of {name} crosses its documented threshold.")
+    return out
+
+
+def not_run_sentences(sections: Sequence[ReportSection]) -> list[str]:
+    """One sentence per test of the verdict that the audit could not run, with its reason and
+    the option that enables it: a skipped flip, group-fairness or proxy section, and each flip
+    scope the sensitivity section skipped (``data["skipped_scopes"]``). Reasons the verdict
+    states anyway (no sensitive attribute; the attribute is not a model input) are left out."""
+    out: list[str] = []
+    for section in sections:
+        test = _VERDICT_TESTS.get(section.key)
+        if test is None:
+            continue
+        reason = section.data.get("skipped_reason") if section.status == "skipped" else None
+        if reason and not any(said in reason for said in _ALREADY_SAID):
+            out.append(f"{test[:1].upper()}{test[1:]} did not run: {reason}.")
+        for scope, why in (section.data.get("skipped_scopes") or {}).items():
+            why = str(why).removeprefix(f"{scope.capitalize()} scope skipped: ")
+            out.append(f"The {scope}-scope flip test did not run: {why}")
     return out
 
 
@@ -219,13 +267,15 @@ def compose_verdict(
     sensitive_name: str | Sequence[str] | None,
     degenerate_reason: str | None = None,
     not_inputs: Collection[str] = (),
+    not_run: Sequence[str] = (),
 ) -> str:
     """The verdict for ``findings`` (see the module docstring).
 
     ``sensitive_name``: the sensitive attribute's name, or the names of several (each gets its
     own sentences; intersectional group findings name their feature ``"A & B"`` and get the
     group-gap sentence). ``not_inputs``: the attributes that are not model inputs (no direct
-    test possible); the others are inputs.
+    test possible); the others are inputs. ``not_run``: one sentence per test the audit could
+    not run, each naming the option that enables it; they close the verdict.
     """
     parts: list[str] = []
     if degenerate_reason is not None:
@@ -259,4 +309,5 @@ def compose_verdict(
             "The model errs more often on its most similar differently-decided pairs "
             f"({_figure(errors[0])}); the evidence pairs section lists them."
         )
+    parts += [t if t.endswith(".") else t + "." for t in not_run]
     return " ".join(parts)

@@ -40,6 +40,7 @@ import torch
 
 from gnnaudit._validation import MAX_NUM_HOPS, check_edge_index, check_int
 from gnnaudit.audit.bootstrap import as_generator
+from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops.ks_halo import edge_chunks
 from gnnaudit.graph_ops.segments import expand_ranges
@@ -49,6 +50,10 @@ __all__ = [
     "BatchPlan",
     "infer_num_hops",
     "resolve_num_hops",
+    "receptive_field_unknown",
+    "node_scope_skip",
+    "check_hops_option",
+    "HOPS_OPTIONS",
     "hop_adjacency",
     "l_hop_conflicts",
     "l_hop_ball",
@@ -87,6 +92,53 @@ def infer_num_hops(model: Any) -> int | None:
             else:
                 hops += 1
     return hops if found else None
+
+
+def receptive_field_unknown(model: Any, predict_fn: Any = None) -> str | None:
+    """Why the receptive field of ``model`` cannot be inferred (see :func:`infer_num_hops`), in
+    words, or None when it can. ``model`` may be a
+    :class:`~gnnaudit.audit.model_adapter.ModelAdapter`; with a ``predict_fn`` (given or the
+    adapter's) the function is what runs, so nothing is inferred."""
+    if isinstance(model, ModelAdapter):
+        predict_fn = model.predict_fn if predict_fn is None else predict_fn
+        model = model.model
+    if predict_fn is not None:
+        return "a predict_fn was given"
+    if infer_num_hops(model) is None:
+        return f"{type(model).__name__} has no torch_geometric MessagePassing submodule"
+    return None
+
+
+#: how a skip note tells the reader to give the model's receptive field, by the option that
+#: sets it: the unit's own ``num_hops`` for a unit built by hand, ``model_hops=L`` for the
+#: default units of ``run_audit`` / ``audit_model``
+HOPS_OPTIONS = {"num_hops": "{unit}(num_hops=L)", "model_hops": "model_hops=L"}
+
+
+def check_hops_option(hops_option: Any) -> str:
+    """``hops_option`` if it is a key of :data:`HOPS_OPTIONS`, else an error naming them."""
+    if hops_option not in HOPS_OPTIONS:
+        raise InvalidInputError(
+            f"hops_option must be one of {sorted(HOPS_OPTIONS)}, got {hops_option!r}"
+        )
+    return str(hops_option)
+
+
+def node_scope_skip(adapter: Any, num_hops: int | None, hops_option: str, unit: str) -> str | None:
+    """Why a node-scope flip test of the audit unit ``unit`` cannot run, ending with the option
+    that enables it (:data:`HOPS_OPTIONS`), or None when it can (``num_hops`` given, or
+    inferable)."""
+    if num_hops is not None:
+        return None
+    why = receptive_field_unknown(adapter)
+    if why is None:
+        return None
+    option = HOPS_OPTIONS[hops_option].format(unit=unit)
+    return (
+        f"the model's receptive field cannot be inferred ({why}); pass {option} (the number of "
+        "message-passing hops of the model; 0 for a model that does not pass messages) to run "
+        "the node-scope test."
+    )
 
 
 def resolve_num_hops(adapter: Any, num_hops: Any) -> int:

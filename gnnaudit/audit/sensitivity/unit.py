@@ -8,10 +8,17 @@ and *whether it matters more than the other inputs*.
 
 Findings and their thresholds (documented constants):
 
-* ``counterfactual flip (<scope> scope)``: the flip rate with its exact binomial interval; flagged
-  when the **whole interval lies above** :data:`MIN_FLIP_EFFECT` (5% of the audited decisions
-  change), a stated minimum effect rather than "different from zero", which any large sample
-  would reach for a negligible dependence.
+* ``counterfactual flip (<scope> scope)``: the flip rate with its exact binomial interval;
+  flagged (a dependence) when the interval **excludes the negligible level**
+  :data:`~gnnaudit.audit.report.thresholds.NEGLIGIBLE_FLIP` (its lower end above 1% of the
+  audited decisions) **and reaches the material level**
+  :data:`~gnnaudit.audit.report.thresholds.MIN_FLIP_EFFECT` (its upper end at or above 5%):
+  the model reads the attribute for more than a negligible share of its decisions, and a share
+  of 5% or more is consistent with the data. A true flip rate of 5% is flagged whatever the sample size (its
+  interval covers 5%); a true 3% on a large sample is not (its interval ends below 5%: a *weak*
+  use, stated as such by the verdict); a large sample never flags a negligible rate (the lower
+  end stays below 1%). A model that never reads the attribute flips no decision: its rate is
+  exactly 0 and never flagged.
 * ``sensitivity rank (<scope> scope)``: the attribute's rank among all features by flip rate;
   flagged when it ranks first *and* its flip effect is flagged.
 
@@ -33,13 +40,18 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 import torch
 
 from gnnaudit._validation import check_int
 from gnnaudit.audit.interventions import resolve_feature, resolve_features
 from gnnaudit.audit.report.section import Figure, Finding, ReportSection
+from gnnaudit.audit.report.thresholds import (
+    FLIP_RULE,
+    MIN_FLIP_EFFECT,
+    NEGLIGIBLE_FLIP,
+    flip_flagged,
+)
 from gnnaudit.audit.sensitivity.flip import (
     MAX_NODES,
     SCOPES,
@@ -48,7 +60,12 @@ from gnnaudit.audit.sensitivity.flip import (
     sensitivity_results,
     sensitivity_table,
 )
-from gnnaudit.audit.sensitivity.receptive_field import resolve_num_hops
+from gnnaudit.audit.sensitivity.receptive_field import (
+    check_hops_option,
+    node_scope_skip,
+    receptive_field_unknown,
+    resolve_num_hops,
+)
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
 
@@ -59,16 +76,17 @@ __all__ = [
     "SensitivityUnit",
     "SensitivityAudit",
     "MIN_FLIP_EFFECT",
+    "NEGLIGIBLE_FLIP",
+    "FLIP_RULE",
     "MAX_RANK_VALUES",
     "LARGE_GRAPH_NODES",
     "LARGE_GRAPH_MAX_NODES",
     "flip_flagged",
+    "receptive_field_unknown",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: smallest flip rate the audit calls a dependence: flagged when the interval's lower end is above
-MIN_FLIP_EFFECT = 0.05
 #: most counterfactual values (summed over features) the default ranking intervenes on
 MAX_RANK_VALUES = 64
 #: above this many graph nodes the default unit (large-graph mode, stated in the report) skips
@@ -80,9 +98,27 @@ LARGE_GRAPH_NODES = 50_000
 LARGE_GRAPH_MAX_NODES = 500
 
 
-def flip_flagged(ci_low: float) -> bool:
-    """The flag rule of a flip rate: its interval lies entirely above :data:`MIN_FLIP_EFFECT`."""
-    return bool(np.isfinite(ci_low) and ci_low > MIN_FLIP_EFFECT)
+def _flip_finding(feature: str, scope: str, flip: FlipResult) -> Finding:
+    """The ``counterfactual flip (<scope> scope)`` finding of ``feature``."""
+    sample = (
+        f" (a seeded sample of {flip.n_nodes} of {flip.n_audited} audited nodes)"
+        if flip.sampled
+        else ""
+    )
+    return Finding(
+        finding=f"counterfactual flip ({scope} scope)",
+        feature=feature,
+        statistic="flip rate",
+        value=flip.rate,
+        ci_low=flip.ci_low,
+        ci_high=flip.ci_high,
+        flagged=flip_flagged(flip.ci_low, flip.ci_high),
+        explanation=(
+            f"Changing {feature} ({_SCOPE_WORDS[scope]}) changes the model's decision for "
+            f"{flip.rate:.1%} of the audited nodes{sample} ({flip.confidence:.0%} CI "
+            f"{flip.ci_low:.1%} to {flip.ci_high:.1%}). {FLIP_RULE}"
+        ),
+    )
 
 
 _SCOPE_WORDS = {
@@ -103,12 +139,19 @@ class SensitivityAudit(AuditResult):
     rankings : scope -> ranking table of every feature (columns of
         :data:`~gnnaudit.audit.sensitivity.flip.SENSITIVITY_COLUMNS`); empty when skipped.
     notes : why a scope or a ranking was skipped, sampling notes.
+    skipped : scope -> why it was skipped and the option that enables it (one sentence, also in
+        ``notes``); in the report section's ``data["skipped_scopes"]``.
+    others : the further sensitive attributes that are model inputs (``sensitive=[...]``):
+        name -> scope -> :class:`FlipResult`, from the same passes; each gets its own flip
+        findings.
     """
 
     feature: str
     flips: dict[str, FlipResult]
     rankings: dict[str, pd.DataFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    others: dict[str, dict[str, FlipResult]] = field(default_factory=dict)
 
     def rank_of(self, scope: str) -> int | None:
         """The sensitive attribute's rank at ``scope`` (1 = largest flip rate), None if unranked."""
@@ -135,30 +178,8 @@ class SensitivityAudit(AuditResult):
     def findings(self) -> list[Finding]:
         out: list[Finding] = []
         for scope, flip in self.flips.items():
-            level = f"{flip.confidence:.0%}"
-            flagged = flip_flagged(flip.ci_low)
-            sample = (
-                f" (a seeded sample of {flip.n_nodes} of {flip.n_audited} audited nodes)"
-                if flip.sampled
-                else ""
-            )
-            out.append(
-                Finding(
-                    finding=f"counterfactual flip ({scope} scope)",
-                    feature=self.feature,
-                    statistic="flip rate",
-                    value=flip.rate,
-                    ci_low=flip.ci_low,
-                    ci_high=flip.ci_high,
-                    flagged=flagged,
-                    explanation=(
-                        f"Changing {self.feature} ({_SCOPE_WORDS[scope]}) changes the model's "
-                        f"decision for {flip.rate:.1%} of the audited nodes{sample} ({level} CI "
-                        f"{flip.ci_low:.1%} to {flip.ci_high:.1%}). Flagged when the whole "
-                        f"interval lies above {MIN_FLIP_EFFECT:.0%}."
-                    ),
-                )
-            )
+            flagged = flip_flagged(flip.ci_low, flip.ci_high)
+            out.append(_flip_finding(self.feature, scope, flip))
             rank = self.rank_of(scope)
             if rank is not None:
                 n_feat = len(self.rankings[scope])
@@ -182,6 +203,8 @@ class SensitivityAudit(AuditResult):
                         ),
                     )
                 )
+        for name, scopes in self.others.items():
+            out += [_flip_finding(name, scope, flip) for scope, flip in scopes.items()]
         return out
 
     def report_section(self) -> ReportSection:
@@ -195,6 +218,7 @@ class SensitivityAudit(AuditResult):
                 summary=summary,
                 notes=list(self.notes),
                 status="skipped",
+                data={"feature": self.feature, "skipped_scopes": dict(self.skipped)},
             )
         parts = [
             f"{scope} scope {flip.rate:.1%} ({flip.ci_low:.1%} to {flip.ci_high:.1%})"
@@ -204,12 +228,13 @@ class SensitivityAudit(AuditResult):
             verdict = (
                 f"The model's decisions depend on {self.feature}: at "
                 f"{' and '.join(f.finding.split('(')[1].rstrip(')') for f in flagged)} more than "
-                f"{MIN_FLIP_EFFECT:.0%} of them change when it changes."
+                f"{NEGLIGIBLE_FLIP:.0%} of them change when it changes, and a share of "
+                f"{MIN_FLIP_EFFECT:.0%} or more is consistent with the data."
             )
         else:
             verdict = (
-                f"No scope shows a dependence above {MIN_FLIP_EFFECT:.0%} of the decisions at this "
-                "confidence."
+                f"No scope shows a dependence at the documented threshold ({FLIP_RULE[:-1]}) at "
+                "this confidence."
             )
         tables: dict[str, pd.DataFrame] = {"flip_by_group": self.to_frame()}
         figures: list[Figure] = []
@@ -240,14 +265,14 @@ class SensitivityAudit(AuditResult):
                 "Binary features are flipped, categorical ones moved to every other value (a node "
                 "counts when any value changes its decision), continuous ones swapped to the "
                 "opposite quantile. Intervals: exact binomial (Clopper-Pearson) over audited nodes, so "
-                "no flip observed still gives an upper bound of about 3.7/n. Threshold: the "
-                f"interval's lower end above {MIN_FLIP_EFFECT:.0%}.",
+                f"no flip observed still gives an upper bound of about 3.7/n. {FLIP_RULE}",
                 *self.notes,
             ],
             data={
                 "feature": self.feature,
                 **{f"flip_rate_{s}": f.rate for s, f in self.flips.items()},
                 **{f"rank_{s}": self.rank_of(s) for s in self.flips},
+                "skipped_scopes": dict(self.skipped),
             },
         )
 
@@ -261,7 +286,8 @@ class SensitivityUnit(AuditUnit):
     rank : rank the attribute among all features (within ``max_rank_values``); None (default):
         rank unless the graph has more than :data:`LARGE_GRAPH_NODES` nodes (then a note).
     num_hops : the model's receptive-field radius for node scope (default: inferred from its
-        ``MessagePassing`` layers; node scope is skipped with a note when it cannot be).
+        ``MessagePassing`` layers; node scope is skipped with a note when it cannot be, recorded
+        in :attr:`SensitivityAudit.skipped`).
     max_nodes : node-scope sample size (see :func:`counterfactual_flip`); None (default):
         :data:`~gnnaudit.audit.sensitivity.flip.MAX_NODES`, or :data:`LARGE_GRAPH_MAX_NODES` above
         :data:`LARGE_GRAPH_NODES` graph nodes.
@@ -269,6 +295,9 @@ class SensitivityUnit(AuditUnit):
     n_boot : bootstrap resamples of the intervals (None: the audit's ``n_boot``).
     client : a ``dask.distributed.Client`` running the ranking's per-feature passes on its
         workers (the :class:`~gnnaudit.audit.sensitivity.options.FlipOptions` ``client``).
+    hops_option : the option the node-scope skip note tells the reader to pass (a key of
+        :data:`~gnnaudit.audit.sensitivity.receptive_field.HOPS_OPTIONS`): ``"num_hops"`` (default, this constructor's) or ``"model_hops"``
+        (set by ``run_audit`` on its default units, whose option it is).
     """
 
     name = "sensitivity"
@@ -285,6 +314,7 @@ class SensitivityUnit(AuditUnit):
         max_rank_values: int = MAX_RANK_VALUES,
         n_boot: int | None = None,
         client: Any = None,
+        hops_option: str = "num_hops",
     ) -> None:
         scopes = tuple(scopes)
         if not scopes or any(s not in SCOPES for s in scopes):
@@ -298,19 +328,27 @@ class SensitivityUnit(AuditUnit):
         self.max_rank_values = check_int("max_rank_values", max_rank_values, minimum=1)
         self.n_boot = None if n_boot is None else check_int("n_boot", n_boot, minimum=1)
         self.client = client
+        self.hops_option = check_hops_option(hops_option)
+
+    def _node_scope_skip(self, ctx: AuditContext) -> str | None:
+        """The note of a skipped node scope (the receptive field is neither given nor
+        inferable), or None when node scope can run."""
+        why = node_scope_skip(ctx.adapter, self.num_hops, self.hops_option, type(self).__name__)
+        return None if why is None else f"Node scope skipped: {why}"
 
     def run(self, ctx: AuditContext) -> SensitivityAudit:
         data = ctx.data
         column = ctx.sensitive_column
         assert column is not None  # guaranteed by requires
         spec = resolve_feature(data, int(column))
-        notes: list[str] = [a.note for a in ctx.attributes[:1] if a.note]
-        if len(ctx.attributes) > 1:
-            notes.append(
-                f"The flip tests cover the first sensitive attribute ({spec.name}); call "
-                "counterfactual_flip(model, data, feature) for the others."
-            )
-        specs = [spec]
+        notes: list[str] = [a.note for a in ctx.attributes if a.note]
+        # the further sensitive attributes that are inputs get their flips from the same passes
+        extra = [
+            resolve_feature(data, int(a.column))
+            for a in ctx.attributes[1:]
+            if a.column is not None and a.column != column
+        ]
+        specs = [spec, *extra]
         large = ctx.num_nodes > LARGE_GRAPH_NODES
         rank = self.rank if self.rank is not None else not large
         max_nodes = self.max_nodes
@@ -328,7 +366,7 @@ class SensitivityUnit(AuditUnit):
             n_values = sum(_n_values(s, data) for s in others)
             if n_values <= self.max_rank_values:
                 names = {s.name for s in others}
-                specs = others if spec.name in names else [spec, *others]
+                specs = others + [s for s in specs if s.name not in names]
             else:
                 notes.append(
                     f"Ranking among features skipped: the {len(others)} features have {n_values} "
@@ -337,14 +375,17 @@ class SensitivityUnit(AuditUnit):
                 )
         flips: dict[str, FlipResult] = {}
         rankings: dict[str, pd.DataFrame] = {}
+        skipped: dict[str, str] = {}
+        extra_flips: dict[str, dict[str, FlipResult]] = {s.name: {} for s in extra}
         for scope in self.scopes:
             hops = None
             if scope == "node":
-                try:
-                    hops = resolve_num_hops(ctx.adapter, self.num_hops)
-                except InvalidInputError as err:
-                    notes.append(f"Node scope skipped: {err}")
+                skip = self._node_scope_skip(ctx)
+                if skip is not None:
+                    notes.append(skip)
+                    skipped[scope] = skip
                     continue
+                hops = resolve_num_hops(ctx.adapter, self.num_hops)
             options = FlipOptions(
                 num_hops=hops,
                 max_nodes=max_nodes,
@@ -367,14 +408,23 @@ class SensitivityUnit(AuditUnit):
             )
             own = next(r for r in results if r.feature == spec.name)
             flips[scope] = own
-            if len(results) > 1:
+            for s in extra:
+                extra_flips[s.name][scope] = next(r for r in results if r.feature == s.name)
+            if len(results) > len(extra) + 1 or (len(results) > 1 and not extra):
                 rankings[scope] = sensitivity_table(results)
             if own.sampled:
                 notes.append(
                     f"{scope.capitalize()} scope audited a seeded sample of {own.n_nodes} of "
                     f"{own.n_audited} nodes; the interval covers the sampling."
                 )
-        return SensitivityAudit(feature=spec.name, flips=flips, rankings=rankings, notes=notes)
+        return SensitivityAudit(
+            feature=spec.name,
+            flips=flips,
+            rankings=rankings,
+            notes=notes,
+            skipped=skipped,
+            others=extra_flips,
+        )
 
 
 def _n_values(spec: Any, data: Any) -> int:
