@@ -92,6 +92,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+
 def _node_ids(mask: Any, n: int) -> np.ndarray:
     m = mask.detach().cpu().numpy() if hasattr(mask, "detach") else np.asarray(mask)
     if m.dtype == bool:
