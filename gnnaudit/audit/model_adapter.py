@@ -123,6 +123,10 @@ class ModelAdapter:
             key: value.to(self.device) if isinstance(value, torch.Tensor) else value
             for key, value in dict(forward_kwargs or {}).items()
         }
+        #: calls of the model through :meth:`logits`, and the node rows they evaluated (the
+        #: audit's counted work: :func:`~gnnaudit.audit.unit.run_units` records them per stage)
+        self.calls = 0
+        self.rows = 0
 
     @classmethod
     def wrap(cls, model: Any, **kwargs: Any) -> ModelAdapter:
@@ -174,6 +178,8 @@ class ModelAdapter:
         shape, NaN) is an :class:`~gnnaudit.errors.InvalidInputError`.
         """
         n = int(x.shape[0])
+        self.calls += 1
+        self.rows += n
         x_dev = x.to(self.device)
         ei_dev = edge_index.to(self.device)
         with self.eval_mode(), torch.no_grad():

@@ -10,7 +10,11 @@ options every unit shares (seed, bootstrap size, ``k``, search backend) live in
 
 :func:`run_units` runs a list of units in order: it fetches the evidences once at the largest
 size any unit asked for, skips a unit whose inputs are missing with a section that says why, and
-times every unit (the timings go to the report's run information, never to its findings).
+times every unit and counts its work: the model calls it made through the audit's
+:class:`~gnnaudit.audit.model_adapter.ModelAdapter` and the node rows they evaluated, in units
+of whole-graph passes (the timings and counts go to the report's run information,
+``run_info["seconds"]``, ``["model_calls"]`` and ``["model_passes"]``, never to its findings;
+with a Dask client the workers' passes are counted in ``run_info["distributed"]`` instead).
 ``run_audit`` / ``audit_model`` are thin wrappers choosing the list.
 """
 
@@ -89,6 +93,24 @@ class UnitsOutcome:
     findings: list[Finding] = field(default_factory=list)
     results: dict[str, AuditResult] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    #: stage -> ``{"model_calls": calls, "passes": rows / nodes}``: the model calls each stage
+    #: made through the audit's adapter and the rows they evaluated in whole-graph passes
+    work: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+class _StageWork:
+    """Counts the model calls and rows of one stage from the adapter's counters."""
+
+    def __init__(self, ctx: AuditContext) -> None:
+        self.adapter = ctx.adapter
+        self.nodes = max(1, int(ctx.num_nodes))
+        self.calls, self.rows = self.adapter.calls, self.adapter.rows
+
+    def done(self) -> dict[str, float]:
+        return {
+            "model_calls": self.adapter.calls - self.calls,
+            "passes": round((self.adapter.rows - self.rows) / self.nodes, 3),
+        }
 
 
 def run_units(
@@ -113,14 +135,20 @@ def run_units(
         raise InvalidInputError(f"units must have distinct names; repeated: {duplicates}")
 
     outcome = UnitsOutcome()
+    start, work = time.perf_counter(), _StageWork(ctx)
+    work.calls = work.rows = 0  # the factual pass (and any before this call) counts here
+    _ = ctx.logits
+    outcome.seconds["predictions"] = time.perf_counter() - start
+    outcome.work["predictions"] = work.done()
     runnable = [u for u in units if _why_not(ctx, u) is None]
     needs = [u.evidence_needed(ctx) for u in runnable]
     local_k = max((n[0] for n in needs), default=0)
     global_k = max((n[1] for n in needs), default=0)
     if (local_k or global_k) and ctx.missing(("evidence",)) is None:
-        start = time.perf_counter()
+        start, work = time.perf_counter(), _StageWork(ctx)
         ctx.prefetch(local_k=local_k, global_k=global_k)
         outcome.seconds["evidence_search"] = time.perf_counter() - start
+        outcome.work["evidence_search"] = work.done()
 
     show = ctx.options.progress if progress is None else progress
     bar = tqdm(units, desc="audit", disable=not show, leave=False)
@@ -131,7 +159,7 @@ def run_units(
             logger.info("audit unit %s skipped: %s", unit.name, reason)
             outcome.sections.append(ReportSection.skipped(unit.name, unit.title, reason))
             continue
-        start = time.perf_counter()
+        start, work = time.perf_counter(), _StageWork(ctx)
         try:
             result = unit.run(ctx)
         except UnitSkipped as skip:
@@ -139,6 +167,7 @@ def run_units(
             outcome.sections.append(ReportSection.skipped(unit.name, unit.title, str(skip)))
             continue
         outcome.seconds[unit.name] = time.perf_counter() - start
+        outcome.work[unit.name] = work.done()
         outcome.results[unit.name] = result
         ctx.results[unit.name] = result
         section = result.report_section()

@@ -332,6 +332,8 @@ def _report(
     }
     run_info: dict[str, Any] = {
         "seconds": {key: round(v, 3) for key, v in outcome.seconds.items()},
+        "model_calls": {key: w["model_calls"] for key, w in outcome.work.items()},
+        "model_passes": {key: w["passes"] for key, w in outcome.work.items()},
         "versions": _versions(),
         "threads": threads.as_dict(),
     }
