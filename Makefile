@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(BIN)/gnnaudit audit --dataset synthetic --out $(OUT) --force
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
