@@ -294,3 +294,22 @@ def test_two_attributes_each_get_their_own_sentences(data):
             *[t for t in gender_tail if "errs" in t],
         ],
     )
+
+
+def test_a_gap_without_any_strong_proxy_says_so(data):
+    """Labels read from income only, income shifted by gender a little: the gap sentence names no
+    input as a strong proxy when none explains a fifth of gender's entropy."""
+    shifted = make_graph(income_gap=0.9)
+    shifted.x[:, POSTCODE] = torch.from_numpy(np.random.default_rng(5).integers(0, 2, N)).float()
+    verdict, flagged, values = audit(Scorer(NULL_W, NULL_V), shifted, "gender")
+    assert values[("proxies", "gender")] < 0.2
+    assert {f for f in flagged if f[1] == "gender"} == {("statistical parity", "gender")}
+    assert_sentences(
+        verdict,
+        [
+            GAP_SENTENCE.replace("the inputs that best predict gender are {}", "")
+            + r"no input is a strong proxy of gender \(none explains 20% of its entropy\); "
+            r"the closest are income",
+            *tail(flagged, values)[1:],
+        ],
+    )

@@ -118,6 +118,11 @@ class ProxyAudit(AuditResult):
             ]
             more = f"; {', '.join(flips)}" if flips else ""
             parts.append(f"{row.feature} ({row.entropy_share:.0%} of its entropy{more})")
+        if float(self.ranking["entropy_share"].iloc[0]) < PROXY_SHARE:
+            return (
+                f"No input is a strong proxy of {self.feature} (none explains "
+                f"{PROXY_SHARE:.0%} of its entropy); the closest are {', '.join(parts)}"
+            )
         return f"The inputs that best predict {self.feature} are {', '.join(parts)}"
 
     @property
