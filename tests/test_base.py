@@ -348,6 +348,37 @@ def test_no_function_over_the_length_limit():
     assert not found
 
 
+def _private_imports(path: Path) -> list[str]:
+    """``module.name`` of every private name (one leading underscore) ``path`` imports from
+    another gnnaudit module (a private module itself, ``from gnnaudit.audit import _moved``,
+    is allowed: it is imported whole, not reached into)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gnnaudit"):
+            module = str(node.module)
+            for alias in node.names:
+                name = alias.name
+                whole = (PACKAGE / Path(*module.split(".")[1:], f"{name}.py")).exists()
+                if name.startswith("_") and not name.startswith("__") and not whole:
+                    found.append(f"{module}.{name}")
+    return found
+
+
+def test_private_import_finder_sees_one(tmp_path):
+    planted = tmp_path / "m.py"
+    planted.write_text("from gnnaudit.clustering.tree_search import _hidden\n")
+    assert _private_imports(planted) == ["gnnaudit.clustering.tree_search._hidden"]
+
+
+def test_no_private_name_is_imported_across_modules():
+    found = {
+        str(path.relative_to(PACKAGE)): names
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (names := _private_imports(path))
+    }
+    assert not found
+
+
 #: audit subpackage -> the parts of gnnaudit.audit it may import ("core" = the modules beside
 #: gnnaudit/audit/__init__.py); only gnnaudit/audit/__init__.py imports everything
 AUDIT_LAYERS = {

@@ -323,7 +323,7 @@ def test_without_child_processes_the_searches_run_in_process(monkeypatch, solver
     """Inside a daemonic process (a Dask worker) no child can be forked."""
     import gnnaudit.clustering.tree_search as ts
 
-    monkeypatch.setattr(ts, "_can_fork", lambda: False)
+    monkeypatch.setattr(ts, "can_fork", lambda: False)
     X, y = blobs(1, 21)
     ml, cl = generate_constraints(y, 0.4, random_state=2)
     kw = dict(depth=2, epsilon=0.0, time_limit=20.0)

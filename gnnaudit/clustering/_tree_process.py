@@ -12,16 +12,18 @@ from typing import Any
 
 import numpy as np
 
+__all__ = ["remaining", "expired", "with_timer", "can_fork", "forked", "unpack_model"]
 
-def _remaining(deadline: float | None) -> float | None:
+
+def remaining(deadline: float | None) -> float | None:
     return None if deadline is None else deadline - time.perf_counter()
 
 
-def _expired(deadline: float | None) -> bool:
+def expired(deadline: float | None) -> bool:
     return deadline is not None and time.perf_counter() >= deadline
 
 
-def _with_timer(deadline: float | None, interrupt: Any) -> threading.Timer | None:
+def with_timer(deadline: float | None, interrupt: Any) -> threading.Timer | None:
     if deadline is None:
         return None
     timer = threading.Timer(max(0.0, deadline - time.perf_counter()), interrupt)
@@ -30,13 +32,13 @@ def _with_timer(deadline: float | None, interrupt: Any) -> threading.Timer | Non
     return timer
 
 
-def _can_fork() -> bool:
+def can_fork() -> bool:
     """A child process is possible (not inside a daemonic process, e.g. a Dask worker)."""
     return "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
 
 
 @contextlib.contextmanager
-def _forked(target: Callable[..., None], *args: Any) -> Iterator[Any]:
+def forked(target: Callable[..., None], *args: Any) -> Iterator[Any]:
     """Run ``target(*args, conn)`` in a forked child; yield the reading end of its pipe. On
     exit the child is killed if still running and reaped."""
     ctx = mp.get_context("fork")
@@ -53,6 +55,6 @@ def _forked(target: Callable[..., None], *args: Any) -> Iterator[Any]:
         parent.close()
 
 
-def _unpack_model(packed: bytes, n_vars: int) -> np.ndarray:
+def unpack_model(packed: bytes, n_vars: int) -> np.ndarray:
     """Truth values sent by a child as packed bits (index 0 unused)."""
     return np.unpackbits(np.frombuffer(packed, dtype=np.uint8))[: n_vars + 1].astype(bool)

@@ -36,12 +36,12 @@ from typing import Any
 import numpy as np
 
 from gnnaudit.clustering._tree_process import (
-    _can_fork,
-    _expired,
-    _forked,
-    _remaining,
-    _unpack_model,
-    _with_timer,
+    can_fork,
+    expired,
+    forked,
+    remaining,
+    unpack_model,
+    with_timer,
 )
 from gnnaudit.clustering.tree_encoding import TreeEncoding
 
@@ -100,13 +100,13 @@ class _Anytime:
             self.oracle.set_phases([int(v) for v in np.r_[enc.sel_ml, enc.sel_cl]])
         self.best: np.ndarray | None = None
         self.best_cost: int | None = None
-        self.timer = _with_timer(deadline, self.oracle.interrupt)
+        self.timer = with_timer(deadline, self.oracle.interrupt)
 
     def probe(self, assumptions: list[int]) -> bool | None:
         """Solve under ``assumptions`` until the model satisfies the lazy pool: ``True`` (the
         model is in ``self.last``), ``False`` (unsatisfiable) or ``None`` (interrupted)."""
         while True:
-            if _expired(self.deadline):
+            if expired(self.deadline):
                 return None
             res = self.oracle.solve_limited(
                 assumptions=assumptions, expect_interrupt=self.deadline is not None
@@ -131,7 +131,7 @@ class _Anytime:
             self.timer.cancel()
         self.oracle.clear_interrupt()
         self.deadline = deadline
-        self.timer = _with_timer(deadline, self.oracle.interrupt)
+        self.timer = with_timer(deadline, self.oracle.interrupt)
 
     def warm_start(self, until: float | None, max_rounds: int = 50) -> bool | None:
         """Soft constraints: look for a model that keeps as many of them as possible before
@@ -304,7 +304,7 @@ def _rc2_in_process(
     """RC2 in this process, interrupted by a timer (where no child process can be started):
     RC2 finishes the core it is processing after the interrupt, so it may overrun a little."""
     rc2 = _rc2(enc, sat_solver, lambda cost: report("bound", cost))
-    timer = _with_timer(deadline, rc2.interrupt)
+    timer = with_timer(deadline, rc2.interrupt)
     status, lower = "feasible", enc.lower_bound
     try:
         while True:
@@ -343,7 +343,7 @@ def solve_rc2(
     try:
         res = None
         if enc.weighted:  # up to half the time for a model that keeps most constraints
-            left = _remaining(deadline)
+            left = remaining(deadline)
             until = None if left is None else time.perf_counter() + 0.5 * left
             res = run.warm_start(until)
         if not res:
@@ -359,7 +359,7 @@ def solve_rc2(
         return SolveResult(status, best, best_cost, time.perf_counter() - t0, lower, "rc2")
     if best_cost is not None and best_cost <= lower:
         return SolveResult("optimal", best, best_cost, time.perf_counter() - t0, lower, "rc2")
-    if not _can_fork():
+    if not can_fork():
         return _rc2_in_process(enc, deadline, sat_solver, best, best_cost, t0, report)
     status, best, best_cost, lower = _follow_rc2_child(enc, deadline, sat_solver, best, best_cost)
     if status == "infeasible" and best is not None:  # cannot happen: the SAT call found one
@@ -379,9 +379,9 @@ def _follow_rc2_child(
     """Run RC2 in a forked child until the deadline, keeping its better models and bounds:
     ``(status, best values, best cost, lower bound)``."""
     status, lower = "feasible", enc.lower_bound
-    with _forked(_rc2_child, enc, sat_solver) as parent:
+    with forked(_rc2_child, enc, sat_solver) as parent:
         while True:
-            left = _remaining(deadline)
+            left = remaining(deadline)
             if left is not None and left <= 0:
                 break
             try:
@@ -395,7 +395,7 @@ def _follow_rc2_child(
             elif msg[0] == "model":
                 enc.lazy_added = max(enc.lazy_added, int(msg[3]))
                 if best_cost is None or msg[2] <= best_cost:
-                    best, best_cost = _unpack_model(msg[1], enc.n_vars), int(msg[2])
+                    best, best_cost = unpack_model(msg[1], enc.n_vars), int(msg[2])
             elif msg[0] == "done":
                 status = msg[1]
                 if status == "optimal":
@@ -425,14 +425,14 @@ def _stoppable(search: Search, name: str) -> Search:
     def run(
         enc: TreeEncoding, deadline: float | None, sat_solver: str, report: Report = _silent
     ) -> SolveResult:
-        if deadline is None or not _can_fork():
+        if deadline is None or not can_fork():
             return search(enc, deadline, sat_solver, report)
         t0 = time.perf_counter()
         best: np.ndarray | None = None
         best_cost: int | None = None
         lower = enc.lower_bound
         result: SolveResult | None = None
-        with _forked(_search_child, search, enc, deadline, sat_solver) as parent:
+        with forked(_search_child, search, enc, deadline, sat_solver) as parent:
             while True:
                 left = deadline + _GRACE - time.perf_counter()
                 if left <= 0 or not parent.poll(left):
@@ -442,7 +442,7 @@ def _stoppable(search: Search, name: str) -> Search:
                 except EOFError:  # the child died
                     break
                 if msg[0] == "model":
-                    best, best_cost = _unpack_model(msg[1], enc.n_vars), int(msg[2])
+                    best, best_cost = unpack_model(msg[1], enc.n_vars), int(msg[2])
                     enc.lazy_added = max(enc.lazy_added, int(msg[3]))
                 elif msg[0] == "bound":
                     lower = max(lower, int(msg[1]))
