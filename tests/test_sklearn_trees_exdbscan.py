@@ -195,10 +195,21 @@ def test_an_expired_search_returns_the_greedy_tree_with_what_it_breaks(iris, mon
     X, y = iris
     monkeypatch.setitem(tf.SOLVERS, "auto", _unknown_search)
     ml, cl = generate_constraints(y, 1.0, random_state=0)
-    m = TreeClustering(3, depth=2, tree=tree, time_limit=30.0).fit(X, must_link=ml, cannot_link=cl)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = TreeClustering(3, depth=2, tree=tree, time_limit=30.0).fit(
+            X, must_link=ml, cannot_link=cl
+        )
     assert m.labels_ is not None and m.solver_used_ == "greedy"
     broken = {(int(a), int(b)) for a, b in ml if m.labels_[a] != m.labels_[b]}
     broken |= {(int(a), int(b)) for a, b in cl if m.labels_[a] == m.labels_[b]}
+    soft = [w for w in caught if "feasible_soft" in str(w.message)]
+    # a tree that breaks hard constraints is announced as a UserWarning naming the count
+    assert len(soft) == (1 if broken else 0)
+    if broken:
+        assert soft[0].category is UserWarning and f"breaks {len(broken)} constraint" in str(
+            soft[0].message
+        )
     got = m.violated_constraints_
     assert set(zip(got["i"].tolist(), got["j"].tolist(), strict=True)) == broken
     assert m.status_ == ("feasible_soft" if broken else "feasible")

@@ -269,7 +269,8 @@ def test_min_clusters_allows_fewer_clusters():
 def test_depth_too_small_for_constraints_is_infeasible():
     X = np.arange(8, dtype=float)[:, None]
     ml, cl = [(0, 2)], [(0, 1)]  # 0 and 2 together, 1 in between apart: needs two splits
-    m = TreeClustering(2, depth=1).fit(X, must_link=ml, cannot_link=cl)
+    with pytest.warns(UserWarning, match=r"no clustering exists \(status_='infeasible'"):
+        m = TreeClustering(2, depth=1).fit(X, must_link=ml, cannot_link=cl)
     assert m.status_ == "infeasible" and m.labels_ is None and m.tree_ is None
     with pytest.raises(InfeasibleError, match="infeasible"):
         m.predict(X)

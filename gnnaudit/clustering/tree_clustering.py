@@ -45,7 +45,7 @@ from gnnaudit.clustering._estimator_input import (
     validate_predict_input,
 )
 from gnnaudit.clustering.tree_diagnosis import Infeasibility, diagnose_constraints
-from gnnaudit.clustering.tree_fit import TreeFitSteps
+from gnnaudit.clustering.tree_fit import TreeFitSteps, warn_infeasible
 from gnnaudit.clustering.tree_inputs import UNIT, constraint_graph, soft_constraints
 from gnnaudit.clustering.tree_model import ClusteringTree, scale_features
 from gnnaudit.clustering.tree_warm import greedy_tree
@@ -368,7 +368,7 @@ class TreeClustering(TreeFitSteps, DenseInputTagsMixin, ClusterMixin, BaseEstima
             err = InfeasibleError(f"contradictory constraints: {why.message}")
             err.infeasibility = why  # type: ignore[attr-defined]
             raise err
-        logger.info("TreeClustering: %s", why.message)  # status_ and infeasibility_ say it
+        warn_infeasible(why)
         self.status_ = "infeasible"
         self.fit_time_ = time.perf_counter() - t_start
         return True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +32,7 @@ from gnnaudit.clustering.tree_warm import GreedyTree, warm_values
 from gnnaudit.graph_ops.constraints import ConstraintGraph
 from gnnaudit.graph_ops.distance_classes import DistanceClasses, distance_classes
 
-__all__ = ["TreeFitSteps"]
+__all__ = ["TreeFitSteps", "warn_infeasible"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,18 @@ def _no_pairs(classes: Any) -> SmartPairs:
     """No objective pair clauses (the feasibility model of the depth diagnosis)."""
     e2, e1 = np.zeros((0, 2), np.int64), np.zeros(0, np.int64)
     return SmartPairs(e2, e2, e2, e1, e2, e1, None, None)
+
+
+def warn_infeasible(why: Any) -> None:
+    """A ``UserWarning`` for a fit that proved no clustering exists (``status_ ==
+    "infeasible"``, ``labels_`` None): the diagnosis' message with its remedies, so the first
+    sign is not a ``None``."""
+    warnings.warn(
+        f"TreeClustering: no clustering exists (status_='infeasible', labels_ is None): "
+        f"{why.message} (details in infeasibility_)",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 def _fits(deadline: float | None, seconds: float) -> bool:
@@ -191,7 +204,7 @@ class TreeFitSteps:
                     f"no clustering into at most {enc.x.shape[1] + 1} clusters honours the "
                     "constraints",
                 )  # fmt: skip
-            logger.info("TreeClustering: %s", why.message)  # status_ and infeasibility_ say it
+            warn_infeasible(why)
             self.status_, self.infeasibility_ = "infeasible", why
             self.fit_time_ = time.perf_counter() - t_start
             return None
@@ -253,11 +266,14 @@ class TreeFitSteps:
         else:
             self.max_diameter_, self.min_split_ = diameter_and_split(Xs, warm.labels)
         if self.status_ == "feasible_soft":
-            logger.warning(
-                "TreeClustering: no tree honouring every constraint was found within the time "
-                "limit; returning the greedy tree, which breaks %d constraint pair(s) "
-                "(status_='feasible_soft', see violated_constraints_)", warm.broken,
-            )  # fmt: skip
+            warnings.warn(
+                f"TreeClustering: no tree honouring every hard constraint was found within the "
+                f"time limit; returning the greedy tree, which breaks {warm.broken} constraint "
+                "pair(s) (status_='feasible_soft', see violated_constraints_); raise time_limit "
+                "or make the constraints soft (constraint_weight=...)",
+                UserWarning,
+                stacklevel=4,
+            )
         self.fit_time_ = time.perf_counter() - t_start
 
     def _fit_single_cluster(self, Xs: np.ndarray, t_start: float) -> None:
