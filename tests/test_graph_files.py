@@ -151,7 +151,7 @@ BAD_FOLDERS = [
     # (nodes.csv, edges.csv, kwargs, message fragment)
     ("", "source,target\n", {}, "nodes.csv' is empty"),
     ("id,a\n", "source,target\n", {}, "at least 1 data row"),
-    ("a,b\n1,2\n", "source,target\n", {}, "id_column: 'id' is not a column .*'a', 'b'"),
+    ("a,b\n1,2\n", "source,target\n", {}, r"id_column: .* no node-id column .*'a', 'b'"),
     ("id,a\n1,0\n2,1\n", "", {}, "edges.csv' is empty"),
     (
         "id,a\n1,0\n2,1\n",

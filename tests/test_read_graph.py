@@ -77,8 +77,8 @@ def test_csv_folder_through_load_graph_equals_dataframes(tmp_path):
     options = {k: v for k, v in OPTIONS.items() if k in ("label", "sensitive")}
     assert torch.equal(from_folder.x, expected.x)
     assert from_folder.feature_names == expected.feature_names
-    with pytest.raises(InvalidInputError, match="id_column: 'id' is not a column"):
-        load_graph(tmp_path, **options)  # load_graph keeps the default column names
+    with pytest.raises(InvalidInputError, match="id_column: .* has no node-id column"):
+        load_graph(tmp_path, **options)  # no id_column: a column named id or node_id
     files = read_graph(tmp_path / "nodes.csv", tmp_path / "edges.csv", **OPTIONS)
     assert torch.equal(files.y, expected.y)
 

@@ -1,13 +1,21 @@
-"""``audit`` options for a user's own node / edge tables and the preprocessing of the model.
+"""``audit`` / ``train`` options for a user's own node / edge tables and the preprocessing of
+the model.
 
 * :func:`add_table_arguments`: ``--id-column``, ``--source-column``, ``--target-column``,
-  ``--ignore``, ``--split-column``, ``--ordinal``, ``--undirected`` (read by
-  :func:`gnnaudit.datasets.read_graph`), and ``--transform``, ``--standardize``,
-  ``--expected-accuracy``.
+  ``--ignore``, ``--split-column``, ``--ordinal``, ``--categorical``, ``--max-categories``,
+  ``--undirected`` (read by :func:`gnnaudit.datasets.read_graph`, which also finds the id,
+  label and split columns by their names: :mod:`gnnaudit.datasets.column_roles`), and
+  ``--transform``, ``--standardize``, ``--expected-accuracy`` (``audit`` only).
+  :func:`add_graph_arguments` adds ``--graph``, ``--label``, ``--sensitive`` and those
+  (``train``). ``--ignore``, ``--ordinal`` and ``--categorical`` take several names, repeated
+  or comma-separated.
 * :func:`check_table_header`: the named columns exist in the CSV headers, checked before
   torch is imported (a typo fails at once, exit 2).
 * :func:`load_args_graph`, :func:`preprocess`, :func:`check_expected_accuracy`: the steps of
-  ``audit`` that use them.
+  ``audit`` that use them. :func:`preprocess` ends with :func:`check_checkpoint_inputs`: a
+  ``--checkpoint`` whose model takes other inputs than the graph gives is refused naming the
+  extra and missing input columns (``gnnaudit train`` stores the column names in the
+  checkpoint, under :data:`CHECKPOINT_INPUTS`), or the graph's inputs and the expected count.
 
 **Far below the expected accuracy** (``--expected-accuracy A``): the accuracy ``p`` measured on
 the ``n`` labelled test nodes (all labelled nodes without a test mask) is more than
@@ -25,11 +33,17 @@ import math
 import os
 from typing import Any
 
-from gnnaudit.cli.options import FloatRange
+from gnnaudit.cli.options import FloatRange, count_type
 
 __all__ = [
     "ACCURACY_MARGIN",
+    "CHECKPOINT_INPUTS",
+    "CHECKPOINT_ROLES",
+    "ColumnNames",
+    "add_graph_arguments",
     "add_table_arguments",
+    "check_checkpoint_inputs",
+    "input_mismatch",
     "check_table_header",
     "load_args_graph",
     "preprocess",
@@ -54,39 +68,121 @@ FLAGS = {
     "split_column": "--split-column",
     "mask_column": "--mask-column",
     "ordinal": "--ordinal",
+    "categorical": "--categorical",
+    "max_categories": "--max-categories",
     "undirected": "--undirected",
 }
-_TABLE_ONLY = ("id_column", "source_column", "target_column", "ignore", "split_column", "ordinal")
+_TABLE_ONLY = (
+    "id_column",
+    "source_column",
+    "target_column",
+    "ignore",
+    "split_column",
+    "ordinal",
+    "categorical",
+    "max_categories",
+)
+#: top-level checkpoint key of the input column names (written by ``gnnaudit train``)
+CHECKPOINT_INPUTS = "feature_names"
+#: top-level checkpoint key of the table's column roles (written by ``gnnaudit train``)
+CHECKPOINT_ROLES = "column_roles"
 
 
-def add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the table and preprocessing options to the ``audit`` parser."""
+class ColumnNames(argparse.Action):
+    """``--ignore a b --ignore c,d``: every name given, repeated or comma-separated, in order."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        """Add the names of ``values`` to the list of ``dest``."""
+        names = list(getattr(namespace, self.dest, None) or [])
+        for value in values if isinstance(values, list) else [values]:
+            names.extend(part.strip() for part in str(value).split(",") if part.strip())
+        setattr(namespace, self.dest, names)
+
+
+def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--graph``, ``--label``, ``--sensitive`` and the table options (``train``; ``audit``
+    adds its own ``--graph`` group)."""
+    own = parser.add_argument_group("your graph (instead of --dataset)")
+    own.add_argument(
+        "--graph",
+        default=None,
+        help="a folder with nodes.csv and edges.csv (or the .parquet pair), a .pt file or an "
+        ".npz of arrays",
+    )
+    own.add_argument(
+        "--label",
+        default=None,
+        help="label column of nodes (default: the one column named y, label, target or class, "
+        "any case); text labels are coded by sorted value, the names kept",
+    )
+    own.add_argument(
+        "--sensitive",
+        default=None,
+        help="the sensitive column (a text one is coded as one column, as audit codes it: give "
+        "the same --sensitive to both)",
+    )
+    add_table_arguments(parser, expected_accuracy=False)
+
+
+def _add_names(group: argparse._ArgumentGroup, flag: str, text: str) -> None:
+    """A flag taking column names, repeated or comma-separated (:class:`ColumnNames`)."""
+    group.add_argument(flag, nargs="+", action=ColumnNames, default=None, metavar="COL", help=text)
+
+
+def add_table_arguments(parser: argparse.ArgumentParser, *, expected_accuracy: bool = True) -> None:
+    """Add the table and preprocessing options to the ``audit`` (or ``train``) parser."""
     tables = parser.add_argument_group(
         "your node / edge tables (--graph FOLDER with nodes.csv and edges.csv, or the .parquet "
-        "pair)"
+        "pair); columns named id / node_id, y / label / target / class and split / set / fold "
+        "(any case) are the id, the label and the split unless these flags say otherwise"
     )
-    tables.add_argument("--id-column", default=None, help="node-id column of nodes (default id)")
+    tables.add_argument(
+        "--id-column",
+        default=None,
+        help="node-id column of nodes (default: the one column named id or node_id)",
+    )
     tables.add_argument(
         "--source-column", default=None, help="edge source column, node ids (default source)"
     )
     tables.add_argument(
         "--target-column", default=None, help="edge target column, node ids (default target)"
     )
-    tables.add_argument(
-        "--ignore", nargs="+", default=None, metavar="COL", help="columns that are not features"
+    _add_names(
+        tables,
+        "--ignore",
+        "columns that are neither features nor the id, label or split (repeat the flag or "
+        "separate names by commas)",
     )
     tables.add_argument(
         "--split-column",
         default=None,
-        help="column of train / val / test values (any case) giving the split",
+        help="column of train / val / test values (any case; validation, valid, dev = val) "
+        "giving the split (default: the one column named split, set or fold holding them)",
+    )
+    _add_names(
+        tables,
+        "--ordinal",
+        "text columns coded 0..m-1 (sorted values) instead of the default rule: a text column "
+        "with 2 values becomes one 0/1 column, with more one-hot columns 'col=value'",
+    )
+    _add_names(
+        tables,
+        "--categorical",
+        "text columns one-hot encoded even with more than --max-categories values",
     )
     tables.add_argument(
-        "--ordinal",
-        nargs="+",
+        "--max-categories",
+        type=count_type(1),
         default=None,
-        metavar="COL",
-        help="text columns coded 0..m-1 (sorted values) instead of the default rule: a text "
-        "column with 2 values becomes one 0/1 column, with more one-hot columns 'col=value'",
+        metavar="M",
+        help="most one-hot columns an undeclared text column may become (default 50); a column "
+        "with more values is refused, naming it",
     )
     tables.add_argument("--undirected", action="store_true", help="add the reverse of every edge")
     prep = parser.add_argument_group("preprocessing the model was trained with")
@@ -105,6 +201,8 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
         "scale_ (optionally feature_names_in_), e.g. np.savez('scaler.npz', mean_=s.mean_, "
         "scale_=s.scale_); a pickled scaler is never loaded",
     )
+    if not expected_accuracy:
+        return
     prep.add_argument(
         "--expected-accuracy",
         type=FloatRange(0.0, 1.0),
@@ -149,13 +247,14 @@ def check_table_header(args: argparse.Namespace) -> None:
         return
     checks = {
         "nodes.csv": {
-            "id_column": args.id_column or "id",
-            "label": args.label,
-            "sensitive": args.sensitive,
+            "id_column": args.id_column,
+            "label": getattr(args, "label", None),
+            "sensitive": getattr(args, "sensitive", None),
             "split_column": args.split_column,
-            "mask_column": args.mask_column,
+            "mask_column": getattr(args, "mask_column", None),
             "ignore": args.ignore,
             "ordinal": args.ordinal,
+            "categorical": args.categorical,
         },
         "edges.csv": {
             "source_column": args.source_column or "source",
@@ -188,7 +287,7 @@ def load_args_graph(args: argparse.Namespace) -> Any:
             args.graph,
             label=args.label,
             sensitive=args.sensitive,
-            mask_column=args.mask_column,
+            mask_column=getattr(args, "mask_column", None),
             undirected=args.undirected,
             flags=FLAGS,
             **options,
@@ -199,7 +298,7 @@ def load_args_graph(args: argparse.Namespace) -> Any:
         args.graph,
         label=args.label,
         sensitive=args.sensitive,
-        mask_column=args.mask_column,
+        mask_column=getattr(args, "mask_column", None),
         undirected=args.undirected,
         name="--graph",
         mask_name="--mask-column",
@@ -224,7 +323,77 @@ def preprocess(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, str]
             transform = transform()
         data = apply_transform(data, transform)
         applied["transform"] = args.transform
+    check_checkpoint_inputs(args, data)
     return data, applied
+
+
+def input_mismatch(
+    expected: Any, width: Any, names: list[str], have: int, ignore: str = "--ignore"
+) -> str | None:
+    """Why a model trained on input columns ``expected`` (names, or ``None``) / ``width``
+    inputs does not fit a graph whose inputs are ``names`` (``have`` of them; ``names`` empty
+    when unknown), or ``None`` when it fits."""
+    from gnnaudit.datasets.columns import name_list
+
+    if isinstance(expected, list | tuple) and names and all(isinstance(n, str) for n in expected):
+        extra = [n for n in names if n not in expected]
+        missing = [n for n in expected if n not in names]
+        if extra or missing:
+            parts = [
+                f"the model was trained on {len(expected)} input columns, the graph gives {have}"
+            ]
+            if extra:
+                parts.append(
+                    f"not inputs of the model: {name_list(extra)} (leave them out with "
+                    f"{ignore} {' '.join(extra)}; is one the label or the split? name it "
+                    "with --label / --split-column)"
+                )
+            if missing:
+                parts.append(f"missing from the graph: {name_list(missing)}")
+            return "; ".join(parts)
+        if list(expected) != names:
+            return (
+                f"the graph gives the model's {have} input columns in another order: "
+                f"{name_list(names)}, trained on {name_list(expected)}; reorder the columns of "
+                "the node table"
+            )
+        return None
+    if isinstance(width, int) and not isinstance(width, bool) and width != have:
+        shown = f": {name_list(names)}" if names else ""
+        return (
+            f"the model takes {width} inputs but the graph gives {have}{shown} (the checkpoint "
+            f"holds no input column names; leave extra columns out with {ignore}, name the "
+            "label with --label and the split with --split-column)"
+        )
+    return None
+
+
+def check_checkpoint_inputs(args: argparse.Namespace, data: Any) -> None:
+    """A ``--checkpoint`` whose inputs do not fit ``data`` is refused naming the columns
+    (:func:`input_mismatch`); a checkpoint that cannot be read is left to the model loader,
+    which names the problem."""
+    path = getattr(args, "checkpoint", None)
+    x = getattr(data, "x", None)
+    if path is None or x is None:
+        return
+    from gnnaudit.errors import InvalidInputError
+    from gnnaudit.safe_io import safe_torch_load
+
+    try:
+        ckpt = safe_torch_load(path, name="--checkpoint", map_location="cpu")
+    except InvalidInputError:
+        return
+    if not isinstance(ckpt, dict):
+        return
+    hparams = ckpt.get("hyper_parameters")
+    width = hparams.get("in_channels") if isinstance(hparams, dict) else None
+    have = int(x.size(1))
+    names = [str(n) for n in (getattr(data, "feature_names", None) or [])]
+    if len(names) != have:  # a --transform changed the inputs: their names are unknown
+        names = []
+    problem = input_mismatch(ckpt.get(CHECKPOINT_INPUTS), width, names, have)
+    if problem is not None:
+        raise InvalidInputError(f"--checkpoint {path}: {problem}")
 
 
 def far_below(accuracy: float, n: int, expected: float) -> tuple[bool, float]:

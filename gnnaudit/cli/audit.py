@@ -94,8 +94,9 @@ def _add_graph_arguments(p: argparse.ArgumentParser) -> None:
     own.add_argument(
         "--label",
         default=None,
-        help="label column of nodes (default y when present); text labels are coded by sorted "
-        "value, the names kept",
+        help="label column of nodes (default: the one column named y, label, target or class, "
+        "any case; two such columns are refused); text labels are coded by sorted value, the "
+        "names kept",
     )
     own.add_argument(
         "--mask-column",

@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     """
     parser = OneLineParser(
         prog="gnnaudit",
+        allow_abbrev=False,  # flags in full: --label is never taken for --label-number
         description="Audit GNN node classifiers and explain density-based clusterings. "
         "Conventions: --out is a file or a folder as each command's --help says, is checked "
         "before any work starts, written atomically and replaced only with --force; "

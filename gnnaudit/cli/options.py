@@ -10,6 +10,8 @@
   terminal).
 * ``-v/--verbose``, ``--debug`` and ``--threads N`` are accepted before and after the
   subcommand.
+* Flags are spelled in full: abbreviations (``--lab`` for ``--label``) are refused
+  (``allow_abbrev=False`` on every parser, :class:`OneLineParser`).
 
 Old spellings (``tree-cluster --output``, ``fairden --k`` / ``--min-pts``, ``audit
 --lightning-checkpoint``) keep working until 0.3.0 with a one-line :class:`FutureWarning` on
@@ -52,8 +54,13 @@ class OneLineParser(argparse.ArgumentParser):
     ``gnnaudit train: error: argument --k: ... (see gnnaudit train --help)``.
 
     (argparse's default prints the whole usage first.) Subparsers made by ``add_parser``
-    inherit the class.
+    inherit the class, and with it ``allow_abbrev=False``: a flag must be spelled in full, so
+    ``--label`` is never read as a prefix of ``--label-number`` (nor ``--lab`` as either).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:  # type: ignore[override]
         """Print ``message`` as one line naming the command, then exit with status 2."""

@@ -1,8 +1,17 @@
 """``gnnaudit train``: train a GNN node classifier and write its metrics and checkpoint.
 
-Writes ``<out>/metrics.json`` (configuration, dataset size, train / val / test accuracy and
-loss, majority rate, timings) and ``<out>/model.ckpt`` (a Lightning checkpoint that
-:func:`gnnaudit.training.load_node_classifier` reopens safely), and prints a metrics table.
+The graph is a built-in data set (``--dataset``) or yours (``--graph FOLDER`` of node / edge
+tables, or a ``.pt`` / ``.npz`` file), read with the same table flags as ``gnnaudit audit``
+(``--id-column``, ``--label``, ``--split-column``, ``--ignore``, ``--sensitive``,
+``--transform`` ...; :mod:`gnnaudit.cli._tables`). A graph without split masks is split as
+``--split stratified`` splits the data sets (50/25/25 per class, ``--split-seed`` or
+``--seed``).
+
+Writes ``<out>/metrics.json`` (configuration, dataset size, input columns and their roles,
+train / val / test accuracy and loss, majority rate, timings) and ``<out>/model.ckpt`` (a
+Lightning checkpoint that :func:`gnnaudit.training.load_node_classifier` reopens safely; it
+also holds the input column names, so ``gnnaudit audit --checkpoint`` names the columns of a
+graph that does not fit), and prints a metrics table.
 ``--out`` is checked before training starts; the files are written into a private temporary
 folder that replaces ``--out`` only when everything succeeded (``--force`` replaces a folder
 that already holds files).
@@ -11,8 +20,11 @@ that already holds files).
 from __future__ import annotations
 
 import argparse
+import logging
+from typing import Any
 
 from gnnaudit.cli._datasets import add_dataset_arguments
+from gnnaudit.cli._tables import add_graph_arguments
 from gnnaudit.cli.options import (
     BACKBONES,
     FloatRange,
@@ -25,6 +37,7 @@ from gnnaudit.cli.options import (
 )
 
 MODELS = BACKBONES
+logger = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
 
     add_dataset_arguments(p)
+    add_graph_arguments(p)
     model = p.add_argument_group("model")
     model.add_argument("--model", default="gcn", choices=MODELS, help="GNN backbone (default gcn)")
     model.add_argument(
@@ -107,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     planned = ("metrics.json", "model.ckpt")
     check_output_dir("--out", args.out, force=args.force, planned=planned)
+    from gnnaudit.cli._tables import check_table_header
+
+    check_table_header(args)  # before torch: a misspelt column fails at once
     with atomic_output_dir(
         args.out, force=args.force, name="--out", producer="train", planned=planned
     ) as out_dir:
@@ -123,11 +140,10 @@ def _train_into(args: argparse.Namespace, out_dir: str, start: float) -> float:
 
     import pandas as pd
 
-    from gnnaudit.cli._datasets import dataset_from_args
     from gnnaudit.cli.options import progress_enabled
     from gnnaudit.training import train_node_classifier
 
-    data = dataset_from_args(args)
+    data, name, preprocessing = _training_data(args)
     ckpt = os.path.join(out_dir, "model.ckpt")
     module, metrics = train_node_classifier(
         data,
@@ -145,6 +161,7 @@ def _train_into(args: argparse.Namespace, out_dir: str, start: float) -> float:
         progress=progress_enabled(args),
         verbose=bool(getattr(args, "verbose", False)),
     )
+    _stamp_inputs(ckpt, data)
     wall = time.perf_counter() - start
 
     table = pd.DataFrame(
@@ -156,7 +173,7 @@ def _train_into(args: argparse.Namespace, out_dir: str, start: float) -> float:
         index=pd.Index(["train", "val", "test"], name="split"),
     )
     print(
-        f"{args.dataset}: {data.num_nodes} nodes, {data.edge_index.size(1) // 2} undirected "
+        f"{name}: {data.num_nodes} nodes, {data.edge_index.size(1) // 2} undirected "
         f"edges, {data.x.size(1)} features | {args.model}, {metrics['epochs_run']} epochs, "
         f"best epoch {metrics['best_epoch']}, seed {args.seed}"
     )
@@ -164,7 +181,11 @@ def _train_into(args: argparse.Namespace, out_dir: str, start: float) -> float:
     print(f"majority rate (test): {metrics['majority_rate']:.4f}")
 
     report = {
-        "dataset": args.dataset,
+        "dataset": name,
+        "graph": args.graph,
+        "preprocessing": preprocessing,
+        "feature_names": [str(f) for f in getattr(data, "feature_names", None) or []],
+        "column_roles": getattr(data, "column_roles", None),
         "model": dict(module.hparams),
         "seed": args.seed,
         "epochs": args.epochs,
@@ -179,3 +200,61 @@ def _train_into(args: argparse.Namespace, out_dir: str, start: float) -> float:
     with open(os.path.join(out_dir, "metrics.json"), "w", encoding="utf-8") as fh:
         json.dump(report, fh, indent=2)
     return wall
+
+
+def _training_data(args: argparse.Namespace) -> tuple[Any, str, dict[str, str]]:
+    """The graph to train on, its name and the preprocessing applied: ``--graph`` (with the
+    table flags, ``--standardize`` and ``--transform``) or ``--dataset``."""
+    from gnnaudit.errors import InvalidInputError
+
+    if args.graph is None:
+        for flag in ("label", "sensitive", "standardize", "transform"):
+            if getattr(args, flag) is not None:
+                raise InvalidInputError(f"--{flag} needs --graph (your own graph)")
+        from gnnaudit.cli._datasets import dataset_from_args
+
+        return dataset_from_args(args), args.dataset, {}
+    from gnnaudit.cli._tables import load_args_graph, preprocess
+
+    data, applied = preprocess(args, load_args_graph(args))
+    if getattr(data, "y", None) is None:
+        raise InvalidInputError(
+            f"--graph {args.graph}: training needs a label; name the label column with --label "
+            "(the default is the one column named y, label, target or class)"
+        )
+    stages = ("train", "val", "test")
+    present = [s for s in stages if getattr(data, f"{s}_mask", None) is not None]
+    if present and len(present) < len(stages):
+        absent = [s for s in stages if s not in present]
+        raise InvalidInputError(
+            f"--graph {args.graph}: the split gives {', '.join(present)} nodes but no "
+            f"{', '.join(absent)} nodes; training needs all three (or no split: then a "
+            "stratified 50/25/25 split is drawn)"
+        )
+    if not present:
+        from gnnaudit.datasets import attach_masks
+
+        seed = args.split_seed if args.split_seed is not None else args.seed
+        logger.info("%s: no split column; stratified 50/25/25 split (seed %d)", args.graph, seed)
+        data = attach_masks(data, seed=seed)
+    return data, str(args.graph), applied
+
+
+def _stamp_inputs(path: str, data: Any) -> None:
+    """Add the input column names (and the table's column roles) to the checkpoint, so an
+    audit on another table names the columns that differ."""
+    names = getattr(data, "feature_names", None)
+    if not names or len(names) != int(data.x.size(1)):
+        return
+    import torch
+
+    from gnnaudit.cli._tables import CHECKPOINT_INPUTS, CHECKPOINT_ROLES
+    from gnnaudit.safe_io import atomic_file, safe_torch_load
+
+    ckpt = safe_torch_load(path, name="checkpoint")
+    ckpt[CHECKPOINT_INPUTS] = [str(n) for n in names]
+    roles = getattr(data, "column_roles", None)
+    if isinstance(roles, dict):
+        ckpt[CHECKPOINT_ROLES] = {str(k): str(v) for k, v in roles.items()}
+    with atomic_file(path, name="checkpoint", force=True) as tmp:
+        torch.save(ckpt, tmp)

@@ -25,7 +25,10 @@ does, or pass ``undirected=True``. A folder is read by :func:`gnnaudit.datasets.
 (``nodes.parquet`` / ``edges.parquet`` too): there other column names (``id_column``,
 ``source_column``, ``target_column``), a split column and ignored columns can be named, and
 text feature, label and sensitive columns are encoded by the rule of
-:mod:`gnnaudit.datasets.table_encoding`.
+:mod:`gnnaudit.datasets.table_encoding`. In a folder the id, label and split columns are also
+found by their names (``id`` / ``node_id``; ``y`` / ``label`` / ``target`` / ``class``;
+``split`` / ``set`` / ``fold``, any case), never used as features:
+:mod:`gnnaudit.datasets.column_roles`.
 
 **(c) ``graph.npz``** - ``numpy.savez`` of the arrays of (a): read with
 ``allow_pickle=False``, so ``feature_names`` / ``node_ids`` must be fixed-width string arrays
@@ -39,7 +42,8 @@ required; optional are ``y`` (n,), ``train_mask`` / ``val_mask`` / ``test_mask``
 
 Rules, the same for every format
 --------------------------------
-* **label**: the column named by ``label``, by default ``y`` when present. Whole numbers
+* **label**: the column named by ``label``, by default ``y`` when present (a folder: the one
+  column named ``y``, ``label``, ``target`` or ``class``); ``label=False``: no label. Whole numbers
   ``>= 0`` (the class ids of the model's logits), no blanks. No label: ``data.y`` is absent.
 * **split columns**: ``train_mask``, ``val_mask``, ``test_mask`` and ``mask`` are recognised by
   name; ``mask_column`` names another column to use as ``data.mask`` (the nodes to audit; it
@@ -72,7 +76,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -81,6 +85,7 @@ from torch_geometric.data import Data
 
 from gnnaudit._aliases import renamed_keywords
 from gnnaudit._validation import check_edge_index
+from gnnaudit.datasets.column_roles import DEFAULT_MAX_CATEGORIES
 from gnnaudit.datasets.columns import name_list
 from gnnaudit.datasets.graph_read import find_tables, read_graph
 from gnnaudit.datasets.graph_table import NodeTable, assemble
@@ -221,32 +226,70 @@ def _read_npz(path: Path, name: str) -> NodeTable:
     return _table_from_arrays(f"{name}: {str(path)!r}", load_npz(name, path))
 
 
-def _check_names(argument: str, value: Any) -> str | None:
+def _check_names(argument: str, value: Any, *, allow_false: bool = False) -> Any:
+    if value is False and allow_false:
+        return value
     if value is not None and not isinstance(value, str):
-        raise InvalidInputError(f"{argument} must be a column name, got {value!r}")
+        also = " or False (no label)" if allow_false else ""
+        raise InvalidInputError(f"{argument} must be a column name{also}, got {value!r}")
     return value
 
 
+def _read_file(p: Path, name: str) -> NodeTable:
+    """The node table of a ``.pt`` or ``.npz`` file (anything else is refused)."""
+    suffix = p.suffix.lower()
+    if suffix == ".pt":
+        return _read_pt(p, name)
+    if suffix == ".npz":
+        return _read_npz(p, name)
+    if not p.exists():
+        raise InvalidInputError(f"{name}: {str(p)!r} does not exist")
+    raise InvalidInputError(
+        f"{name}: {str(p)!r} is not a graph file; expected a .pt or .npz file or a folder "
+        "holding nodes.csv and edges.csv"
+    )
+
+
+def _check_table_only(p: Path, name: str, options: dict[str, Any]) -> None:
+    """Options of a folder of tables given with a ``.pt`` / ``.npz`` file are refused."""
+    defaults = {"max_categories": DEFAULT_MAX_CATEGORIES}
+    given = [k for k, v in options.items() if v != defaults.get(k) and v not in (None, (), [])]
+    if given:
+        raise InvalidInputError(
+            f"{given[0]}={options[given[0]]!r} applies to a folder of node / edge tables; "
+            f"{name}: {str(p)!r} is a file"
+        )
+
+
 @renamed_keywords(aliases={"sensitive_features": "sensitive"})
-def load_graph(
+def load_graph(  # noqa: PLR0913 - read_graph's table options, keyword-only
     path: str | os.PathLike[str],
     *,
-    label: str | None = None,
+    label: str | Literal[False] | None = None,
     sensitive: str | None = None,
     mask_column: str | None = None,
     feature_columns: Sequence[str] | None = None,
     undirected: bool = False,
+    id_column: str | None = None,
+    split_column: str | Literal[False] | None = None,
+    ignore: Sequence[str] = (),
+    ordinal: Sequence[str] = (),
+    categorical: Sequence[str] = (),
+    max_categories: int = DEFAULT_MAX_CATEGORIES,
     name: str = "path",
     mask_name: str = "mask_column",
 ) -> Data:
     """Load a user's graph from a ``.pt`` file, an ``.npz`` file or a CSV folder.
 
-    The formats and the column rules are described in :mod:`gnnaudit.datasets.graph_files`.
+    The formats and the column rules are described in :mod:`gnnaudit.datasets.graph_files`;
+    a folder is read by :func:`gnnaudit.datasets.read_graph` (column roles by name:
+    :mod:`gnnaudit.datasets.column_roles`).
 
     Parameters
     ----------
     path : a ``.pt`` file, an ``.npz`` file, or a folder holding ``nodes.csv`` and ``edges.csv``.
-    label : the label column (default: ``y`` when present, else no label).
+    label : the label column (default: a folder's one column named ``y``, ``label``,
+        ``target`` or ``class``, any case; a file's ``y``; ``False``: no label).
     sensitive : the sensitive column or feature (default: the file's ``sensitive_name``).
     mask_column : a 0/1 or boolean column giving ``data.mask``, the nodes to audit. It wins
         over a ``test_mask`` of the file: the audit and the evidence search take ``data.mask``
@@ -254,6 +297,8 @@ def load_graph(
     feature_columns : the feature columns, in order (default: all but id, label, splits).
         The sensitive column stays a feature unless it is left out of this list.
     undirected : symmetrise ``edge_index`` and drop self loops and duplicate edges.
+    id_column, split_column, ignore, ordinal, categorical, max_categories : a folder's table
+        options, as for :func:`~gnnaudit.datasets.read_graph` (refused with a file).
     name : the argument name used in error messages (``"--graph"`` from the CLI).
     mask_name : how messages name ``mask_column`` (``"--mask-column"`` from the CLI).
 
@@ -261,17 +306,17 @@ def load_graph(
     -------
     Data with ``x`` (float32), ``edge_index`` (long), ``feature_names``, and ``y``, the masks,
     ``sensitive``, ``sensitive_name``, ``sensitive_index``, ``sensitive_values`` and
-    ``node_ids`` when they exist.
+    ``node_ids`` when they exist (a folder's also ``column_roles``).
 
     Raises
     ------
-    InvalidInputError : unreadable or refused file, missing column, unknown edge ids, duplicate
-        node ids, non-boolean mask, single-valued sensitive column, non-numeric or non-finite
-        features, empty files.
+    InvalidInputError : unreadable or refused file, missing column, two columns named for one
+        role, unknown edge ids, duplicate node ids, non-boolean mask, single-valued sensitive
+        column, non-numeric or non-finite features, empty files.
     """
     if not isinstance(path, str | os.PathLike):
         raise InvalidInputError(f"{name} must be a path, got {type(path).__name__}")
-    label = _check_names("label", label)
+    label = _check_names("label", label, allow_false=True)
     sensitive = _check_names("sensitive", sensitive)
     mask_column = _check_names("mask_column", mask_column)
     if feature_columns is not None:
@@ -281,7 +326,14 @@ def load_graph(
             )
         feature_columns = list(feature_columns)
     p = Path(path)
-    suffix = p.suffix.lower()
+    table_options: dict[str, Any] = {
+        "id_column": id_column,
+        "split_column": split_column,
+        "ignore": ignore,
+        "ordinal": ordinal,
+        "categorical": categorical,
+        "max_categories": max_categories,
+    }
     if p.is_dir():
         nodes, edges = find_tables(p, name)
         return read_graph(
@@ -293,18 +345,10 @@ def load_graph(
             feature_columns=feature_columns,
             undirected=undirected,
             flags={"nodes": name, "edges": name, "mask_column": mask_name},
+            **table_options,
         )
-    if suffix == ".pt":
-        table = _read_pt(p, name)
-    elif suffix == ".npz":
-        table = _read_npz(p, name)
-    elif not p.exists():
-        raise InvalidInputError(f"{name}: {str(p)!r} does not exist")
-    else:
-        raise InvalidInputError(
-            f"{name}: {str(p)!r} is not a graph file; expected a .pt or .npz file or a folder "
-            "holding nodes.csv and edges.csv"
-        )
+    table = _read_file(p, name)
+    _check_table_only(p, name, table_options)
     data = assemble(
         table,
         label=label,

@@ -3,9 +3,9 @@
 Schema
 ------
 **Nodes** (``nodes.csv`` / ``nodes.parquet`` or a DataFrame): one row per node, a unique,
-non-blank id column (``id_column``, default ``id``), and any other columns: features, the label,
-the sensitive attribute, a split column, 0/1 split columns (``train_mask``, ``val_mask``,
-``test_mask``, ``mask``), columns to ``ignore``.
+non-blank id column, and any other columns: features, the label, the sensitive attribute, a
+split column, 0/1 split columns (``train_mask``, ``val_mask``, ``test_mask``, ``mask``),
+columns to ``ignore``.
 
 **Edges** (``edges.csv`` / ``edges.parquet`` or a DataFrame): one row per edge, a source and a
 target column (``source_column`` / ``target_column``, default ``source`` / ``target``) holding
@@ -13,36 +13,45 @@ target column (``source_column`` / ``target_column``, default ``source`` / ``tar
 a table with no rows means no edges. Edges are directed as written; ``undirected=True`` adds
 the reverse edges (and drops self loops and duplicates).
 
-Column rules (text columns, labels, splits): :mod:`gnnaudit.datasets.table_encoding`.
-Features are every column but the id, the label, the split and mask columns and the ignored
-ones (``feature_columns`` picks them by name instead, after encoding). The sensitive column is
-a feature unless it is ignored: an ignored sensitive column is still the sensitive attribute,
-only not a model input.
+Column roles by name (the id ``id`` / ``node_id``, the label ``y`` / ``label`` / ``target`` /
+``class``, the split ``split`` / ``set`` / ``fold``, any case; two candidates are refused):
+:mod:`gnnaudit.datasets.column_roles`. Column rules (text columns, labels, splits):
+:mod:`gnnaudit.datasets.table_encoding`. Features are every column but the id, the label, the
+split and mask columns and the ignored ones (``feature_columns`` picks them by name instead,
+after encoding). The sensitive column is a feature unless it is ignored: an ignored sensitive
+column is still the sensitive attribute, only not a model input.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 import pandas as pd
 import torch
 from torch_geometric.data import Data
 
+from gnnaudit._validation import check_int
+from gnnaudit.datasets.column_roles import (
+    DEFAULT_MAX_CATEGORIES,
+    ID_NAMES,
+    check_cardinality,
+    find_id_column,
+    log_roles,
+    named_like,
+    resolve_roles,
+    role_argument,
+    split_masks,
+)
 from gnnaudit.datasets.columns import describe_rows
 from gnnaudit.datasets.graph_table import NodeTable, assemble
 from gnnaudit.datasets.splits import clean_edge_index
-from gnnaudit.datasets.table_encoding import (
-    SPLIT_VALUES,
-    check_columns,
-    encode_text_column,
-    label_codes,
-    split_masks,
-)
+from gnnaudit.datasets.table_encoding import check_columns, encode_text_column, label_codes
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io import check_input_dir, read_csv
 
@@ -51,6 +60,8 @@ __all__ = ["read_graph", "find_tables", "PARQUET_HINT"]
 MASK_NAMES: tuple[str, ...] = ("train_mask", "val_mask", "test_mask", "mask")
 PARQUET_HINT = "reading Parquet needs pyarrow (pip install pyarrow) or fastparquet"
 TableLike: TypeAlias = "str | os.PathLike[str] | pd.DataFrame"
+#: columns read as text from a CSV file: a list, or a function of the header's names
+TextColumns: TypeAlias = "Sequence[str] | Callable[[list[str]], list[str]]"
 
 
 def find_tables(folder: str | os.PathLike[str], name: str = "path") -> tuple[Path, Path]:
@@ -64,7 +75,7 @@ def find_tables(folder: str | os.PathLike[str], name: str = "path") -> tuple[Pat
 
 
 def _read_table(
-    name: str, table: TableLike, text_columns: Sequence[str], min_rows: int
+    name: str, table: TableLike, text_columns: TextColumns, min_rows: int
 ) -> tuple[pd.DataFrame, str]:
     """The DataFrame of a path or a DataFrame and how messages name it."""
     if isinstance(table, pd.DataFrame):
@@ -90,6 +101,9 @@ def _read_table(
         if len(frame) < min_rows:
             raise InvalidInputError(f"{source} holds no row")
         return frame, source
+    if callable(text_columns):  # the header first: which columns are ids is known by name
+        header = read_csv(name, path, min_rows=0, nrows=0, skipinitialspace=True)
+        text_columns = text_columns([str(c) for c in header.columns])
     dtype = dict.fromkeys(text_columns, str)
     return read_csv(name, path, min_rows=min_rows, dtype=dtype, skipinitialspace=True), source
 
@@ -155,19 +169,38 @@ def _encode(
     return columns, categories, onehot
 
 
+@dataclass(frozen=True)
+class _Options:
+    """read_graph's column arguments, checked (how messages name them: ``flags``)."""
+
+    label: str | Literal[False] | None
+    sensitive: str | None
+    ignore: list[str]
+    split_column: str | Literal[False] | None
+    mask_column: str | None
+    ordinal: list[str]
+    categorical: list[str]
+    max_categories: int
+    feature_columns: Sequence[str] | None
+    undirected: bool
+    flags: dict[str, str]
+
+
 def read_graph(  # noqa: PLR0913 - the documented schema, keyword-only, as pandas.read_csv
     nodes: TableLike,
     edges: TableLike | None = None,
     *,
-    id_column: str = "id",
+    id_column: str | None = None,
     source_column: str = "source",
     target_column: str = "target",
-    label: str | None = None,
+    label: str | Literal[False] | None = None,
     sensitive: str | None = None,
     ignore: Sequence[str] = (),
-    split_column: str | None = None,
+    split_column: str | Literal[False] | None = None,
     mask_column: str | None = None,
     ordinal: Sequence[str] = (),
+    categorical: Sequence[str] = (),
+    max_categories: int = DEFAULT_MAX_CATEGORIES,
     feature_columns: Sequence[str] | None = None,
     undirected: bool = False,
     flags: Mapping[str, str] | None = None,
@@ -180,80 +213,98 @@ def read_graph(  # noqa: PLR0913 - the documented schema, keyword-only, as panda
         leave ``edges`` out), a ``.csv`` / ``.parquet`` file or a DataFrame of nodes.
     edges : a ``.csv`` / ``.parquet`` file or a DataFrame of edges (needed unless ``nodes`` is
         a folder).
-    id_column, source_column, target_column : the node-id column and the edge ends.
-    label : the label column (default ``y`` when present); text labels become codes of their
-        sorted values, the names in ``data.class_names``.
+    id_column : the node-id column (default: the one column named ``id`` or ``node_id``).
+    source_column, target_column : the edge ends.
+    label : the label column (default: the one column named ``y``, ``label``, ``target`` or
+        ``class``, any case; ``False``: no label). Text labels become codes of their sorted
+        values, the names in ``data.class_names``.
     sensitive : the sensitive column (text allowed: group names in ``data.sensitive_values``).
-    ignore : columns left out of the features (an ignored sensitive column stays the sensitive
-        attribute).
-    split_column : a column of ``train`` / ``val`` / ``test`` giving the masks.
+    ignore : columns left out of the features and of the roles (an ignored sensitive column
+        stays the sensitive attribute).
+    split_column : a column of ``train`` / ``val`` / ``test`` giving the masks (default: the
+        one column named ``split``, ``set`` or ``fold`` holding such values; ``False``: none).
     mask_column : a 0/1 column giving ``data.mask``, the nodes to audit.
     ordinal : text columns coded ``0..m-1`` instead of one-hot.
+    categorical : text columns one-hot encoded whatever their number of values.
+    max_categories : most one-hot features an undeclared text column may become (default
+        50); a column with more values is refused naming it.
     feature_columns : the features by name, after encoding (default: the rule above).
     undirected : add the reverse edges (drop self loops and duplicate edges).
     flags : how messages name the arguments (``{"label": "--label"}`` from the CLI).
 
     Returns
     -------
-    Data as :func:`gnnaudit.datasets.load_graph` returns, plus ``categories`` (coded text
-    columns' values), ``class_names`` for a text label and ``node_ids``; for the features,
-    ``feature_categories`` (coded feature -> values in code order) and ``feature_onehot``
-    (one-hot feature ``gender=F`` -> ``["gender", "F"]``), so reports name the values
-    (:mod:`gnnaudit.audit.fairness.feature_units`).
+    Data as :func:`gnnaudit.datasets.load_graph` returns, plus ``column_roles`` (role ->
+    column: ``id``, ``label``, ``split``, ``sensitive``, ``mask``; also logged at INFO),
+    ``categories`` (coded text columns' values), ``class_names`` for a text label and
+    ``node_ids``; for the features, ``feature_categories`` (coded feature -> values in code
+    order) and ``feature_onehot`` (one-hot feature ``gender=F`` -> ``["gender", "F"]``), so
+    reports name the values (:mod:`gnnaudit.audit.fairness.feature_units`).
 
     Raises
     ------
     InvalidInputError : a column named that does not exist (naming the argument and the
-        columns), blank or repeated ids, unknown edge ids, bad split values, mixed columns.
+        columns), two columns named for one role, a text column with too many values, blank or
+        repeated ids, unknown edge ids, bad split values, mixed columns.
     """
     flags = dict(flags or {})
-    ignore, ordinal = _names_arg("ignore", ignore, flags), _names_arg("ordinal", ordinal, flags)
-    if edges is None:
-        if isinstance(nodes, pd.DataFrame) or not Path(nodes).is_dir():
-            raise InvalidInputError("edges is required unless nodes is a folder")
-        nodes, edges = find_tables(nodes, flags.get("nodes", "nodes"))
-    ends = (source_column, target_column)
-    node_frame, source = _read_table(flags.get("nodes", "nodes"), nodes, [id_column], 1)
-    edge_frame, edge_source = _read_table(flags.get("edges", "edges"), edges, list(ends), 0)
-    wanted = {
-        "id_column": id_column,
-        "label": label,
-        "sensitive": sensitive,
-        "split_column": split_column,
-        "mask_column": mask_column,
-        "ignore": ignore,
-        "ordinal": ordinal,
-    }
-    check_columns(source, [str(c) for c in node_frame.columns], wanted, flags)
-    check_columns(
-        edge_source,
-        [str(c) for c in edge_frame.columns],
-        {"source_column": source_column, "target_column": target_column},
+    opts = _options(
         flags,
-    )
-    ids = _ids(source, flags.get("id_column", "id_column"), id_column, node_frame[id_column])
-    repeated = ids.duplicated(keep=False).to_numpy()
-    if repeated.any():
-        raise InvalidInputError(
-            f"{source}: node ids must be unique; repeated at {describe_rows(ids, repeated)}"
-        )
-    index = pd.Index(ids.to_numpy(), name=id_column)
-    edge_index = _edge_index(edge_frame, edge_source, index, ends, flags)
-    frame = node_frame.drop(columns=[id_column]).set_axis(index)
-    return _assemble_frame(
-        frame,
-        source,
-        edge_index=edge_index,
         label=label,
         sensitive=sensitive,
         ignore=ignore,
         split_column=split_column,
         mask_column=mask_column,
         ordinal=ordinal,
+        categorical=categorical,
+        max_categories=max_categories,
         feature_columns=feature_columns,
         undirected=undirected,
-        flags=flags,
     )
+    if edges is None:
+        if isinstance(nodes, pd.DataFrame) or not Path(nodes).is_dir():
+            raise InvalidInputError("edges is required unless nodes is a folder")
+        nodes, edges = find_tables(nodes, flags.get("nodes", "nodes"))
+    ends = (source_column, target_column)
+    id_text = _id_candidates(id_column, opts.ignore)
+    node_frame, source = _read_table(flags.get("nodes", "nodes"), nodes, id_text, 1)
+    edge_frame, edge_source = _read_table(flags.get("edges", "edges"), edges, list(ends), 0)
+    id_column = find_id_column(source, list(node_frame.columns), id_column, opts.ignore, flags)
+    _check_names(source, list(node_frame.columns), id_column, opts)
+    check_columns(
+        edge_source,
+        [str(c) for c in edge_frame.columns],
+        {"source_column": source_column, "target_column": target_column},
+        flags,
+    )
+    index = _node_index(source, node_frame, id_column, flags)
+    edge_index = _edge_index(edge_frame, edge_source, index, ends, flags)
+    frame = node_frame.drop(columns=[id_column]).set_axis(index)
+    return _assemble_frame(frame, source, edge_index=edge_index, id_column=id_column, opts=opts)
+
+
+def _node_index(
+    source: str, nodes: pd.DataFrame, id_column: str, flags: Mapping[str, str]
+) -> pd.Index:
+    """The node ids as text, blank and repeated ids refused."""
+    ids = _ids(source, flags.get("id_column", "id_column"), id_column, nodes[id_column])
+    repeated = ids.duplicated(keep=False).to_numpy()
+    if repeated.any():
+        raise InvalidInputError(
+            f"{source}: node ids must be unique; repeated at {describe_rows(ids, repeated)}"
+        )
+    return pd.Index(ids.to_numpy(), name=id_column)
+
+
+def _id_candidates(id_column: str | None, ignore: list[str]) -> Callable[[list[str]], list[str]]:
+    """The CSV columns read as text: the id column, named or found by its name."""
+
+    def pick(header: list[str]) -> list[str]:
+        if id_column is not None:
+            return [id_column]
+        return [c for c in named_like(header, ID_NAMES) if c not in ignore]
+
+    return pick
 
 
 def _names_arg(argument: str, value: Any, flags: Mapping[str, str]) -> list[str]:
@@ -266,51 +317,100 @@ def _names_arg(argument: str, value: Any, flags: Mapping[str, str]) -> list[str]
     return list(value)
 
 
-def _assemble_frame(  # noqa: PLR0913 - read_graph's schema passed through, keyword-only
+def _options(flags: dict[str, str], **given: Any) -> _Options:
+    """The column arguments of read_graph, checked."""
+    names = {k: _names_arg(k, given[k], flags) for k in ("ignore", "ordinal", "categorical")}
+    both = [c for c in names["categorical"] if c in names["ordinal"]]
+    if both:
+        raise InvalidInputError(
+            f"{flags.get('categorical', 'categorical')} and {flags.get('ordinal', 'ordinal')} "
+            f"both name {both}; a text column is either one-hot (categorical) or coded (ordinal)"
+        )
+    return _Options(
+        label=role_argument("label", given["label"], flags),
+        sensitive=given["sensitive"],
+        split_column=role_argument("split_column", given["split_column"], flags),
+        mask_column=given["mask_column"],
+        max_categories=check_int(
+            flags.get("max_categories", "max_categories"), given["max_categories"], minimum=1
+        ),
+        feature_columns=given["feature_columns"],
+        undirected=bool(given["undirected"]),
+        flags=flags,
+        **names,
+    )
+
+
+def _check_names(source: str, columns: list[str], id_column: str, opts: _Options) -> None:
+    """Each column named by an argument exists (one error naming the argument otherwise)."""
+    wanted = {
+        "id_column": id_column,
+        "label": opts.label if isinstance(opts.label, str) else None,
+        "sensitive": opts.sensitive,
+        "split_column": opts.split_column if isinstance(opts.split_column, str) else None,
+        "mask_column": opts.mask_column,
+        "ignore": opts.ignore,
+        "ordinal": opts.ordinal,
+        "categorical": opts.categorical,
+    }
+    check_columns(source, [str(c) for c in columns], wanted, opts.flags)
+
+
+def _assemble_frame(
     frame: pd.DataFrame,
     source: str,
     *,
     edge_index: torch.Tensor,
-    label: str | None,
-    sensitive: str | None,
-    ignore: list[str],
-    split_column: str | None,
-    mask_column: str | None,
-    ordinal: list[str],
-    feature_columns: Sequence[str] | None,
-    undirected: bool,
-    flags: Mapping[str, str],
+    id_column: str,
+    opts: _Options,
 ) -> Data:
     """Encode the columns of ``frame`` (indexed by node id) and build the Data."""
-    label_name = label if label is not None else ("y" if "y" in frame.columns else None)
-    masks = [c for c in MASK_NAMES if c in frame.columns and c not in ignore]
-    if split_column is not None:
-        clash = [SPLIT_VALUES[v] for v in SPLIT_VALUES if SPLIT_VALUES[v] in masks]
-        if clash:
-            raise InvalidInputError(
-                f"{flags.get('split_column', 'split_column')}={split_column!r}: {source} also "
-                f"holds {clash}; keep one of them (--ignore the other)"
-            )
-    special = {c for c in (label_name, split_column, mask_column) if c is not None}
-    keep = special | set(masks)
-    dropped = [c for c in ignore if c != sensitive and c not in special]
-    columns, categories, onehot = _encode(
-        source, frame.drop(columns=dropped), keep=keep, sensitive=sensitive, ordinal=ordinal
+    roles = resolve_roles(
+        source,
+        frame,
+        id_column=id_column,
+        label=opts.label,
+        split_column=opts.split_column,
+        sensitive=opts.sensitive,
+        mask_column=opts.mask_column,
+        ignore=opts.ignore,
+        flags=opts.flags,
     )
+    masks = [c for c in MASK_NAMES if c in frame.columns and c not in opts.ignore]
+    special = {c for c in (roles.label, roles.split, opts.mask_column) if c is not None}
+    keep = special | set(masks)
+    dropped = [c for c in opts.ignore if c != opts.sensitive and c not in special]
+    kept = frame.drop(columns=dropped)
+    onehot_candidates = [
+        c for c in kept.columns if c not in keep and c not in opts.ordinal and c != opts.sensitive
+    ]
+    check_cardinality(
+        source,
+        kept[onehot_candidates],
+        categorical=opts.categorical,
+        max_categories=opts.max_categories,
+        flags=opts.flags,
+    )
+    columns, categories, onehot = _encode(
+        source, kept, keep=keep, sensitive=opts.sensitive, ordinal=opts.ordinal
+    )
+    sensitive = opts.sensitive
     if sensitive is not None and len(categories.get(sensitive, ())) == 1:
         raise InvalidInputError(
-            f"{flags.get('sensitive', 'sensitive')}: column {sensitive!r} of {source} holds a "
-            f"single value ({categories[sensitive][0]!r}); an audit needs at least two groups"
+            f"{opts.flags.get('sensitive', 'sensitive')}: column {sensitive!r} of {source} "
+            f"holds a single value ({categories[sensitive][0]!r}); an audit needs at least two "
+            "groups"
         )
     class_names = None
-    if label_name is not None:
-        columns[label_name], class_names = label_codes(source, label_name, columns[label_name])
-    if split_column is not None:
-        argument = flags.get("split_column", "split_column")
-        columns.update(split_masks(source, argument, split_column, columns.pop(split_column)))
-    reserved = special | set(masks) | set(SPLIT_VALUES.values())
+    if roles.label is not None:
+        columns[roles.label], class_names = label_codes(source, roles.label, columns[roles.label])
+    if roles.split is not None:
+        argument = opts.flags.get("split_column", "split_column")
+        columns.update(split_masks(source, argument, roles.split, columns.pop(roles.split)))
+    reserved = special | set(masks) | set(MASK_NAMES[:3])
+    feature_columns = opts.feature_columns
     if feature_columns is None:
-        feature_columns = [c for c in columns if c not in reserved and c not in ignore]
+        feature_columns = [c for c in columns if c not in reserved and c not in opts.ignore]
     table = NodeTable(
         source=source,
         num_nodes=len(frame),
@@ -323,13 +423,30 @@ def _assemble_frame(  # noqa: PLR0913 - read_graph's schema passed through, keyw
     )
     data = assemble(
         table,
-        label=label_name,
+        label=roles.label if roles.label is not None else False,
         sensitive=sensitive,
-        mask_column=mask_column,
+        mask_column=opts.mask_column,
         feature_columns=feature_columns,
         mask_names=MASK_NAMES,
-        mask_argument=flags.get("mask_column", "mask_column"),
+        mask_argument=opts.flags.get("mask_column", "mask_column"),
     )
+    _record(data, categories, onehot, class_names, sensitive)
+    data.column_roles = roles.as_dict(sensitive, opts.mask_column)
+    log_roles(source, data.column_roles, data.feature_names)
+    if opts.undirected:
+        data.edge_index = clean_edge_index(data.edge_index, data.num_nodes)
+    return data
+
+
+def _record(
+    data: Data,
+    categories: dict[str, list],
+    onehot: dict[str, list[str]],
+    class_names: list | None,
+    sensitive: str | None,
+) -> None:
+    """The value names behind the codes: ``sensitive_values``, ``class_names``,
+    ``categories`` and the features' units."""
     if sensitive is not None and sensitive in categories:
         data.sensitive_values = list(categories[sensitive])
     if class_names is not None:
@@ -337,9 +454,6 @@ def _assemble_frame(  # noqa: PLR0913 - read_graph's schema passed through, keyw
     if categories:
         data.categories = categories
     _record_units(data, categories, onehot)
-    if undirected:
-        data.edge_index = clean_edge_index(data.edge_index, data.num_nodes)
-    return data
 
 
 def _record_units(data: Data, categories: dict[str, list], onehot: dict[str, list[str]]) -> None:

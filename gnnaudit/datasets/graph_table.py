@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -166,10 +167,16 @@ def _sensitive(
     return out
 
 
+def _label_name(table: NodeTable, label: str | Literal[False] | None) -> str | None:
+    if label is False:
+        return None
+    return label if label is not None else ("y" if "y" in table.columns else None)
+
+
 def assemble(
     table: NodeTable,
     *,
-    label: str | None,
+    label: str | Literal[False] | None,
     sensitive: str | None,
     mask_column: str | None,
     feature_columns: Sequence[str] | None,
@@ -178,9 +185,11 @@ def assemble(
 ) -> Data:
     """Apply the column rules of :mod:`gnnaudit.datasets.graph_files` and build the Data.
 
-    ``mask_argument`` is how messages name ``mask_column`` (``--mask-column`` from the CLI).
+    ``label``: a column, ``None`` (``y`` when present) or ``False`` (no label, even beside a
+    ``y`` column). ``mask_argument`` is how messages name ``mask_column`` (``--mask-column``
+    from the CLI).
     """
-    if label is not None and label not in table.columns:
+    if isinstance(label, str) and label not in table.columns:
         raise InvalidInputError(
             f"label={label!r} is not a column of {table.source} (available: {_available(table)})"
         )
@@ -189,7 +198,7 @@ def assemble(
             f"{mask_argument}={mask_column!r} is not a column of {table.source} (available: "
             f"{_available(table)})"
         )
-    label_name = label if label is not None else ("y" if "y" in table.columns else None)
+    label_name = _label_name(table, label)
     masks = {key: _mask(table, key, key) for key in mask_names if key in table.columns}
     if mask_column is not None:
         masks["mask"] = _mask(table, mask_column, mask_argument)
