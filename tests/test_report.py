@@ -104,6 +104,10 @@ def test_save_writes_three_files_findings_first_with_embedded_charts(tmp_path):
         assert raw not in page
     assert "&lt;script&gt;" in page and "&lt;b&gt;gender&lt;/b&gt;" in page
     md = paths["markdown"].read_text()
+    # the Markdown escapes the same text: a viewer renders raw HTML
+    for raw in ("<script>", "<b>gender</b>", "<here>"):
+        assert raw not in md
+    assert "&lt;script&gt;" in md and "&lt;b&gt;gender&lt;/b&gt;" in md
     assert md.index("## Verdict") < md.index("## Findings") < md.index("## Error verification")
     assert "| finding | feature |" in md and "**FLAG**" in md
     payload = json.loads(paths["json"].read_text())

@@ -4,7 +4,9 @@ One generic renderer for every section: the verdict and the findings table first
 section (status, summary, figures, tables, notes) in the order the statistics ran, then what was
 audited (dataset, model), the configuration and the run information. The HTML has inline CSS and
 the charts as ``data:image/png;base64`` images, so the single file can be mailed or archived.
-Every piece of text coming from the data (feature names, dataset names, values) is escaped.
+Every piece of text coming from the data (feature names, dataset names, values) is escaped: in
+the HTML by ``html.escape``, in the Markdown by the same entities for ``<``, ``>`` and ``&``
+(and ``|`` in table cells), so a name such as ``<script>`` is shown, never run.
 """
 
 from __future__ import annotations
@@ -82,13 +84,19 @@ def _status_line(section: ReportSection) -> str:
 
 
 # ---------------------------------------------------------------------------------- Markdown
+def _md(text: Any) -> str:
+    """Text from the data made inert in Markdown: ``<``, ``>`` and ``&`` as HTML entities (a
+    Markdown viewer renders raw HTML, so a feature named ``<script>`` must not reach it raw)."""
+    return html.escape(str(text), quote=False)
+
+
 def _md_table(frame: pd.DataFrame | None, max_rows: int = MD_MAX_ROWS) -> str:
     if frame is None or frame.empty:
         return "_(empty)_\n"
-    cols = [str(c) for c in frame.columns]
+    cols = [_md(c).replace("|", "\\|") for c in frame.columns]
 
     def cell(v: Any) -> str:
-        return _fmt(v).replace("|", "\\|").replace("\n", " ")
+        return _md(_fmt(v)).replace("|", "\\|").replace("\n", " ")
 
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in frame.head(max_rows).itertuples(index=False):
@@ -112,28 +120,28 @@ def _md_findings(report: AuditReport) -> str:
 
 
 def _md_section(section: ReportSection) -> list[str]:
-    parts = [f"## {section.title}\n"]
+    parts = [f"## {_md(section.title)}\n"]
     status = _status_line(section)
     if status:
-        parts.append(f"**{status}**\n")
+        parts.append(f"**{_md(status)}**\n")
     if section.summary:
-        parts.append(section.summary + "\n")
+        parts.append(_md(section.summary) + "\n")
     for fig in section.figures:
         if fig.kind in PNG_KINDS and not fig.data.empty:
             where = "report.html" if can_draw() else f"report.html as a table ({NO_PLOTS_NOTE})"
-            parts.append(f"_Chart in {where}: {fig.title}._\n")
+            parts.append(f"_Chart in {where}: {_md(fig.title)}._\n")
     for name, frame in section.tables.items():
-        parts += [f"**{name}**\n", _md_table(frame)]
+        parts += [f"**{_md(name)}**\n", _md_table(frame)]
     if section.notes:
-        parts.append("\n".join(f"- {note}" for note in section.notes) + "\n")
+        parts.append("\n".join(f"- {_md(note)}" for note in section.notes) + "\n")
     return parts
 
 
 def render_markdown(report: AuditReport) -> str:
     """GitHub-flavoured Markdown version of the report (tables only, charts in the HTML)."""
-    parts = [f"# {report.title}\n"]
+    parts = [f"# {_md(report.title)}\n"]
     if report.verdict:
-        parts += ["## Verdict\n", report.verdict + "\n"]
+        parts += ["## Verdict\n", _md(report.verdict) + "\n"]
     parts += ["## Findings\n", _md_findings(report)]
     for section in report.sections:
         parts += _md_section(section)
