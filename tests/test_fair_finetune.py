@@ -65,8 +65,17 @@ def _same_state(a: nn.Module, b: nn.Module) -> bool:
 
 
 def test_lambda_zero_equals_plain_lightning_finetuning(graph, trained):
+    # only the consistency term targeted, its weight 0, no selection: plain fine-tuning
     tuned = FairFinetune.finetune(
-        trained, graph, "gender", lambda_cf=0.0, epochs=7, lr=0.02, random_state=3
+        trained,
+        graph,
+        "gender",
+        targets="cf",
+        lambda_cf=0.0,
+        epochs=7,
+        lr=0.02,
+        random_state=3,
+        select=False,
     )
     # plain fine-tuning of the NodeClassifier by its own training_step, same Trainer and seed
     plain = copy.deepcopy(trained)
@@ -84,7 +93,17 @@ def test_lambda_zero_equals_hand_written_adam_loop(graph):
     torch.manual_seed(0)
     model = OwnGCN(graph.x.size(1))
     tuned = FairFinetune.finetune(
-        model, graph, GENDER, lambda_cf=0.0, lambda_ev=0.0, epochs=5, lr=0.01, weight_decay=1e-3
+        model,
+        graph,
+        GENDER,
+        lambda_cf=0.0,
+        lambda_ev=0.0,
+        lambda_cov=0.0,
+        lambda_eo=0.0,
+        epochs=5,
+        lr=0.01,
+        weight_decay=1e-3,
+        select=False,
     )
     oracle = copy.deepcopy(model)
     opt = torch.optim.Adam(oracle.parameters(), lr=0.01, weight_decay=1e-3)
@@ -112,7 +131,7 @@ def test_original_model_is_never_modified(graph, trained):
 def test_consistency_is_zero_for_a_model_that_ignores_the_attribute(graph):
     torch.manual_seed(1)
     blind = OwnGCN(graph.x.size(1), blind=True, dropout=0.5)
-    wrapper = FairFinetune(blind, graph, "gender", lambda_cf=1.0, num_hops=2)
+    wrapper = FairFinetune(blind, graph, "gender", targets="cf", lambda_cf=1.0, num_hops=2)
     blind.eval()
     logits = blind(graph.x, graph.edge_index)
     for step in range(3):
@@ -130,7 +149,7 @@ def test_consistency_is_zero_for_a_model_that_ignores_the_attribute(graph):
     # a model that reads the attribute has a positive consistency loss
     torch.manual_seed(1)
     sighted = OwnGCN(graph.x.size(1)).eval()
-    wrapper = FairFinetune(sighted, graph, "gender", lambda_cf=1.0, num_hops=2)
+    wrapper = FairFinetune(sighted, graph, "gender", targets="cf", lambda_cf=1.0, num_hops=2)
     out = sighted(graph.x, graph.edge_index)
     assert float(wrapper.consistency_loss(graph.x, graph.edge_index, out, 0)) > 0.0
 
@@ -174,8 +193,10 @@ def test_graph_scope_term_and_divergences(graph):
 def test_mitigation_lowers_the_dependence_of_a_users_module(graph):
     torch.manual_seed(0)
     model = OwnGCN(graph.x.size(1))
-    model = FairFinetune.finetune(model, graph, GENDER, lambda_cf=0.0, epochs=100, lr=0.02)
-    tuned = FairFinetune.finetune(model, graph, GENDER, lambda_cf=4.0, epochs=40, lr=0.01)
+    # plain training first (no term, no selection), then the consistency term alone
+    plain = {"targets": "cf", "select": False}
+    model = FairFinetune.finetune(model, graph, GENDER, lambda_cf=0.0, epochs=100, lr=0.02, **plain)
+    tuned = FairFinetune.finetune(model, graph, GENDER, lambda_cf=4.0, epochs=40, lr=0.01, **plain)
     x_cf = graph.x.clone()
     x_cf[:, GENDER] = 1.0 - x_cf[:, GENDER]
 

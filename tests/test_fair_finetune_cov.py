@@ -58,27 +58,37 @@ def _covariance(model, graph, ff) -> float:
 
 def test_covariance_term_lowers_the_covariance(graph, trained):
     ff = FairFinetune(trained, graph, "gender", lambda_cf=0.0, lambda_cov=1.0)
+    # the terms alone, no validation selection: only "dsp" targeted, lambda_eo stays 0
     plain = FairFinetune.finetune(
-        trained, graph, "gender", lambda_cf=0.0, epochs=40, lr=0.02, random_state=0
+        trained,
+        graph,
+        "gender",
+        targets="dsp",
+        lambda_cov=0.0,
+        epochs=40,
+        lr=0.02,
+        random_state=0,
+        select=False,
     )
     cov = FairFinetune.finetune(
         trained,
         graph,
         "gender",
-        lambda_cf=0.0,
+        targets="dsp",
         lambda_cov=50.0,
         epochs=40,
         lr=0.02,
         random_state=0,
+        select=False,
     )
     assert _covariance(cov, graph, ff) < 0.5 * _covariance(plain, graph, ff)
 
 
-def test_lambda_cov_zero_is_the_default(graph, trained):
-    a = FairFinetune.finetune(trained, graph, "gender", lambda_cf=0.0, epochs=5, random_state=1)
-    b = FairFinetune.finetune(
-        trained, graph, "gender", lambda_cf=0.0, lambda_cov=0.0, epochs=5, random_state=1
-    )
+def test_lambda_cov_is_zero_unless_dsp_is_targeted(graph, trained):
+    # lambda_cov defaults to 0 when "dsp" is not targeted (DEFAULT_LAMBDA_COV when it is)
+    only = {"targets": "cf", "lambda_cf": 0.0, "epochs": 5, "random_state": 1, "select": False}
+    a = FairFinetune.finetune(trained, graph, "gender", **only)
+    b = FairFinetune.finetune(trained, graph, "gender", lambda_cov=0.0, **only)
     sa, sb = a.state_dict(), b.state_dict()
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
 

@@ -86,10 +86,24 @@ def test_section_in_all_three_formats(report):
         "flip rate",
         "statistical parity difference",
         "equal opportunity difference",
+        "auroc",
         "accuracy",
     ]
-    assert {"before_ci_low", "after_ci_high", "change"} <= set(table.columns)
+    assert {"before_ci_low", "after_ci_high", "change", "worse"} <= set(table.columns)
     assert np.allclose(table["change"], table["after"] - table["before"])
+    # worse: a gap or flip up, AUROC or accuracy down; each named in the summary
+    up_is_good = table["metric"].isin(["auroc", "accuracy"])
+    expected = np.where(up_is_good, table["change"] < 0, table["change"] > 0)
+    assert table["worse"].tolist() == expected.tolist()
+    assert ("Got worse:" in section.summary) == bool(expected.any())
+    # the targets answer the flagged findings (gender is read at bias 3: a flip is flagged)
+    flagged = set(rep.flagged[rep.flagged["feature"] == "gender"]["finding"])
+    targets = section.data["targets"]
+    assert ("cf" in targets) == bool(
+        flagged & {f"counterfactual flip ({s} scope)" for s in ("node", "graph")}
+    )
+    assert ("dsp" in targets) == ("statistical parity" in flagged) or not flagged
+    assert "flagged" in section.summary or "all three" in section.summary
     tradeoff = section.tables["tradeoff"]
     assert sorted(tradeoff["lambda_cf"].unique()) == [0.0, 1.0, 2.0]
     payload = json.loads((out / "report.json").read_text())
@@ -167,3 +181,27 @@ def test_cli_mitigate_writes_the_checkpoint(tmp_path, capsys):
     settings = report.section("mitigation").data["settings"]
     assert settings["lambda_cf"] == 1.0 and settings["epochs"] == 5
     assert sorted(report.table("mitigation", "tradeoff")["lambda_cf"].unique()) == [0.0, 1.0]
+
+
+def test_targets_follow_the_flagged_findings():
+    from gnnaudit.audit.report.section import Finding
+    from gnnaudit.training.mitigation import mitigation_targets
+
+    def finding(name: str, flagged: bool, feature: str = "gender") -> Finding:
+        return Finding(name, feature, "s", 0.1, flagged=flagged)
+
+    parity = finding("statistical parity", True)
+    flip = finding("counterfactual flip (graph scope)", True)
+    opportunity = finding("equal opportunity", True)
+    assert mitigation_targets([parity], "gender")[0] == ("dsp",)
+    assert mitigation_targets([flip, parity], "gender")[0] == ("cf", "dsp")
+    assert mitigation_targets([opportunity, flip], "gender")[0] == ("cf", "deo")
+    targets, why = mitigation_targets([finding("statistical parity", False)], "gender")
+    assert targets == ("cf", "dsp", "deo") and "all three" in why
+    # a flag about another attribute does not count
+    assert mitigation_targets([finding("statistical parity", True, "age")], "gender")[0] == (
+        "cf",
+        "dsp",
+        "deo",
+    )
+    assert "statistical parity of gender flagged" in mitigation_targets([parity], "gender")[1]

@@ -46,6 +46,8 @@ columns stay 0/1. Pandas index artefacts (``Unnamed: ...``) are ignored.
 
 Splits: ``"stratified"`` (default, seeded 50/25/25 by label over the evaluable nodes),
 ``"nifty"`` and ``"fairgnn"`` (the published splits, :mod:`gnnaudit.datasets.nifty_splits`).
+A split whose validation and test masks share nodes (NBA's published FairGNN split reuses its
+test nodes for validation) is returned as published with a ``UserWarning`` naming the count.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ from gnnaudit.datasets.nifty_splits import (
     PUBLISHED_SPLIT_SEED,
     fairgnn_split,
     nifty_split,
+    warn_overlap,
 )
 from gnnaudit.datasets.splits import DEFAULT_FRACTIONS, NodeSplit, stratified_masks
 from gnnaudit.errors import InvalidInputError
@@ -158,6 +161,16 @@ def _targets(frame: pd.DataFrame, spec: _NiftySpec, name: str, csv_path: str) ->
 def _split(
     name: str, split: str, targets: _Targets, seed: int | None, label_number: int | None
 ) -> NodeSplit:
+    """The masks of rule ``split``; warns when validation and test nodes overlap (NBA under
+    ``"fairgnn"``, as published)."""
+    masks = _split_masks(name, split, targets, seed, label_number)
+    warn_overlap(masks, split, stacklevel=4)  # user -> load_nifty -> _split -> warn_overlap
+    return masks
+
+
+def _split_masks(
+    name: str, split: str, targets: _Targets, seed: int | None, label_number: int | None
+) -> NodeSplit:
     n = targets.y.size
     labelled = np.ones(n, bool) if targets.label_mask is None else targets.label_mask
     sens_known = np.ones(n, bool) if targets.sensitive_mask is None else targets.sensitive_mask
@@ -236,7 +249,8 @@ def load_nifty(
         for ``"nifty"`` and ``"fairgnn"``.
     standardize : z-score the non-binary feature columns (0/1 columns are kept).
     split : ``"stratified"`` (50/25/25 by label), ``"nifty"`` or ``"fairgnn"``
-        (:mod:`gnnaudit.datasets.nifty_splits`).
+        (:mod:`gnnaudit.datasets.nifty_splits`); a ``UserWarning`` names the nodes shared by
+        validation and test, if any (NBA under ``"fairgnn"``: validation is its test set).
     label_number : training cap of the published splits; default the published value
         (:data:`~gnnaudit.datasets.nifty_splits.NIFTY_LABEL_NUMBER`).
     download : fetch missing files from the reference repositories, checked by SHA-256

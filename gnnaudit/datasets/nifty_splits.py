@@ -20,7 +20,8 @@ Published ``label_number``: german 100, bail 100, credit 6000.
 * train: ``I[: min(floor(|I| / 2), label_number)]``;
 * validation: ``I[floor(|I| / 2) : floor(3 |I| / 4)]``, test ``I[floor(3 |I| / 4) :]``;
 * NBA's script passes ``test_idx=True``: test is ``I[label_number :]`` and validation is the
-  same set as test (kept as published; ``val_mask == test_mask``);
+  same set as test (kept as published; ``val_mask == test_mask``, a leak of the test nodes into
+  any selection on validation: :func:`warn_overlap` warns, ``split="stratified"`` avoids it);
 * test keeps only nodes with a known sensitive value (>= 0).
 
 Published ``label_number``: pokec_z / pokec_n 500, nba 100.
@@ -29,6 +30,7 @@ Published ``label_number``: pokec_z / pokec_n 500, nba 100.
 from __future__ import annotations
 
 import random
+import warnings
 
 import numpy as np
 import torch
@@ -37,7 +39,13 @@ from gnnaudit._validation import check_int
 from gnnaudit.datasets.splits import NodeSplit
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["NIFTY_LABEL_NUMBER", "PUBLISHED_SPLIT_SEED", "nifty_split", "fairgnn_split"]
+__all__ = [
+    "NIFTY_LABEL_NUMBER",
+    "PUBLISHED_SPLIT_SEED",
+    "nifty_split",
+    "fairgnn_split",
+    "warn_overlap",
+]
 
 #: ``label_number`` of the reference scripts (NIFTY's nifty_sota_gnn.py, FairGNN's
 #: train_fairGNN.py).
@@ -139,3 +147,21 @@ def fairgnn_split(
             f"label_number={label_number})"
         )
     return _masks(labels.size, train, val, test)
+
+
+def warn_overlap(split: NodeSplit, rule: str, *, stacklevel: int = 2) -> int:
+    """Warn (``UserWarning``) when ``split``'s validation and test masks share nodes: a model
+    chosen or tuned on validation nodes has then seen test nodes, and its test figures are
+    optimistic. Returns the number of shared nodes (0: no warning)."""
+    shared = int((split.val_mask & split.test_mask).sum())
+    if shared:
+        n_val, n_test = int(split.val_mask.sum()), int(split.test_mask.sum())
+        warnings.warn(
+            f"split={rule!r}: {shared} node(s) are both validation and test nodes "
+            f"({n_val} validation, {n_test} test): selecting or tuning a model on the "
+            "validation nodes leaks the test nodes, so test figures are optimistic; use "
+            "split='stratified' for disjoint validation and test nodes",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+    return shared

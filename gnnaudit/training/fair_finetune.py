@@ -9,7 +9,14 @@ takes ``(x, edge_index)`` (a :class:`~gnnaudit.training.NodeClassifier` or a use
     \mathcal L = \underbrace{\mathrm{CE}\bigl(M(X)_{\mathrm{train}}, y_{\mathrm{train}}\bigr)}_{\text{task}}
       + \lambda_{cf}\, \tfrac{1}{|S|}\sum_{s \in S} \mathcal C_s
       + \lambda_{ev}\, \frac{1}{|P|} \sum_{(u,v) \in P} D\bigl(M(X)_u, M(X)_v\bigr)
-      + \lambda_{cov}\, \mathcal R_{cov},
+      + \lambda_{cov}\, \mathcal R_{cov}(V) + \lambda_{eo}\, \mathcal R_{cov}(T_1),
+
+one term per gap of ``targets`` (:data:`~gnnaudit.training.fair_selection.TARGETS`, default
+all): ``"cf"`` (counterfactual unfairness) -> :math:`\mathcal C`, ``"dsp"`` (statistical parity)
+-> :math:`\mathcal R_{cov}` over all nodes :math:`V`, ``"deo"`` (equal opportunity) ->
+:math:`\mathcal R_{cov}` over the label-1 training nodes :math:`T_1`. A targeted term's weight
+defaults to :data:`DEFAULT_LAMBDA_CF` / :data:`DEFAULT_LAMBDA_COV` / :data:`DEFAULT_LAMBDA_EO`,
+an untargeted one's to 0; :meth:`FairFinetune.finetune` picks the result on validation nodes.
 
 **counterfactual consistency** (NIFTY, Agarwal et al. 2021: the model's output must not move
 when the sensitive attribute is changed) at the scopes :math:`S \subseteq` {node, graph}:
@@ -38,40 +45,39 @@ whose feature difference lies mostly in the sensitive attribute (its share of th
 difference of the standardised features at least ``ev_min_share``): their predictions are
 pulled together.
 
-**Covariance term** (optional, ``lambda_cov > 0``; FairGNN's covariance constraint, Dai & Wang
-2021, Eq. 7, ``L_R = |Cov(s, \hat y)|``): with :math:`p_{vc}` the softmax probability of class
-:math:`c` at node :math:`v` (factual pass, every node of the graph, labelled or not) and
-:math:`s_{vj}` the sensitive columns' factual values,
+**Covariance terms** (FairGNN's covariance constraint, Dai & Wang 2021, Eq. 7): with
+:math:`p_{vc}` the softmax probability of class :math:`c` at node :math:`v` (factual pass) and
+:math:`s_{vj}` the sensitive columns, over a node set :math:`U` (means over :math:`U`)
 
 .. math::
 
-    \mathcal R_{cov} = \frac{1}{C k} \sum_{c=1}^{C} \sum_{j=1}^{k}
-        \Bigl| \frac1n \sum_v (s_{vj} - \bar s_j)(p_{vc} - \bar p_c) \Bigr|,
+    \mathcal R_{cov}(U) = \frac{1}{C k} \sum_{c=1}^{C} \sum_{j=1}^{k}
+        \Bigl| \frac{1}{|U|} \sum_{v \in U} (s_{vj} - \bar s_j)(p_{vc} - \bar p_c) \Bigr|,
 
-which is 0 when the predicted probabilities are uncorrelated with the attribute: it targets
-statistical parity (:math:`\Delta_{SP}`), which counterfactual consistency does not (a model
-can ignore :math:`s` itself and still follow its proxies). No extra forward pass.
+0 when the predictions are uncorrelated with the attribute on :math:`U` (a model can ignore
+:math:`s` itself, as consistency asks, and still follow its proxies). For a binary attribute
+and task :math:`\mathcal R_{cov}(U) = \pi_0 \pi_1 \lvert \bar p_{1|s=1} - \bar p_{1|s=0}
+\rvert` (:math:`\pi` the group shares in :math:`U`): the differentiable gap of mean predicted
+probability between the groups, scaled. No extra forward pass.
 
-Dropout: the counterfactual passes replay the random state of the factual pass, so both use
-the same dropout masks (the consistency term measures the attribute, not dropout noise) and
-the random stream after a step is the one a plain step leaves. With ``lambda_cf = 0``,
-``lambda_ev = 0`` and ``lambda_cov = 0`` (the default) no extra term or pass runs and the result is plain fine-tuning: cross-entropy on the
-training nodes, Adam at ``lr`` with ``weight_decay``, ``epochs`` full-batch steps, the same
-``Trainer`` and seeding as :func:`~gnnaudit.training.train_node_classifier`.
+Dropout: the counterfactual passes replay the random state of the factual pass (same dropout
+masks; the random stream after a step is the one a plain step leaves). With every weight 0 no
+extra term or pass runs: plain fine-tuning (cross-entropy on the training nodes, Adam at ``lr``
+with ``weight_decay``, ``epochs`` full-batch steps, the Trainer and seeding of
+:func:`~gnnaudit.training.train_node_classifier`; ``finetune(..., select=False)`` returns it).
 
-Cost per step: one factual pass plus one pass per scope (``1 + |S|`` forward / backward passes
-on the full graph). Memory: the factual and counterfactual activations of one step (``1 + |S|``
-times plain training); the node-scope plan keeps one entry per pair of sampled nodes within L
-hops (bounded as in :func:`~gnnaudit.audit.sensitivity.receptive_field.plan_batches`).
+Cost per step: ``1 + |S|`` full-graph forward / backward passes (factual plus one per scope;
+memory likewise); the node-scope plan keeps one entry per pair of sampled nodes within L hops
+(bounded as in :func:`~gnnaudit.audit.sensitivity.receptive_field.plan_batches`).
+:meth:`FairFinetune.finetune` runs this once per weight of its grid, then its selection.
 
-Defaults (tuned on synthetic graphs with seeds and generator settings other than those the
-benchmark reports, see ``benchmarks/bench_mitigation.py``): :data:`DEFAULT_LAMBDA_CF`,
-:data:`DEFAULT_EPOCHS`, :data:`DEFAULT_LR`.
+Defaults: :data:`DEFAULT_LAMBDA_CF`, :data:`DEFAULT_EPOCHS`, :data:`DEFAULT_LR` from
+``benchmarks/bench_mitigation.py``; the covariance weights of ``finetune`` (its grid) from
+``benchmarks/bench_fair_selection.py --tune`` (held-out synthetic graphs) and NIFTY credit.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -85,23 +91,28 @@ from torch_geometric.data import Data
 
 from gnnaudit._aliases import renamed_keywords
 from gnnaudit._validation import (
-    MAX_EPOCHS,
     MAX_LEARNING_RATE,
     MAX_WEIGHT_DECAY,
     check_choice,
     check_float,
     check_int,
     check_seed,
-    resolve_progress,
 )
-from gnnaudit.audit.interventions import FeatureSpec, alternatives, feature_columns, resolve_feature
-from gnnaudit.audit.search.evidence_table import graph_user_ids
-from gnnaudit.audit.search.inputs import REQUIRED_GLOBAL_COLUMNS, check_frame, is_estimator
-from gnnaudit.audit.search.results import GlobalEvidence
+from gnnaudit.audit.interventions import alternatives, feature_columns
 from gnnaudit.audit.sensitivity.receptive_field import hop_adjacency, infer_num_hops, plan_batches
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.training.data_module import GraphDataModule, check_node_data
-from gnnaudit.training.train import make_trainer, quiet_lightning
+from gnnaudit.training.data_module import check_node_data
+from gnnaudit.training.fair_evidence import global_evidence_pairs, sensitive_evidence_pairs
+from gnnaudit.training.fair_runs import finetune_and_select, target_weight
+from gnnaudit.training.fair_selection import (
+    DEFAULT_LAMBDA_GRID,
+    DEFAULT_MAX_AUROC_DROP,
+    DEFAULT_N_CANDIDATES,
+    TARGETS,
+    check_targets,
+    resolve_sensitive_feature,
+    set_sensitive,
+)
 
 __all__ = [
     "FairFinetune",
@@ -110,7 +121,10 @@ __all__ = [
     "consistency_divergence",
     "SCOPES",
     "DIVERGENCES",
+    "TARGETS",
     "DEFAULT_LAMBDA_CF",
+    "DEFAULT_LAMBDA_COV",
+    "DEFAULT_LAMBDA_EO",
     "DEFAULT_EPOCHS",
     "DEFAULT_LR",
 ]
@@ -121,8 +135,12 @@ logger = logging.getLogger(__name__)
 SCOPES: tuple[str, ...] = ("node", "graph")
 #: divergences between factual and counterfactual outputs
 DIVERGENCES: tuple[str, ...] = ("sym_kl", "logit_l2")
-#: default weight of the counterfactual-consistency term
+#: default weight of the counterfactual-consistency term (when ``"cf"`` is targeted)
 DEFAULT_LAMBDA_CF = 2.0
+#: default weight of the covariance term over every node (when ``"dsp"`` is targeted)
+DEFAULT_LAMBDA_COV = 20.0
+#: default weight of the covariance term over the label-1 training nodes (``"deo"`` targeted)
+DEFAULT_LAMBDA_EO = 20.0
 #: default fine-tuning epochs (one full-batch step each)
 DEFAULT_EPOCHS = 150
 #: default Adam learning rate
@@ -145,59 +163,9 @@ def consistency_divergence(
     return 0.5 * ((la.exp() - lb.exp()) * (la - lb)).sum(dim=1)
 
 
-def resolve_sensitive_feature(data: Any, sensitive: Any) -> FeatureSpec:
-    """The sensitive attribute as a model-input feature: a name, a column index or a one-hot
-    group of ``data.x`` (None: ``data.sensitive_name``, which must be a feature)."""
-    if sensitive is None:
-        name = getattr(data, "sensitive_name", None)
-        names = [str(f) for f in (getattr(data, "feature_names", None) or [])]
-        if name is None or str(name) not in names:
-            raise InvalidInputError(
-                "sensitive is required: give the sensitive attribute's feature name or column "
-                "index (data.sensitive_name is not one of data.feature_names)"
-            )
-        sensitive = str(name)
-    return resolve_feature(data, sensitive, arg="sensitive")
-
-
-def _global_pairs(evidence: Any, model: nn.Module, data: Data, n_pairs: int) -> GlobalEvidence:
-    if evidence is None:
-        from gnnaudit.audit.search.evidence import CounterfactualEvidence
-
-        evidence = CounterfactualEvidence(progress=False).fit(data, model=model)
-    if is_estimator(evidence):
-        return evidence.search_global(k=n_pairs)
-    if isinstance(evidence, GlobalEvidence):
-        return evidence
-    check_frame("evidence", evidence, REQUIRED_GLOBAL_COLUMNS)
-    return GlobalEvidence.from_frame(evidence, user_ids=graph_user_ids(data))
-
-
-def sensitive_evidence_pairs(
-    data: Any, pairs: GlobalEvidence, spec: FeatureSpec, min_share: float = 0.5
-) -> np.ndarray:
-    """``(p, 2)`` evidence pairs whose sensitive values differ and whose squared difference of
-    standardised features lies for at least ``min_share`` in the sensitive columns."""
-    min_share = check_float("ev_min_share", min_share, minimum=0.0, maximum=1.0)
-    u, v = np.asarray(pairs.node_u, np.int64), np.asarray(pairs.node_v, np.int64)
-    n = int(data.x.size(0))
-    if u.size and (min(u.min(), v.min()) < 0 or max(u.max(), v.max()) >= n):
-        raise InvalidInputError(f"evidence pairs hold node ids outside [0, {n - 1}]")
-    x = data.x.detach().cpu().to(torch.float64).numpy()
-    std = x.std(axis=0)
-    z = (x - x.mean(axis=0)) / np.where(std > 0, std, 1.0)
-    diff = (z[u] - z[v]) ** 2
-    cols = list(spec.columns)
-    sens = diff[:, cols].sum(axis=1)
-    total = diff.sum(axis=1)
-    s = feature_columns(data, spec.columns)
-    differs = np.any(s[u] != s[v], axis=1)
-    keep = differs & (sens >= min_share * np.maximum(total, 1e-12))
-    return np.stack([u[keep], v[keep]], axis=1)
-
-
 class FairFinetune(L.LightningModule):
-    """Fine-tune ``model`` with counterfactual consistency on ``sensitive`` (module docstring).
+    """Fine-tune ``model`` against the targeted gaps on ``sensitive`` (module docstring); as a
+    ``LightningModule`` it trains the weighted loss, :meth:`finetune` adds the selection.
 
     Parameters
     ----------
@@ -206,19 +174,20 @@ class FairFinetune(L.LightningModule):
     data : the graph (``x``, ``y``, ``edge_index``, train / val / test masks).
     sensitive : the sensitive attribute: feature name, column index or one-hot group of
         ``data.x`` (None: ``data.sensitive_name``); ``sensitive_features=`` is an alias.
-    lambda_cf : weight of the counterfactual-consistency term (0 = off).
+    targets : gaps to lower, a subset of :data:`TARGETS` (default all); sets the weights' defaults.
+    lambda_cf : consistency weight (None: :data:`DEFAULT_LAMBDA_CF` if ``"cf"`` targeted, else 0).
     lambda_ev : weight of the evidence term (0 = off).
-    lambda_cov : weight of the covariance term (0 = off, the default).
+    lambda_cov, lambda_eo : weights of the covariance terms over every node / the label-1
+        training nodes (None: :data:`DEFAULT_LAMBDA_COV` / :data:`DEFAULT_LAMBDA_EO` if
+        ``"dsp"`` / ``"deo"`` is targeted, else 0).
     scopes : consistency scopes, a subset of :data:`SCOPES` (default both).
     divergence : one of :data:`DIVERGENCES`.
     lr, weight_decay : Adam settings.
-    num_hops : receptive-field radius L of the node-scope batches (default: inferred from the
-        model's message-passing layers).
+    num_hops : radius L of the node-scope batches (default: from the message-passing layers).
     max_nodes : node-scope consistency uses a seeded sample of this many nodes (all when fewer).
-    evidence, ev_pairs, ev_min_share : evidence term: a fitted
-        ``CounterfactualEvidence``, a ``GlobalEvidence`` / global-evidence DataFrame, or None
-        (fitted on ``model``'s predictions over ``data.test_mask``); the top ``ev_pairs``
-        global pairs are screened with :func:`sensitive_evidence_pairs`.
+    evidence, ev_pairs, ev_min_share : evidence term: a fitted ``CounterfactualEvidence``, a
+        ``GlobalEvidence`` / its DataFrame, or None (fitted on ``data.test_mask``); the top
+        ``ev_pairs`` global pairs are screened with :func:`sensitive_evidence_pairs`.
     random_state : seed of the node sample, the batch order and the category draws.
     """
 
@@ -229,9 +198,11 @@ class FairFinetune(L.LightningModule):
         data: Data,
         sensitive: Any = None,
         *,
-        lambda_cf: float = DEFAULT_LAMBDA_CF,
+        targets: str | Sequence[str] = TARGETS,
+        lambda_cf: float | None = None,
         lambda_ev: float = 0.0,
-        lambda_cov: float = 0.0,
+        lambda_cov: float | None = None,
+        lambda_eo: float | None = None,
         scopes: Sequence[str] = SCOPES,
         divergence: str = "sym_kl",
         lr: float = DEFAULT_LR,
@@ -251,9 +222,11 @@ class FairFinetune(L.LightningModule):
             )
         data = check_node_data(data)
         self.model = model
-        self.lambda_cf = check_float("lambda_cf", lambda_cf, minimum=0.0)
+        t = self.targets = check_targets(targets)
+        self.lambda_cf = target_weight("lambda_cf", lambda_cf, "cf" in t, DEFAULT_LAMBDA_CF)
         self.lambda_ev = check_float("lambda_ev", lambda_ev, minimum=0.0)
-        self.lambda_cov = check_float("lambda_cov", lambda_cov, minimum=0.0)
+        self.lambda_cov = target_weight("lambda_cov", lambda_cov, "dsp" in t, DEFAULT_LAMBDA_COV)
+        self.lambda_eo = target_weight("lambda_eo", lambda_eo, "deo" in t, DEFAULT_LAMBDA_EO)
         if isinstance(scopes, str):
             scopes = (scopes,)
         self.scopes = tuple(check_choice("scopes entry", s, SCOPES) for s in scopes)
@@ -271,32 +244,41 @@ class FairFinetune(L.LightningModule):
         self.alternatives = alternatives(data, self.spec)
         self.columns = torch.tensor(self.spec.columns, dtype=torch.long)
         self.sensitive_values = torch.from_numpy(feature_columns(data, self.spec.columns)).float()
+        label1 = (data.train_mask & (data.y == 1)).detach().cpu().numpy()
+        self.eo_rows = torch.from_numpy(np.flatnonzero(label1))
         self.node_batches: list[np.ndarray] = []
         if self.lambda_cf > 0 and "node" in self.scopes:
-            max_nodes = check_int("max_nodes", max_nodes, minimum=1)
-            hops = num_hops if num_hops is not None else infer_num_hops(model)
-            if hops is None:
-                raise InvalidInputError(
-                    f"num_hops is required for node-scope consistency: {type(model).__name__} "
-                    "has no torch_geometric MessagePassing layer to infer its receptive field "
-                    "from; pass num_hops=L (or scopes=('graph',))"
-                )
-            hops = check_int("num_hops", hops, minimum=0)
-            n = int(data.num_nodes)
-            rng = np.random.default_rng([self.random_state, 0])
-            pool = np.arange(n) if n <= max_nodes else np.sort(rng.choice(n, max_nodes, False))
-            adj = hop_adjacency(data.edge_index.cpu(), n)
-            plan = plan_batches(adj, pool, hops, rng)
-            batches = plan.batches()
-            self.node_batches = [batches[i] for i in rng.permutation(len(batches))]
+            self.node_batches = self._plan_node_batches(model, data, num_hops, max_nodes)
         self.ev_pairs = np.zeros((0, 2), dtype=np.int64)
         if self.lambda_ev > 0:
-            pairs = _global_pairs(evidence, model, data, check_int("ev_pairs", ev_pairs, minimum=1))
+            pairs = global_evidence_pairs(
+                evidence, model, data, check_int("ev_pairs", ev_pairs, minimum=1)
+            )
             self.ev_pairs = sensitive_evidence_pairs(data, pairs, self.spec, ev_min_share)
             if self.ev_pairs.shape[0] == 0:
                 logger.warning(
                     "no evidence pair differs mostly in %r; the evidence term is 0", self.spec.name
                 )
+
+    def _plan_node_batches(
+        self, model: nn.Module, data: Data, num_hops: int | None, max_nodes: int
+    ) -> list[np.ndarray]:
+        """The seeded node-scope batches (module docstring)."""
+        max_nodes = check_int("max_nodes", max_nodes, minimum=1)
+        hops = num_hops if num_hops is not None else infer_num_hops(model)
+        if hops is None:
+            raise InvalidInputError(
+                f"num_hops is required for node-scope consistency: {type(model).__name__} "
+                "has no torch_geometric MessagePassing layer to infer its receptive field "
+                "from; pass num_hops=L (or scopes=('graph',))"
+            )
+        hops = check_int("num_hops", hops, minimum=0)
+        n = int(data.num_nodes)
+        rng = np.random.default_rng([self.random_state, 0])
+        pool = np.arange(n) if n <= max_nodes else np.sort(rng.choice(n, max_nodes, False))
+        adj = hop_adjacency(data.edge_index.cpu(), n)
+        batches = plan_batches(adj, pool, hops, rng).batches()
+        return [batches[i] for i in rng.permutation(len(batches))]
 
     # ------------------------------------------------------------------ model
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
@@ -323,11 +305,7 @@ class FairFinetune(L.LightningModule):
         alt = self.alternatives[alt_index]
         ids = np.flatnonzero(alt.changes) if nodes is None else nodes[alt.changes[nodes]]
         compare = np.flatnonzero(alt.compares) if nodes is None else ids
-        x_cf = x.clone()
-        values = torch.as_tensor(alt.values if alt.values.shape[0] == 1 else alt.values[ids])
-        rows = torch.from_numpy(ids).to(x.device)[:, None]
-        x_cf[rows, self.columns.to(x.device)[None, :]] = values.to(x.dtype).to(x.device)
-        return x_cf, compare
+        return set_sensitive(x, alt, self.columns, ids), compare
 
     def consistency_loss(
         self,
@@ -368,12 +346,24 @@ class FairFinetune(L.LightningModule):
             logits[pairs[:, 0]], logits[pairs[:, 1]], self.divergence
         ).mean()
 
-    def covariance_loss(self, logits: torch.Tensor) -> torch.Tensor:
-        """:math:`\\mathcal R_{cov}` (module docstring) of the factual ``logits`` of every node."""
+    def covariance_loss(
+        self, logits: torch.Tensor, rows: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """:math:`\\mathcal R_{cov}(U)` (module docstring) of the factual ``logits``; ``U`` =
+        the node ids ``rows`` (None: every node); 0 when ``U`` holds fewer than 2 nodes."""
         p = F.softmax(logits, dim=1)
         s = self.sensitive_values.to(p.device)
+        if rows is not None:
+            if rows.numel() < 2:
+                return logits.sum() * 0.0
+            rows = rows.to(p.device)
+            p, s = p[rows], s[rows]
         cov = (s - s.mean(dim=0)).T @ (p - p.mean(dim=0)) / p.size(0)
         return cov.abs().mean()
+
+    def equal_opportunity_loss(self, logits: torch.Tensor) -> torch.Tensor:
+        """:math:`\\mathcal R_{cov}(T_1)`: the covariance term over the label-1 training nodes."""
+        return self.covariance_loss(logits, self.eo_rows)
 
     def training_step(self, batch: Data, batch_idx: int) -> torch.Tensor:
         state = self._rng_state() if self.lambda_cf > 0 else None
@@ -388,14 +378,16 @@ class FairFinetune(L.LightningModule):
             self._set_rng_state(after)
             loss = loss + self.lambda_cf * cf
             self.log("consistency_loss", cf, batch_size=1)
-        if self.lambda_ev > 0:
-            ev = self.evidence_loss(logits)
-            loss = loss + self.lambda_ev * ev
-            self.log("evidence_loss", ev, batch_size=1)
-        if self.lambda_cov > 0:
-            cov = self.covariance_loss(logits)
-            loss = loss + self.lambda_cov * cov
-            self.log("covariance_loss", cov, batch_size=1)
+        terms = (
+            ("evidence_loss", self.lambda_ev, self.evidence_loss),
+            ("covariance_loss", self.lambda_cov, self.covariance_loss),
+            ("equal_opportunity_loss", self.lambda_eo, self.equal_opportunity_loss),
+        )
+        for name, weight, term in terms:
+            if weight > 0:
+                value = term(logits)
+                loss = loss + weight * value
+                self.log(name, value, batch_size=1)
         self.log("task_loss", task, batch_size=1)
         return loss
 
@@ -413,64 +405,59 @@ class FairFinetune(L.LightningModule):
     # ------------------------------------------------------------------ one call
     @classmethod
     @renamed_keywords(aliases={"sensitive_features": "sensitive"})
-    def finetune(
+    def finetune(  # noqa: PLR0913  # one-call recipe: each keyword is a documented setting
         cls,
         model: nn.Module,
         data: Data,
         sensitive: Any = None,
         *,
-        lambda_cf: float = DEFAULT_LAMBDA_CF,
+        targets: str | Sequence[str] = TARGETS,
+        lambda_cf: float | None = None,
         lambda_ev: float = 0.0,
         epochs: int = DEFAULT_EPOCHS,
+        max_auroc_drop: float = DEFAULT_MAX_AUROC_DROP,
+        n_candidates: int = DEFAULT_N_CANDIDATES,
+        lambda_grid: Sequence[float] | None = DEFAULT_LAMBDA_GRID,
+        select: bool = True,
         random_state: int = 0,
         trainer_kwargs: dict[str, Any] | None = None,
         progress: bool | None = None,
         **options: Any,
     ) -> nn.Module:
-        """A fine-tuned deep copy of ``model`` (in eval mode, on ``model``'s device); ``model``
-        itself is never modified.
+        """A fine-tuned deep copy of ``model`` (eval mode, on ``model``'s device), chosen on the
+        validation nodes (:mod:`gnnaudit.training.fair_selection`); ``model`` is not modified.
 
-        ``epochs`` full-batch steps; ``random_state`` seeds Lightning (weights are copied, so it
-        drives dropout and the consistency term's draws); ``options``: the other constructor
-        arguments (``lambda_cov, scopes, divergence, lr, weight_decay, num_hops, max_nodes,
-        evidence, ev_pairs, ev_min_share``); ``trainer_kwargs``: see :func:`make_trainer`;
-        ``progress``: a bar over the steps on stderr (``None``: only when stderr is a
-        terminal; :mod:`gnnaudit.training.progress`).
+        One run of ``epochs`` full-batch steps of the loss for ``targets`` per weight of
+        ``lambda_grid`` (given to the targeted covariance terms whose ``lambda_cov`` /
+        ``lambda_eo`` is not set; ``None``: one run at the constructor's defaults). Candidates:
+        the model as given and each run's weights after every ``epochs // n_candidates`` steps;
+        returned: the lowest sum of the targeted validation gaps among those whose validation
+        AUROC is at most ``max_auroc_drop`` below the model as given (``select=False``: one
+        run's final weights). A ``UserWarning`` says when it lowers no targeted gap. The module
+        carries ``selection_``, a DataFrame, one row per candidate: ``candidate``
+        (``"vanilla"``, ``"[cov=<w> ]step <k>"``), ``step``, ``val_auroc``, ``val_dsp``,
+        ``val_deo``, ``val_cf``, ``gap_sum`` (targeted), ``within_budget``, ``chosen`` (one row).
+
+        ``random_state`` seeds Lightning (dropout, the consistency draws); ``options``: the
+        other constructor arguments (``lambda_cov, lambda_eo, scopes, divergence, lr,
+        weight_decay, num_hops, max_nodes, evidence, ev_pairs, ev_min_share``);
+        ``trainer_kwargs``: see :func:`make_trainer`; ``progress``: a bar on stderr (``None``:
+        only when stderr is a terminal).
         """
-        epochs = check_int("epochs", epochs, minimum=1, maximum=MAX_EPOCHS)
-        random_state = check_seed("random_state", random_state)
-        show = resolve_progress("progress", progress)
-        if not isinstance(model, nn.Module):
-            raise InvalidInputError(
-                f"model must be a torch.nn.Module called as model(x, edge_index), got "
-                f"{type(model).__name__}"
-            )
-        params = list(model.parameters())
-        if not params:
-            raise InvalidInputError(f"model {type(model).__name__} has no parameters to fine-tune")
-        device = params[0].device
-        tuned = copy.deepcopy(model)
-        try:
-            wrapper = cls(
-                tuned,
-                data,
-                sensitive,
-                lambda_cf=lambda_cf,
-                lambda_ev=lambda_ev,
-                random_state=random_state,
-                **options,
-            )
-        except TypeError as exc:
-            raise InvalidInputError(f"FairFinetune.finetune: {exc}") from exc
-        with quiet_lightning(False):
-            L.seed_everything(random_state, workers=True, verbose=False)
-            trainer = make_trainer(
-                epochs,
-                trainer_kwargs,
-                limit_val_batches=0,
-                progress=show,
-                progress_desc="fair fine-tuning",
-            )
-            tuned.train()
-            trainer.fit(wrapper, datamodule=GraphDataModule(data, seed=random_state))
-        return tuned.to(device).eval()
+        options = {"lambda_cf": lambda_cf, "lambda_ev": lambda_ev, **options}
+        return finetune_and_select(
+            cls,
+            model,
+            data,
+            sensitive,
+            targets=targets,
+            epochs=epochs,
+            max_auroc_drop=max_auroc_drop,
+            n_candidates=n_candidates,
+            lambda_grid=lambda_grid,
+            select=select,
+            random_state=random_state,
+            trainer_kwargs=trainer_kwargs,
+            progress=progress,
+            options=options,
+        )

@@ -1,27 +1,39 @@
-"""Mitigation in the audit: fine-tune a copy of the model with :class:`FairFinetune`, re-audit
-it, and report the two side by side.
+"""Mitigation in the audit: fine-tune a copy of the model with :class:`FairFinetune` against
+what the audit found, re-audit it, and report the two side by side.
 
-:func:`mitigation_metrics` measures what the audit measures about the sensitive attribute, each
-with its bootstrap interval: the counterfactual flip rate at node and graph scope
-(:func:`~gnnaudit.audit.sensitivity.flip.counterfactual_flip`), the statistical parity and equal
-opportunity differences (:func:`~gnnaudit.audit.fairness.group_fairness.group_fairness`) and the
-accuracy on the audited nodes (percentile bootstrap of the 0/1 correctness, binomial shortcut).
+**Targets from the findings** (:func:`mitigation_targets`): a flagged statistical parity gap
+-> ``"dsp"``, a flagged equal-opportunity gap -> ``"deo"``, a flagged counterfactual flip at
+either scope -> ``"cf"`` (the consistency term then runs at ``lambda_cf``; without it the
+consistency weight is 0); nothing flagged -> all three. ``FairFinetune.finetune`` selects the
+copy on the validation nodes (the lowest sum of the targeted gaps within its AUROC budget, the
+model as given always a candidate), and its warning, when no candidate lowers a targeted gap,
+is logged and kept in the section's notes.
 
-:class:`MitigationUnit` runs it on the audited model and on its fine-tuned copy and produces the
-"Before / after mitigation" section: the table of both columns with intervals, a plain-words
-summary, and the trade-off figure of accuracy against flip rate over a small grid of
-``lambda_cf`` (each grid point is one fine-tuned copy; ``lambda_cf = 0`` is plain fine-tuning,
-the control that separates the effect of the consistency term from that of further training).
-The mitigated model's ``state_dict`` is attached to the report as ``mitigated_model.pt``
-(written beside ``report.json`` by :meth:`~gnnaudit.audit.AuditReport.save`, readable with
-``torch.load(path, weights_only=True)``). The unit adds no finding: the findings and the verdict
-describe the audited model, never its mitigated copy.
+:func:`mitigation_metrics` measures, each with its interval, what the fair-GNN literature
+reports: the counterfactual flip rate at node and graph scope (graph scope = NIFTY's
+counterfactual unfairness; :func:`~gnnaudit.audit.sensitivity.flip.counterfactual_flip`, exact
+intervals), the statistical parity and equal opportunity differences
+(:func:`~gnnaudit.audit.fairness.group_fairness.group_fairness`, Newcombe intervals of the
+signed difference), the AUROC of the class-1 probability and the accuracy on the audited nodes
+(bootstrap).
+
+:class:`MitigationUnit` runs it on the audited model and on its mitigated copy and produces the
+"Before / after mitigation" section: the table of both columns with intervals and a ``worse``
+column flagging every figure that got worse (a gap or flip up, AUROC or accuracy down), a
+plain-words summary naming the targets and why, and the trade-off figure of accuracy against
+flip rate for the consistency term alone over a small grid of ``lambda_cf`` (``targets=("cf",)``,
+no selection; ``lambda_cf = 0`` is plain fine-tuning, the control). The mitigated model's
+``state_dict`` is attached to the report as ``mitigated_model.pt`` (written beside
+``report.json`` by :meth:`~gnnaudit.audit.AuditReport.save`, readable with ``torch.load(path,
+weights_only=True)``). The unit adds no finding: the findings and the verdict describe the
+audited model, never its mitigated copy.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,6 +46,7 @@ from gnnaudit._aliases import renamed_keywords
 from gnnaudit._validation import check_float
 from gnnaudit.audit.bootstrap import bootstrap_mean
 from gnnaudit.audit.fairness.group_fairness import group_fairness
+from gnnaudit.audit.fairness.literature_intervals import auroc_interval
 from gnnaudit.audit.interventions import FeatureSpec, category_codes
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.audit.report.section import Figure, ReportSection
@@ -55,6 +68,7 @@ __all__ = [
     "CHECKPOINT_NAME",
     "DEFAULT_GRID",
     "mitigation_metrics",
+    "mitigation_targets",
     "MitigationResult",
     "MitigationUnit",
 ]
@@ -63,6 +77,17 @@ logger = logging.getLogger(__name__)
 
 #: columns of :func:`mitigation_metrics`
 METRIC_COLUMNS = ["metric", "scope", "value", "ci_low", "ci_high"]
+#: per metric of the before / after table, whether a higher value is better (AUROC, accuracy)
+#: or worse (the gaps and flip rates): a change in the worse direction is flagged
+HIGHER_IS_BETTER = {"auroc": True, "accuracy": True}
+#: finding -> the FairFinetune target that answers it (see :func:`mitigation_targets`)
+_TARGET_OF = {
+    "statistical parity": "dsp",
+    "equal opportunity": "deo",
+    "counterfactual flip (node scope)": "cf",
+    "counterfactual flip (graph scope)": "cf",
+}
+_WHY = {"dsp": "statistical parity", "deo": "equal opportunity", "cf": "a counterfactual flip"}
 #: file name of the mitigated model's state_dict beside the report
 CHECKPOINT_NAME = "mitigated_model.pt"
 #: ``lambda_cf`` values of the trade-off figure
@@ -72,8 +97,27 @@ _METRICS = (
     ("flip rate", "graph"),
     ("statistical parity difference", ""),
     ("equal opportunity difference", ""),
+    ("auroc", ""),
     ("accuracy", ""),
 )
+
+
+def mitigation_targets(findings: Sequence[Any], name: str) -> tuple[tuple[str, ...], str]:
+    """The :class:`FairFinetune` targets that answer the flagged findings about ``name``
+    (statistical parity -> ``"dsp"``, equal opportunity -> ``"deo"``, a counterfactual flip at
+    either scope -> ``"cf"``), in the order ``cf, dsp, deo``, and the reason in words; all three
+    when none is flagged (the default remedy)."""
+    flagged = {
+        _TARGET_OF[f.finding]
+        for f in findings
+        if f.flagged and f.feature == name and f.finding in _TARGET_OF
+    }
+    if not flagged:
+        return ("cf", "dsp", "deo"), (
+            f"no finding about {name} was flagged, so the remedy targets all three gaps"
+        )
+    targets = tuple(t for t in ("cf", "dsp", "deo") if t in flagged)
+    return targets, "targets " + ", ".join(f"{t} ({_WHY[t]} of {name} flagged)" for t in targets)
 
 
 @renamed_keywords(aliases={"sensitive_features": "sensitive"})
@@ -137,10 +181,25 @@ def mitigation_metrics(
     rows.append(
         ("equal opportunity difference", "", fair.equal_opportunity_difference, *fair.eod_ci)
     )
+    rows.append(("auroc", "", *_auroc(logits, y, ids, n_boot, confidence, random_state)))
     correct = (pred[ids] == y[ids]).astype(np.float64)
     acc = bootstrap_mean(correct, n_boot, np.random.default_rng([random_state, 29]), confidence)
     rows.append(("accuracy", "", acc.estimate, acc.ci_low, acc.ci_high))
     return pd.DataFrame(rows, columns=METRIC_COLUMNS)
+
+
+def _auroc(
+    logits: torch.Tensor, y: np.ndarray, ids: np.ndarray, n_boot: int, confidence: float, seed: int
+) -> tuple[float, float, float]:
+    """AUROC of the class-1 probability on ``ids`` with its bootstrap interval (the literature
+    metrics' :func:`~gnnaudit.audit.fairness.literature_intervals.auroc_interval`); NaN for a
+    multi-class model or labels of one class."""
+    positive = y[ids] == 1
+    if logits.shape[1] != 2 or positive.all() or not positive.any():
+        return math.nan, math.nan, math.nan
+    score = torch.softmax(logits.to(torch.float64), dim=1)[:, 1].numpy()[ids]
+    rng = np.random.default_rng([seed, 31])
+    return auroc_interval([score], [positive], n_boot=n_boot, confidence=confidence, rng=rng)
 
 
 @dataclass
@@ -180,7 +239,17 @@ class MitigationResult(AuditResult):
         )
         frame = b.merge(a, on=["metric", "scope"], how="left", sort=False)
         frame["change"] = frame["after"] - frame["before"]
+        better_up = frame["metric"].map(HIGHER_IS_BETTER).fillna(False).astype(bool)
+        frame["worse"] = np.where(better_up, frame["change"] < 0, frame["change"] > 0)
         return frame
+
+    def worse(self) -> list[str]:
+        """``"metric (scope): before -> after"`` for every metric the mitigation made worse."""
+        frame = self.to_frame()
+        return [
+            f"{r.metric}{f' ({r.scope} scope)' if r.scope else ''}: {r.before:.3f} -> {r.after:.3f}"
+            for r in frame[frame["worse"]].itertuples()
+        ]
 
     def _value(self, frame: pd.DataFrame, metric: str, scope: str = "") -> float:
         row = frame[(frame["metric"] == metric) & (frame["scope"] == scope)]
@@ -197,11 +266,13 @@ class MitigationResult(AuditResult):
         name = self.sensitive_name
         s = self.settings
         level = f"{self.confidence:.0%}"
+        worse = self.worse()
         summary = " ".join(
             [
-                f"A copy of the model was fine-tuned to stop depending on {name} "
-                f"(counterfactual consistency, lambda_cf = {s['lambda_cf']:g}, {s['epochs']} "
-                "epochs) and audited again.",
+                f"A copy of the model was fine-tuned against the gaps of {name} "
+                f"({s.get('targets_reason', 'targets ' + ', '.join(s.get('targets', ())))}; "
+                f"FairFinetune with lambda_cf = {s['lambda_cf']:g}, {s['epochs']} epochs, "
+                "selected on the validation nodes within its AUROC budget) and audited again.",
                 self._sentence(
                     "flip rate",
                     "node",
@@ -212,7 +283,9 @@ class MitigationResult(AuditResult):
                     "statistical parity difference", "", "Statistical parity difference"
                 ),
                 self._sentence("equal opportunity difference", "", "Equal opportunity difference"),
+                self._sentence("auroc", "", "AUROC"),
                 self._sentence("accuracy", "", "Accuracy on the audited nodes"),
+                (f"Got worse: {'; '.join(worse)}." if worse else "No figure got worse."),
             ]
         )
         curve = self.tradeoff.rename(columns={"flip_rate": "x", "accuracy": "y", "scope": "series"})
@@ -232,11 +305,15 @@ class MitigationResult(AuditResult):
                 )
             ],
             notes=[
-                f"Intervals: {level} bootstrap over the audited nodes. The fine-tuned model is a "
-                "copy; the findings and the verdict above describe the audited model.",
+                f"Intervals: {level}; exact for the flip rates, Newcombe's score interval of the "
+                "signed difference for the two gaps, bootstrap for AUROC and accuracy. The "
+                "fine-tuned model is a copy; the findings and the verdict above describe the "
+                "audited model. A figure that got worse is flagged in the table (worse).",
                 "Labels that encode a bias reward using the sensitive attribute, so removing the "
                 "dependence can lower accuracy against them; the trade-off figure shows how "
-                "much, with lambda_cf = 0 (plain fine-tuning) as the control.",
+                "much for the consistency term alone (targets cf, no selection), with "
+                "lambda_cf = 0 (plain fine-tuning) as the control.",
+                *[f"FairFinetune warned: {w}" for w in s.get("warnings", [])],
                 f"The mitigated weights are saved beside the report as {CHECKPOINT_NAME} (a "
                 "state_dict; load it with torch.load(path, weights_only=True)).",
             ],
@@ -244,6 +321,8 @@ class MitigationResult(AuditResult):
                 "settings": dict(s),
                 "checkpoint": CHECKPOINT_NAME,
                 "sensitive_name": name,
+                "targets": list(s.get("targets", ())),
+                "worse": worse,
             },
         )
 
@@ -295,22 +374,28 @@ class MitigationUnit(AuditUnit):
         opts = ctx.options
         model = ctx.adapter.model
         spec = resolve_sensitive_feature(ctx.data, ctx.sensitive_column)
+        name = ctx.sensitive_name or spec.name
         kwargs = dict(self.finetune_kwargs)
         kwargs.setdefault("progress", opts.progress)
         if self.lambda_ev > 0:
             kwargs.setdefault("evidence", ctx.global_evidence(int(kwargs.get("ev_pairs", 500))))
+        findings = [f for result in ctx.results.values() for f in result.findings()]
+        targets, reason = mitigation_targets(findings, name)
+        if "targets" in kwargs:  # the user's choice wins over the findings
+            targets, reason = tuple(kwargs.pop("targets")), "targets as given"
+        sensitive = spec.columns[0] if len(spec.columns) == 1 else list(spec.columns)
 
-        def tune(lam: float) -> torch.nn.Module:
+        def tune(lam: float, **extra: Any) -> torch.nn.Module:
             try:
                 return FairFinetune.finetune(
                     model,
                     ctx.data,
-                    spec.columns[0] if len(spec.columns) == 1 else list(spec.columns),
+                    sensitive,
                     lambda_cf=lam,
                     lambda_ev=self.lambda_ev,
                     epochs=self.epochs,
                     random_state=opts.random_state,
-                    **kwargs,
+                    **{**kwargs, **extra},
                 )
             except TypeError as exc:
                 raise InvalidInputError(f"MitigationUnit options not accepted: {exc}") from exc
@@ -328,20 +413,22 @@ class MitigationUnit(AuditUnit):
             )
 
         before = measure(model, opts.n_boot)
-        mitigated = tune(self.lambda_cf)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            # the consistency term only when a flip is targeted: the remedy aims at the findings
+            mitigated = tune(self.lambda_cf if "cf" in targets else 0.0, targets=targets)
+        said = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+        for text in said:
+            logger.warning("mitigation: %s", text)
         after = measure(mitigated, opts.n_boot)
-        rows = []
-        for lam in sorted(set(self.grid) | {self.lambda_cf}):
-            metrics = after if lam == self.lambda_cf else measure(tune(lam), 1)
-            for scope in ("node", "graph"):
-                flip = metrics[(metrics["metric"] == "flip rate") & (metrics["scope"] == scope)]
-                acc = metrics[metrics["metric"] == "accuracy"]
-                rows.append((lam, scope, float(flip["value"].iloc[0]), float(acc["value"].iloc[0])))
-        tradeoff = pd.DataFrame(rows, columns=["lambda_cf", "scope", "flip_rate", "accuracy"])
+        tradeoff = self._tradeoff(tune, measure)
         settings = {
             "lambda_cf": self.lambda_cf,
             "lambda_ev": self.lambda_ev,
             "epochs": self.epochs,
+            "targets": list(targets),
+            "targets_reason": reason,
+            "warnings": said,
             **{
                 k: v
                 for k, v in kwargs.items()
@@ -355,6 +442,20 @@ class MitigationUnit(AuditUnit):
             tradeoff=tradeoff,
             settings=settings,
             state_dict=state,
-            sensitive_name=ctx.sensitive_name or spec.name,
+            sensitive_name=name,
             confidence=opts.confidence,
         )
+
+    def _tradeoff(self, tune: Any, measure: Any) -> pd.DataFrame:
+        """Flip rate and accuracy of the consistency term alone (``targets=("cf",)``, no
+        selection) at each ``lambda_cf`` of the grid: the trade-off figure."""
+        rows = []
+        for lam in sorted(set(self.grid) | {self.lambda_cf}):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                metrics = measure(tune(lam, targets=("cf",), select=False), 1)
+            for scope in ("node", "graph"):
+                flip = metrics[(metrics["metric"] == "flip rate") & (metrics["scope"] == scope)]
+                acc = metrics[metrics["metric"] == "accuracy"]
+                rows.append((lam, scope, float(flip["value"].iloc[0]), float(acc["value"].iloc[0])))
+        return pd.DataFrame(rows, columns=["lambda_cf", "scope", "flip_rate", "accuracy"])

@@ -1,19 +1,25 @@
-"""Train a :class:`NodeClassifier` on one graph with Lightning, reproducibly, and reload it.
+r"""Train a :class:`NodeClassifier` on one graph with Lightning, reproducibly, and reload it.
 
 ``train_node_classifier`` seeds everything (``lightning.seed_everything``), runs a ``Trainer``
 (:func:`make_trainer`: the available accelerator, or the user's ``trainer_kwargs``) with
-``deterministic=True`` and keeps the weights of the epoch with the best
-validation accuracy (ties: lower validation loss), so the same data, arguments and seed give the
-same metrics. Checkpoints are ordinary Lightning checkpoints whose ``hyper_parameters`` hold only
-plain ``int`` / ``float`` / ``str`` values; :func:`load_node_classifier` reads them with
-``torch.load(path, weights_only=True)`` and never unpickles arbitrary objects.
+``deterministic=True`` and keeps the weights of the best validation epoch (ties: lower
+validation loss), so the same data, arguments and seed give the same metrics. Best: for a
+binary task (labels 0 / 1, both among the validation nodes) the highest validation AUROC of the
+class-1 probability, as NIFTY selects, :math:`\mathrm{AUROC} = P(p_u > p_v) + \tfrac12 P(p_u =
+p_v)` over validation nodes :math:`u` of label 1 and :math:`v` of label 0
+(``sklearn.metrics.roc_auc_score``), since accuracy alone keeps a constant model on imbalanced
+labels (predicting the majority label scores the majority rate); otherwise (multi-class) the
+highest validation accuracy. Checkpoints are ordinary Lightning checkpoints whose
+``hyper_parameters`` hold only plain ``int`` / ``float`` / ``str`` values;
+:func:`load_node_classifier` reads them with ``torch.load(path, weights_only=True)`` and never
+unpickles arbitrary objects.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
+import math
 import os
 import time
 import warnings
@@ -31,6 +37,14 @@ from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io import atomic_file, safe_torch_load
 from gnnaudit.training.data_module import GraphDataModule, check_node_data
 from gnnaudit.training.divergence import DivergenceGuard
+from gnnaudit.training.epoch_selection import (
+    BEST_EPOCH_KEY,
+    EPOCHS_RUN_KEY,
+    CountEpochs,
+    KeepBestWeights,
+    positive_auroc,
+    selection_monitor,
+)
 from gnnaudit.training.node_classifier import MAX_MODEL_WEIGHTS, NodeClassifier, estimated_weights
 from gnnaudit.training.progress import progress_callbacks
 
@@ -41,13 +55,12 @@ __all__ = [
     "majority_rate",
     "make_trainer",
     "KeepBestWeights",
+    "selection_monitor",
+    "positive_auroc",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: ``trainer.callback_metrics`` keys that carry the epoch counts back from spawned workers
-BEST_EPOCH_KEY = "gnnaudit/best_epoch"
-EPOCHS_RUN_KEY = "gnnaudit/epochs_run"
 
 _LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric", "lightning")
 _QUIET_WARNINGS = (
@@ -62,43 +75,6 @@ class TrainResult(NamedTuple):
 
     module: NodeClassifier
     metrics: dict[str, Any]
-
-
-class KeepBestWeights(Callback):
-    """Remember the weights of the best validation epoch in memory and restore them at the end
-    of ``fit`` (best = highest ``val_acc``, ties broken by lower ``val_loss``)."""
-
-    def __init__(self) -> None:
-        self.best: tuple[float, float] | None = None
-        self.best_epoch = -1
-        self.state: dict[str, torch.Tensor] | None = None
-
-    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking:
-            return
-        metrics = trainer.callback_metrics
-        if "val_acc" not in metrics:
-            return
-        score = (float(metrics["val_acc"]), -float(metrics.get("val_loss", torch.tensor(0.0))))
-        if self.best is None or score > self.best:
-            self.best, self.best_epoch = score, trainer.current_epoch
-            self.state = copy.deepcopy(pl_module.state_dict())
-
-    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self.state is not None:
-            pl_module.load_state_dict(self.state)
-        # a spawned strategy (ddp_spawn) runs this in the workers: rank 0's callback_metrics
-        # (not this callback's attributes) travel back to the main process
-        trainer.callback_metrics[BEST_EPOCH_KEY] = torch.tensor(self.best_epoch)
-
-
-class CountEpochs(Callback):
-    """Record the epochs run in ``trainer.callback_metrics`` at the end of ``fit``; with a
-    spawned strategy (``ddp_spawn``) the main process's ``trainer.current_epoch`` stays 0, but
-    rank 0's ``callback_metrics`` are sent back to it."""
-
-    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        trainer.callback_metrics[EPOCHS_RUN_KEY] = torch.tensor(trainer.current_epoch)
 
 
 @contextlib.contextmanager
@@ -195,9 +171,11 @@ def majority_rate(data: Data, mask: str = "test_mask") -> float:
     return float((selected == majority).float().mean()) if selected.numel() else float("nan")
 
 
-def _callbacks(keep_best: bool, patience: int | None) -> list[Callback]:
+def _callbacks(keep_best: bool, patience: int | None, monitor: str = "val_acc") -> list[Callback]:
     """Epoch counting, best-weights restoring and early stopping, as asked."""
-    callbacks: list[Callback] = [CountEpochs(), KeepBestWeights()] if keep_best else [CountEpochs()]
+    callbacks: list[Callback] = [CountEpochs()]
+    if keep_best:
+        callbacks.append(KeepBestWeights(monitor))
     if patience is not None:
         callbacks.append(EarlyStopping(monitor="val_loss", mode="min", patience=patience))
     return callbacks
@@ -211,15 +189,34 @@ def _save_checkpoint(trainer: L.Trainer, checkpoint_path: str | os.PathLike[str]
         trainer.save_checkpoint(tmp, weights_only=False)
 
 
+@torch.no_grad()
+def _aurocs(module: NodeClassifier, data: Data) -> dict[str, float]:
+    """``val_auroc`` / ``test_auroc`` of a binary task's class-1 probability (where defined)."""
+    if int(data.y.max()) > 1:
+        return {}
+    logits = module(data.x.to(module.device), data.edge_index.to(module.device))
+    score = torch.softmax(logits.float(), dim=1)[:, 1].cpu().numpy()
+    y = data.y.detach().cpu().numpy()
+    out = {}
+    for stage in ("val", "test"):
+        mask = data[f"{stage}_mask"].detach().cpu().numpy()
+        value = positive_auroc(y[mask], score[mask])
+        if math.isfinite(value):
+            out[f"{stage}_auroc"] = value
+    return out
+
+
 def _fit_metrics(
     module: NodeClassifier, data: Data, trainer: L.Trainer, keep_best: bool, fit_seconds: float
 ) -> dict[str, Any]:
     """The evaluation on the three masks plus what the fit recorded (epochs, device, time)."""
     metrics: dict[str, Any] = module.evaluate(data)
+    metrics.update(_aurocs(module, data))
     metrics["majority_rate"] = majority_rate(data)
     done = trainer.callback_metrics  # rank 0's, also under ddp_spawn
     epochs_run = int(done.get(EPOCHS_RUN_KEY, trainer.current_epoch))
     metrics["best_epoch"] = int(done.get(BEST_EPOCH_KEY, -1)) if keep_best else epochs_run - 1
+    metrics["selected_by"] = selection_monitor(data) if keep_best else "last epoch"
     metrics["epochs_run"] = epochs_run
     metrics["fit_seconds"] = fit_seconds
     metrics["device"] = str(trainer.strategy.root_device)
@@ -260,7 +257,7 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
         subgraphs, or ``NeighborLoader`` sampling when ``num_neighbors`` is given (see
         :class:`GraphDataModule`).
     patience : stop after this many epochs without a lower ``val_loss`` (``None``: never).
-    keep_best : restore the weights of the best validation epoch at the end.
+    keep_best : keep the best validation epoch's weights (AUROC if binary, else accuracy).
     checkpoint_path : where to write the Lightning checkpoint of the returned module (never
         written when training diverges: a non-finite loss or weight raises
         :class:`~gnnaudit.errors.TrainingDivergedError` instead).
@@ -276,11 +273,11 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
     -------
     TrainResult ``(module, metrics)``: the trained module in eval mode, on the device it
     trained on (``metrics["device"]``; ``audit_model(module, data)`` then audits there), and a
-    dict with
-    ``train_acc``, ``val_acc``, ``test_acc``, the matching ``*_loss``, ``majority_rate`` (test
-    accuracy of always predicting the majority training label), ``best_epoch``,
-    ``epochs_run``, ``fit_seconds`` and ``device`` (where Lightning trained, e.g. ``"cuda:0"``
-    under the default ``accelerator="auto"`` on a GPU machine).
+    dict with ``train_acc``, ``val_acc``, ``test_acc``, the matching ``*_loss``, ``val_auroc`` /
+    ``test_auroc`` (binary tasks), ``majority_rate`` (test accuracy of always predicting the
+    majority training label), ``best_epoch``, ``selected_by`` (``"val_auroc"``, ``"val_acc"``
+    or ``"last epoch"``), ``epochs_run``, ``fit_seconds`` and ``device`` (where Lightning
+    trained, e.g. ``"cuda:0"`` under the default ``accelerator="auto"`` on a GPU machine).
     """
     data = check_node_data(data)
     max_epochs = check_int("max_epochs", max_epochs, minimum=1, maximum=MAX_EPOCHS)
@@ -314,7 +311,7 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
             trainer_kwargs,
             progress=show,
             log_every_n_steps=1,
-            callbacks=_callbacks(keep_best, patience),
+            callbacks=_callbacks(keep_best, patience, selection_monitor(data)),
         )
         start = time.perf_counter()
         trainer.fit(module, datamodule=datamodule)

@@ -1,0 +1,155 @@
+"""Which epoch a training run keeps: the callback that remembers the best validation epoch's
+weights (highest validation AUROC of the class-1 probability for a binary task, as NIFTY
+selects; highest accuracy otherwise; ties by the lower validation loss) and the one that counts
+the epochs run (:func:`~gnnaudit.training.train.train_node_classifier` documents the rule)."""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import Callback
+from torch_geometric.data import Data
+
+from gnnaudit._validation import check_choice
+
+__all__ = [
+    "KeepBestWeights",
+    "CountEpochs",
+    "positive_auroc",
+    "selection_monitor",
+    "MONITORS",
+    "BEST_EPOCH_KEY",
+    "EPOCHS_RUN_KEY",
+]
+
+#: what :class:`KeepBestWeights` can rank epochs by
+MONITORS: tuple[str, ...] = ("val_acc", "val_auroc")
+#: ``trainer.callback_metrics`` keys that carry the epoch counts back from spawned workers
+BEST_EPOCH_KEY = "gnnaudit/best_epoch"
+EPOCHS_RUN_KEY = "gnnaudit/epochs_run"
+
+
+class KeepBestWeights(Callback):
+    """Remember the weights of the best validation epoch in memory and restore them at the end
+    of ``fit`` (best = highest ``monitor``, ties broken by lower ``val_loss``).
+
+    ``monitor="val_acc"`` (default) reads the ``val_acc`` the module logs. ``"val_auroc"``
+    computes the validation AUROC of the class-1 probability itself: it records the logits of
+    the module's forward call in each validation step (scored like
+    :class:`~gnnaudit.training.NodeClassifier`: the ``val_mask`` nodes, the seed nodes of a
+    ``NeighborLoader`` batch), takes ``roc_auc_score`` over the epoch (the mean over processes
+    under a multi-process strategy) and logs it as ``val_auroc``; an undefined AUROC (one
+    class) ranks last. :attr:`history` holds every epoch's ``(score, -val_loss)``.
+    """
+
+    def __init__(self, monitor: str = "val_acc") -> None:
+        self.monitor = check_choice("monitor", monitor, MONITORS)
+        self.best: tuple[float, float] | None = None
+        self.best_epoch = -1
+        self.state: dict[str, torch.Tensor] | None = None
+        self.history: list[tuple[float, float]] = []
+        self._last: torch.Tensor | None = None
+        self._val: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._hook: Any = None
+
+    def _record(self, module: Any, args: Any, output: Any) -> None:
+        # node logits only: a strategy that routes validation_step through the module's call
+        # (DDP) also reports the step's scalar loss here
+        if isinstance(output, torch.Tensor) and output.dim() == 2:
+            self._last = output.detach()
+
+    def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.monitor == "val_auroc":
+            self._val, self._last = [], None
+            self._hook = pl_module.register_forward_hook(self._record)
+
+    def on_validation_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        if self.monitor != "val_auroc" or self._last is None or len(self._last) != len(batch.y):
+            return
+        logits, mask, y = self._last, batch.val_mask, batch.y
+        seeds = getattr(batch, "batch_size", None)
+        if isinstance(seeds, int):  # NeighborLoader: only the seed nodes count
+            logits, mask, y = logits[:seeds], mask[:seeds], y[:seeds]
+        self._val.append((torch.softmax(logits[mask].float(), dim=1)[:, 1].cpu(), y[mask].cpu()))
+        self._last = None
+
+    def _auroc(self, trainer: L.Trainer, pl_module: L.LightningModule) -> float:
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        p = torch.cat([b[0] for b in self._val]).numpy() if self._val else np.zeros(0)
+        y = torch.cat([b[1] for b in self._val]).numpy() if self._val else np.zeros(0)
+        value = torch.tensor(positive_auroc(y, p), device=pl_module.device)
+        value = trainer.strategy.reduce(value, reduce_op="mean")
+        if not trainer.sanity_checking and bool(torch.isfinite(value)):
+            pl_module.log("val_auroc", value, prog_bar=True)
+        return float(value)
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        auroc = self._auroc(trainer, pl_module) if self.monitor == "val_auroc" else math.nan
+        if trainer.sanity_checking:
+            return
+        metrics = trainer.callback_metrics
+        if self.monitor == "val_acc" and "val_acc" not in metrics:
+            return
+        value = auroc if self.monitor == "val_auroc" else float(metrics["val_acc"])
+        loss = float(metrics.get("val_loss", torch.tensor(0.0)))
+        score = (value if math.isfinite(value) else -math.inf, -loss)
+        self.history.append(score)
+        if self.best is None or score > self.best:
+            self.best, self.best_epoch = score, trainer.current_epoch
+            self.state = copy.deepcopy(pl_module.state_dict())
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.state is not None:
+            pl_module.load_state_dict(self.state)
+        # a spawned strategy (ddp_spawn) runs this in the workers: rank 0's callback_metrics
+        # (not this callback's attributes) travel back to the main process
+        trainer.callback_metrics[BEST_EPOCH_KEY] = torch.tensor(self.best_epoch)
+
+
+class CountEpochs(Callback):
+    """Record the epochs run in ``trainer.callback_metrics`` at the end of ``fit``; with a
+    spawned strategy (``ddp_spawn``) the main process's ``trainer.current_epoch`` stays 0, but
+    rank 0's ``callback_metrics`` are sent back to it."""
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        trainer.callback_metrics[EPOCHS_RUN_KEY] = torch.tensor(trainer.current_epoch)
+
+
+def positive_auroc(y: Any, score: Any) -> float:
+    """``sklearn.metrics.roc_auc_score(y == 1, score)``; NaN when one class only, or when a
+    score is not finite (a diverged model: the divergence check reports it, not this metric)."""
+    from sklearn.metrics import roc_auc_score
+
+    positive = np.asarray(y) == 1
+    scores = np.asarray(score, dtype=np.float64)
+    if positive.size == 0 or positive.all() or not positive.any():
+        return math.nan
+    if not np.isfinite(scores).all():
+        return math.nan
+    return float(roc_auc_score(positive, scores))
+
+
+def selection_monitor(data: Data) -> str:
+    """``"val_auroc"`` for a binary task whose validation nodes hold both labels 0 and 1,
+    else ``"val_acc"`` (module docstring)."""
+    y = data.y.detach().cpu()
+    val = y[data.val_mask.detach().cpu()]
+    binary = int(y.max()) <= 1 if y.numel() else False
+    return (
+        "val_auroc" if binary and bool((val == 0).any()) and bool((val == 1).any()) else "val_acc"
+    )

@@ -1,0 +1,216 @@
+"""The candidate runs of :meth:`FairFinetune.finetune <gnnaudit.training.FairFinetune.finetune>`:
+one fine-tuning run per weight of the grid, snapshots of the weights every few steps, pooled
+with the model as given and handed to the selection on validation nodes
+(:mod:`gnnaudit.training.fair_selection`, which documents the rule)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback
+from torch import nn
+
+from gnnaudit._validation import (
+    MAX_EPOCHS,
+    check_float,
+    check_int,
+    check_seed,
+    resolve_progress,
+)
+from gnnaudit.errors import InvalidInputError
+from gnnaudit.training.data_module import GraphDataModule
+from gnnaudit.training.fair_selection import (
+    VANILLA,
+    check_targets,
+    selection_frame,
+    warn_unless_fairer,
+)
+from gnnaudit.training.train import make_trainer, quiet_lightning
+
+__all__ = [
+    "candidate_steps",
+    "Snapshots",
+    "target_weight",
+    "grid_weights",
+    "finetune_and_select",
+]
+
+
+def candidate_steps(epochs: int, n_candidates: int) -> list[int]:
+    """Steps whose weights become candidates: every ``max(1, epochs // n_candidates)`` steps
+    up to ``epochs``, and ``epochs`` itself."""
+    epochs = check_int("epochs", epochs, minimum=1)
+    n_candidates = check_int("n_candidates", n_candidates, minimum=1)
+    every = max(1, epochs // n_candidates)
+    return sorted(set(range(every, epochs + 1, every)) | {epochs})
+
+
+class Snapshots(Callback):
+    """Keep CPU copies of ``model``'s ``state_dict`` after the optimiser steps ``steps``
+    (``trainer.global_step`` after a training batch); :attr:`states` maps step -> weights."""
+
+    def __init__(self, model: nn.Module, steps: Iterable[int]) -> None:
+        self.model = model
+        self.steps = {int(s) for s in steps}
+        self.states: dict[int, dict[str, torch.Tensor]] = {}
+
+    def keep(self, step: int) -> None:
+        """Copy the current weights as the snapshot of ``step``."""
+        self.states[int(step)] = {
+            k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()
+        }
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any, **kwargs: Any
+    ) -> None:
+        step = int(trainer.global_step)
+        if step in self.steps and step not in self.states:
+            self.keep(step)
+
+
+def target_weight(name: str, value: float | None, targeted: bool, default: float) -> float:
+    """A loss term's weight: ``default`` when its gap is targeted and no value is given, 0 when
+    neither, else ``value`` checked (finite, >= 0)."""
+    if value is None:
+        return default if targeted else 0.0
+    return check_float(name, value, minimum=0.0)
+
+
+def grid_weights(
+    targets: str | Iterable[str],
+    options: Mapping[str, Any],
+    lambda_grid: Sequence[float] | None,
+    select: bool = True,
+) -> list[dict[str, float]]:
+    """The covariance weights of each fine-tuning run: one run per ``lambda_grid`` value, given
+    to the targeted covariance terms (``lambda_cov`` for ``"dsp"``, ``lambda_eo`` for
+    ``"deo"``) whose weight ``options`` does not set; ``[{}]`` (one run, the constructor's
+    weights) without such a term, with ``lambda_grid=None`` or with ``select=False``."""
+    t = check_targets(targets)
+    free = [k for k, g in (("lambda_cov", "dsp"), ("lambda_eo", "deo")) if g in t]
+    free = [k for k in free if options.get(k) is None]
+    if not select or not free or lambda_grid is None:
+        return [{}]
+    if isinstance(lambda_grid, str) or not isinstance(lambda_grid, Sequence) or not lambda_grid:
+        raise InvalidInputError(
+            f"lambda_grid must be a non-empty sequence of weights >= 0 or None, got {lambda_grid!r}"
+        )
+    grid = [check_float("lambda_grid entry", v, minimum=0.0) for v in lambda_grid]
+    return [dict.fromkeys(free, lam) for lam in dict.fromkeys(grid)]
+
+
+def _with_callback(trainer_kwargs: Any, callback: Callback) -> Any:
+    """``trainer_kwargs`` with ``callback`` appended to its callbacks (a non-dict is passed on
+    unchanged for :func:`~gnnaudit.training.train.make_trainer` to refuse)."""
+    if not isinstance(trainer_kwargs, dict | None):
+        return trainer_kwargs
+    given = (trainer_kwargs or {}).get("callbacks") or []
+    listed = list(given) if isinstance(given, list | tuple) else [given]
+    return {**(trainer_kwargs or {}), "callbacks": [*listed, callback]}
+
+
+def _fit_run(
+    cls: Any, tuned: nn.Module, data: Any, sensitive: Any, settings: Mapping[str, Any]
+) -> tuple[Any, dict[int, dict[str, torch.Tensor]]]:
+    """One fine-tuning run of ``tuned`` (in place) with the constructor ``settings`` and the
+    run's ``epochs, steps, random_state, trainer_kwargs, progress``; returns the wrapper and the
+    snapshots (the final weights always among them)."""
+    run = dict(settings)
+    epochs, steps, seed = run.pop("epochs"), run.pop("steps"), run["random_state"]
+    trainer_kwargs, show = run.pop("trainer_kwargs"), run.pop("progress")
+    try:
+        wrapper = cls(tuned, data, sensitive, **run)
+    except TypeError as exc:
+        raise InvalidInputError(f"FairFinetune.finetune: {exc}") from exc
+    snapshots = Snapshots(tuned, steps)
+    with quiet_lightning(False):
+        L.seed_everything(seed, workers=True, verbose=False)
+        trainer = make_trainer(
+            epochs,
+            _with_callback(trainer_kwargs, snapshots),
+            limit_val_batches=0,
+            progress=show,
+            progress_desc="fair fine-tuning",
+        )
+        tuned.train()
+        trainer.fit(wrapper, datamodule=GraphDataModule(data, seed=seed))
+    snapshots.keep(int(trainer.global_step))
+    return wrapper, snapshots.states
+
+
+def _check_model(model: Any, data: Any, select: bool) -> torch.device:
+    """Refuse what :func:`finetune_and_select` cannot tune; the model's device."""
+    if not isinstance(select, bool):
+        raise InvalidInputError(f"select must be True or False, got {select!r}")
+    if not isinstance(model, nn.Module):
+        raise InvalidInputError(
+            f"model must be a torch.nn.Module called as model(x, edge_index), got "
+            f"{type(model).__name__}"
+        )
+    params = list(model.parameters())
+    if not params:
+        raise InvalidInputError(f"model {type(model).__name__} has no parameters to fine-tune")
+    val = getattr(data, "val_mask", None)
+    if select and isinstance(val, torch.Tensor) and not bool(val.any()):
+        raise InvalidInputError(
+            "data.val_mask selects no node: the selection of FairFinetune.finetune needs "
+            "validation nodes (or select=False to keep the final weights)"
+        )
+    return params[0].device
+
+
+def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, same keywords
+    cls: Any,
+    model: nn.Module,
+    data: Any,
+    sensitive: Any,
+    *,
+    targets: str | Sequence[str],
+    epochs: int,
+    max_auroc_drop: float,
+    n_candidates: int,
+    lambda_grid: Sequence[float] | None,
+    select: bool,
+    random_state: int,
+    trainer_kwargs: Mapping[str, Any] | None,
+    progress: bool | None,
+    options: Mapping[str, Any],
+) -> nn.Module:
+    """:meth:`FairFinetune.finetune <gnnaudit.training.FairFinetune.finetune>` (``cls``: the
+    ``FairFinetune`` class): one fine-tuning run of a copy per :func:`grid_weights` entry,
+    snapshots pooled with the vanilla weights, selected, warned about, ``selection_`` attached.
+    Cost: runs x ``epochs`` x ``(1 + |scopes|)`` forward / backward passes plus the selection's
+    forward passes (:func:`selection_frame`)."""
+    settings = {
+        "epochs": check_int("epochs", epochs, minimum=1, maximum=MAX_EPOCHS),
+        "steps": candidate_steps(epochs, n_candidates),
+        "random_state": check_seed("random_state", random_state),
+        "trainer_kwargs": trainer_kwargs,
+        "progress": resolve_progress("progress", progress),
+        "targets": targets,
+        **options,
+    }
+    max_auroc_drop = check_float("max_auroc_drop", max_auroc_drop, minimum=0.0, maximum=1.0)
+    device = _check_model(model, data, select)
+    runs = grid_weights(targets, options, lambda_grid, select)
+    candidates = [
+        (VANILLA, 0, {k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
+    ]
+    for weights in runs:
+        tuned = copy.deepcopy(model)
+        wrapper, states = _fit_run(cls, tuned, data, sensitive, {**settings, **weights})
+        prefix = f"cov={next(iter(weights.values())):g} " if len(runs) > 1 else ""
+        candidates += [(f"{prefix}step {s}", s, states[s]) for s in sorted(states)]
+    tuned.to(device)
+    table, _ = selection_frame(
+        tuned, data, wrapper.spec, candidates, wrapper.targets, max_auroc_drop, select=select
+    )
+    warn_unless_fairer(
+        table, wrapper.targets, max_auroc_drop, selected_last=not select, stacklevel=5
+    )
+    tuned.selection_ = table
+    return tuned.eval()

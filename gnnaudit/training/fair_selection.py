@@ -1,0 +1,312 @@
+r"""Model selection of :meth:`FairFinetune.finetune <gnnaudit.training.FairFinetune.finetune>`
+on the validation nodes: candidates, their validation metrics, the declared rule, the warning.
+
+**Candidates.** The model as given (``"vanilla"``, step 0) and, for each fine-tuning run (one
+per weight of ``lambda_grid``, :func:`grid_weights`), its weights after every
+``max(1, epochs // n_candidates)`` optimiser steps and after the last (:func:`candidate_steps`,
+:class:`Snapshots`).
+
+**Validation metrics** (:func:`validation_metrics`) on the nodes ``V`` of ``data.val_mask``,
+positive class 1 (:math:`p_v` the class-1 softmax probability, :math:`\hat y_v` the argmax
+class, groups :math:`g` from :func:`~gnnaudit.audit.interventions.category_codes`):
+
+.. math::
+
+    \mathrm{AUROC} &= \mathrm{roc\_auc\_score}(\mathbb 1[y_v = 1],\ p_v)_{v \in V} \\
+    \Delta_{SP} &= \max_g P_V(\hat y = 1 \mid g) - \min_g P_V(\hat y = 1 \mid g) \\
+    \Delta_{EO} &= \max_g P_V(\hat y = 1 \mid y = 1, g) - \min_g P_V(\hat y = 1 \mid y = 1, g) \\
+    CF &= \tfrac{1}{|V|} \textstyle\sum_{v \in V}
+        \mathbb 1\bigl[\exists a:\ \hat y_v(\tilde X^{a}) \ne \hat y_v(X)\bigr]
+
+(binary attribute: NIFTY's / FairGNN's :math:`|P(\hat y{=}1 \mid s{=}0) - P(\hat y{=}1 \mid
+s{=}1)|`). :math:`\tilde X^{a}` sets every node's attribute to alternative :math:`a` at once
+(binary: flipped, NIFTY's counterfactual; categorical: one world per category, counted for the
+nodes it changes). Multi-class tasks: the same one-vs-rest figures for class 1. A gap is NaN
+with fewer than two groups among its nodes (0 in the sum below), AUROC with one class.
+
+**Rule** (:func:`select_candidate`): with :math:`A_0` the vanilla validation AUROC and
+:math:`\varepsilon` = ``max_auroc_drop``, a candidate is *within budget* when
+:math:`\mathrm{AUROC} \ge A_0 - \varepsilon` (all when :math:`A_0` is NaN); among those the
+lowest ``gap_sum`` (sum of the *targeted* gaps) wins, ties to the earlier row (vanilla first).
+The vanilla model is always within budget: on validation the result is never less fair.
+
+**Warning** (:func:`warn_unless_fairer`): a ``UserWarning`` when the vanilla model is chosen
+(for its targeted gaps above 0) or a targeted gap of the chosen one is above the vanilla
+model's, naming each such gap with both figures, the budget and what to change.
+
+Cost of a selection: ``candidates x (1 + alternatives)`` full-graph forward passes in eval
+mode (binary attribute: 2 per candidate), no backward pass.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from gnnaudit._validation import check_float
+from gnnaudit.audit.interventions import (
+    Alternative,
+    FeatureSpec,
+    alternatives,
+    category_codes,
+    resolve_feature,
+)
+from gnnaudit.errors import InvalidInputError
+from gnnaudit.training.train import positive_auroc
+
+__all__ = [
+    "TARGETS",
+    "SELECTION_COLUMNS",
+    "DEFAULT_MAX_AUROC_DROP",
+    "DEFAULT_N_CANDIDATES",
+    "DEFAULT_LAMBDA_GRID",
+    "check_targets",
+    "resolve_sensitive_feature",
+    "set_sensitive",
+    "group_gap",
+    "validation_metrics",
+    "select_candidate",
+    "warn_unless_fairer",
+    "selection_frame",
+]
+
+logger = logging.getLogger(__name__)
+
+#: gaps :meth:`FairFinetune.finetune` can target: counterfactual unfairness, statistical parity,
+#: equal opportunity
+TARGETS: tuple[str, ...] = ("cf", "dsp", "deo")
+#: columns of the ``selection_`` table
+SELECTION_COLUMNS: list[str] = (
+    "candidate step val_auroc val_dsp val_deo val_cf gap_sum within_budget chosen".split()
+)
+#: default largest loss of validation AUROC a candidate may have against the vanilla model
+DEFAULT_MAX_AUROC_DROP = 0.02
+#: default number of fine-tuning snapshots per run (besides the vanilla model)
+DEFAULT_N_CANDIDATES = 15
+#: default weights of the targeted covariance terms, one fine-tuning run each
+DEFAULT_LAMBDA_GRID: tuple[float, ...] = (20.0, 300.0)
+#: name of the vanilla candidate (the model as given)
+VANILLA = "vanilla"
+#: tolerance of the AUROC budget (float round-off of equal AUROCs)
+_BUDGET_TOL = 1e-12
+_GAP_LABELS = {"cf": "counterfactual unfairness", "dsp": "ΔSP", "deo": "ΔEO"}
+
+
+def check_targets(targets: str | Iterable[str]) -> tuple[str, ...]:
+    """``targets`` as a non-empty tuple of distinct entries of :data:`TARGETS`, in that order."""
+    items = (targets,) if isinstance(targets, str) else targets
+    given = list(items) if isinstance(items, Iterable) else []
+    if not given or any(t not in TARGETS for t in given) or len(set(given)) != len(given):
+        raise InvalidInputError(
+            f"targets must list distinct entries of {TARGETS} (at least one), got {targets!r}"
+        )
+    return tuple(t for t in TARGETS if t in given)
+
+
+def resolve_sensitive_feature(data: Any, sensitive: Any) -> FeatureSpec:
+    """The sensitive attribute as a model-input feature: a name, a column index or a one-hot
+    group of ``data.x`` (None: ``data.sensitive_name``, which must be a feature)."""
+    if sensitive is None:
+        name = getattr(data, "sensitive_name", None)
+        names = [str(f) for f in (getattr(data, "feature_names", None) or [])]
+        if name is None or str(name) not in names:
+            raise InvalidInputError(
+                "sensitive is required: give the sensitive attribute's feature name or column "
+                "index (data.sensitive_name is not one of data.feature_names)"
+            )
+        sensitive = str(name)
+    return resolve_feature(data, sensitive, arg="sensitive")
+
+
+def set_sensitive(
+    x: torch.Tensor, alt: Alternative, columns: torch.Tensor, ids: np.ndarray
+) -> torch.Tensor:
+    """A copy of ``x`` whose sensitive ``columns`` take alternative ``alt``'s values at the
+    nodes ``ids`` (the other rows unchanged)."""
+    x_cf = x.clone()
+    values = torch.as_tensor(alt.values if alt.values.shape[0] == 1 else alt.values[ids])
+    rows = torch.from_numpy(np.asarray(ids, dtype=np.int64)).to(x.device)[:, None]
+    x_cf[rows, columns.to(x.device)[None, :]] = values.to(x.dtype).to(x.device)
+    return x_cf
+
+
+def group_gap(decision: np.ndarray, groups: np.ndarray) -> float:
+    r""":math:`\max_g \bar d_g - \min_g \bar d_g` of the 0/1 ``decision`` over the groups present
+    in ``groups`` (non-negative int codes); NaN with fewer than two groups."""
+    groups = np.asarray(groups, dtype=np.int64)
+    counts = np.bincount(groups)
+    hits = np.bincount(groups, weights=np.asarray(decision, dtype=np.float64))
+    present = counts > 0
+    if int(present.sum()) < 2:
+        return math.nan
+    rates = hits[present] / counts[present]
+    return float(rates.max() - rates.min())
+
+
+@torch.no_grad()
+def validation_metrics(
+    model: nn.Module,
+    data: Any,
+    spec: FeatureSpec,
+    mask: torch.Tensor | None = None,
+    *,
+    groups: np.ndarray | None = None,
+    alts: Sequence[Alternative] | None = None,
+) -> dict[str, float]:
+    """``val_auroc, val_dsp, val_deo, val_cf`` of ``model`` (eval mode) on ``mask`` (default
+    ``data.val_mask``), module docstring; ``groups`` / ``alts`` may be passed precomputed."""
+    was_training = model.training
+    model.eval()
+    device = next(iter(model.parameters())).device
+    x, edge_index = data.x.to(device), data.edge_index.to(device)
+    mask_np = (data.val_mask if mask is None else mask).detach().cpu().numpy().astype(bool)
+    groups = category_codes(data, spec) if groups is None else groups
+    alts = alternatives(data, spec) if alts is None else alts
+    logits = model(x, edge_index)
+    pred = logits.argmax(dim=1).cpu().numpy()
+    score = torch.softmax(logits.float(), dim=1)[:, 1].cpu().numpy()
+    y = data.y.detach().cpu().numpy()
+    columns = torch.tensor(spec.columns, dtype=torch.long)
+    changed = np.zeros(pred.shape[0], dtype=bool)
+    for alt in alts:  # one world per alternative (a binary attribute: one)
+        x_cf = set_sensitive(x, alt, columns, np.flatnonzero(alt.changes))
+        pred_cf = model(x_cf, edge_index).argmax(dim=1).cpu().numpy()
+        changed |= alt.compares & (pred_cf != pred)
+    model.train(was_training)
+    pos = pred[mask_np] == 1
+    label1 = y[mask_np] == 1
+    return {
+        "val_auroc": positive_auroc(y[mask_np], score[mask_np]),
+        "val_dsp": group_gap(pos, groups[mask_np]),
+        "val_deo": group_gap(pos[label1], groups[mask_np][label1]),
+        "val_cf": float(changed[mask_np].mean()) if mask_np.any() else math.nan,
+    }
+
+
+def select_candidate(
+    table: pd.DataFrame,
+    targets: str | Iterable[str],
+    max_auroc_drop: float = DEFAULT_MAX_AUROC_DROP,
+    *,
+    select: bool = True,
+) -> pd.DataFrame:
+    """The rule of the module docstring applied to ``table`` (columns ``candidate, step,
+    val_auroc, val_dsp, val_deo, val_cf``; row 0 is the vanilla model): a copy with
+    ``gap_sum``, ``within_budget`` and ``chosen`` added (:data:`SELECTION_COLUMNS`).
+    ``select=False`` marks the last row chosen (the final weights) whatever the rule says."""
+    targets = check_targets(targets)
+    max_auroc_drop = check_float("max_auroc_drop", max_auroc_drop, minimum=0.0, maximum=1.0)
+    missing = [c for c in SELECTION_COLUMNS[:6] if c not in table.columns]
+    if missing or len(table) == 0:
+        raise InvalidInputError(
+            f"table must hold at least the vanilla row and the columns "
+            f"{SELECTION_COLUMNS[:6]}; missing {missing}, {len(table)} rows"
+        )
+    out = table.reset_index(drop=True).copy()
+    out["gap_sum"] = out[[f"val_{t}" for t in targets]].astype(float).fillna(0.0).sum(axis=1)
+    auroc = out["val_auroc"].astype(float).to_numpy()
+    floor = -np.inf if math.isnan(auroc[0]) else auroc[0] - max_auroc_drop - _BUDGET_TOL
+    within = np.nan_to_num(auroc, nan=-np.inf) >= floor
+    within[0] = True  # the vanilla model is always a candidate (NaN AUROC included)
+    out["within_budget"] = within
+    gaps = np.where(within, out["gap_sum"].to_numpy(dtype=float), np.inf)
+    best = int(np.argmin(gaps)) if select else len(out) - 1  # argmin: the first minimum
+    out["chosen"] = np.arange(len(out)) == best
+    return out[SELECTION_COLUMNS]
+
+
+def _budget_text(table: pd.DataFrame, max_auroc_drop: float) -> str:
+    base = float(table["val_auroc"].iloc[0])
+    if math.isnan(base):
+        return "no AUROC budget (the validation nodes hold one class)"
+    return (
+        f"AUROC budget: validation AUROC >= {base - max_auroc_drop:.4f} "
+        f"(vanilla {base:.4f} - max_auroc_drop {max_auroc_drop:g})"
+    )
+
+
+def warn_unless_fairer(
+    table: pd.DataFrame,
+    targets: str | Iterable[str],
+    max_auroc_drop: float,
+    *,
+    selected_last: bool = False,
+    stacklevel: int = 3,
+) -> list[str]:
+    """Warn (``UserWarning``) when the chosen row of a :func:`select_candidate` table is the
+    vanilla model (naming its targeted gaps above 0) or has a targeted validation gap above the
+    vanilla model's; returns the targets named. ``selected_last``: made with ``select=False``."""
+    targets = check_targets(targets)
+    vanilla, chosen = table.iloc[0], table[table["chosen"]].iloc[0]
+    kept_vanilla = bool(table["chosen"].iloc[0])
+    named = []
+    for t in targets:  # a gap already 0 (or undefined) on validation cannot be lowered
+        before, after = float(vanilla[f"val_{t}"]), float(chosen[f"val_{t}"])
+        if (kept_vanilla and before > 0) or (not math.isnan(after) and after > before):
+            named.append(t)
+    if not named:
+        return []
+    figures = "; ".join(
+        f"{_GAP_LABELS[t]} (val_{t}) {float(vanilla[f'val_{t}']):.4f} vanilla vs "
+        f"{float(chosen[f'val_{t}']):.4f} chosen"
+        for t in named
+    )
+    if kept_vanilla:
+        head = (
+            "FairFinetune kept the model as given: no fine-tuned candidate lowered the sum of "
+            "the targeted validation gaps within the AUROC budget"
+        )
+    else:
+        why = "the final weights, select=False" if selected_last else "the lowest gap sum"
+        head = (
+            f"FairFinetune's returned candidate ({chosen['candidate']}: {why}) has a targeted "
+            "validation gap above the model as given"
+        )
+    warnings.warn(
+        f"{head}: {figures}; {_budget_text(table, max_auroc_drop)}. To trade more AUROC for "
+        "fairness raise max_auroc_drop; or fine-tune longer (epochs) or with larger weights "
+        "of the terms (lambda_cf, lambda_cov, lambda_eo); targets=... restricts the gaps "
+        "that count.",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
+    return named
+
+
+def selection_frame(
+    model: nn.Module,
+    data: Any,
+    spec: FeatureSpec,
+    candidates: Sequence[tuple[str, int, Mapping[str, torch.Tensor]]],
+    targets: str | Iterable[str],
+    max_auroc_drop: float = DEFAULT_MAX_AUROC_DROP,
+    *,
+    select: bool = True,
+) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
+    """Evaluate every ``(name, step, weights)`` of ``candidates`` (the vanilla model first) with
+    ``model`` as the architecture and apply :func:`select_candidate`; returns the table and the
+    chosen weights (``model`` is left holding them)."""
+    groups = category_codes(data, spec)
+    alts = alternatives(data, spec)
+    rows = []
+    for name, step, state in candidates:
+        model.load_state_dict(state)
+        rows.append(
+            {"candidate": name, "step": step}
+            | validation_metrics(model, data, spec, groups=groups, alts=alts)
+        )
+    table = select_candidate(pd.DataFrame(rows), targets, max_auroc_drop, select=select)
+    best = int(np.flatnonzero(table["chosen"].to_numpy())[0])
+    chosen = copy.deepcopy(dict(candidates[best][2]))
+    model.load_state_dict(chosen)
+    logger.info("FairFinetune selection on the validation nodes:\n%s", table.to_string())
+    return table, chosen

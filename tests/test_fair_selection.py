@@ -1,0 +1,376 @@
+"""FairFinetune: one objective for CF, ΔSP and ΔEO, selected on validation nodes; split leaks."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from gnnaudit.datasets import load_nifty, synthetic_credit_graph
+from gnnaudit.datasets.nifty_splits import fairgnn_split, warn_overlap
+from gnnaudit.errors import InvalidInputError
+from gnnaudit.training import FairFinetune, train_node_classifier
+from gnnaudit.training.data_module import GraphDataModule
+from gnnaudit.training.fair_finetune import DEFAULT_LAMBDA_COV, DEFAULT_LAMBDA_EO
+from gnnaudit.training.fair_runs import candidate_steps, grid_weights
+from gnnaudit.training.fair_selection import (
+    SELECTION_COLUMNS,
+    check_targets,
+    group_gap,
+    resolve_sensitive_feature,
+    select_candidate,
+    validation_metrics,
+    warn_unless_fairer,
+)
+from gnnaudit.training.train import make_trainer, quiet_lightning
+
+TARGETS = ("cf", "dsp", "deo")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def graph():
+    logging.getLogger("lightning").setLevel(logging.ERROR)
+    return synthetic_credit_graph(num_nodes=400, bias=2.0, seed=0)
+
+
+@pytest.fixture(scope="module")
+def trained(graph):
+    module, _ = train_node_classifier(graph, "gcn", max_epochs=60, seed=0, num_layers=2)
+    return module
+
+
+def _table(rows):
+    """Hand-made candidate table: (auroc, dsp, deo, cf) per row, row 0 the vanilla model."""
+    names = ["vanilla"] + [f"step {10 * i}" for i in range(1, len(rows))]
+    return pd.DataFrame(
+        {
+            "candidate": names,
+            "step": [10 * i for i in range(len(rows))],
+            "val_auroc": [r[0] for r in rows],
+            "val_dsp": [r[1] for r in rows],
+            "val_deo": [r[2] for r in rows],
+            "val_cf": [r[3] for r in rows],
+        }
+    )
+
+
+def _chosen(table: pd.DataFrame) -> str:
+    assert int(table["chosen"].sum()) == 1
+    return str(table.loc[table["chosen"], "candidate"].iloc[0])
+
+
+# ------------------------------------------------------------------ the rule on hand-made tables
+def test_vanilla_is_chosen_when_no_candidate_is_within_budget():
+    table = _table([(0.80, 0.3, 0.3, 0.3), (0.77, 0.0, 0.0, 0.0), (0.70, 0.1, 0.1, 0.1)])
+    out = select_candidate(table, ("cf", "dsp", "deo"), 0.02)
+    assert list(out.columns) == SELECTION_COLUMNS
+    assert out["within_budget"].tolist() == [True, False, False]
+    assert _chosen(out) == "vanilla"
+    assert out["gap_sum"].tolist() == pytest.approx([0.9, 0.0, 0.3])
+
+
+def test_lowest_gap_sum_within_budget_wins():
+    table = _table(
+        [
+            (0.80, 0.3, 0.3, 0.3),
+            (0.79, 0.1, 0.1, 0.0),  # within, sum 0.2
+            (0.60, 0.0, 0.0, 0.0),  # lowest sum, out of budget
+            (0.81, 0.05, 0.0, 0.05),  # within, sum 0.1: chosen
+        ]
+    )
+    out = select_candidate(table, ("cf", "dsp", "deo"), 0.02)
+    assert out["within_budget"].tolist() == [True, True, False, True]
+    assert _chosen(out) == "step 30"
+    # only the targeted gaps count
+    only_deo = select_candidate(table, "deo", 0.02)
+    assert only_deo["gap_sum"].tolist() == pytest.approx([0.3, 0.1, 0.0, 0.0])
+    assert _chosen(only_deo) == "step 30"
+    # a wider budget admits the lowest sum
+    assert _chosen(select_candidate(table, ("cf", "dsp", "deo"), 0.25)) == "step 20"
+
+
+def test_ties_are_deterministic():
+    table = _table([(0.8, 0.1, 0.1, 0.0), (0.8, 0.2, 0.0, 0.0), (0.8, 0.0, 0.2, 0.0)])
+    assert _chosen(select_candidate(table, ("dsp", "deo"), 0.0)) == "vanilla"  # all 0.2
+    table.loc[0, "val_dsp"] = 0.3
+    for _ in range(3):  # earlier step first
+        assert _chosen(select_candidate(table, ("dsp", "deo"), 0.0)) == "step 10"
+    # an exactly equal AUROC is within a zero budget
+    assert select_candidate(table, "dsp", 0.0)["within_budget"].all()
+
+
+def test_nan_auroc_and_gaps_and_select_false():
+    table = _table([(math.nan, 0.3, math.nan, 0.1), (0.5, 0.1, math.nan, 0.1)])
+    out = select_candidate(table, ("cf", "dsp", "deo"), 0.02)
+    assert out["within_budget"].all()  # no budget without a vanilla AUROC
+    assert out["gap_sum"].tolist() == pytest.approx([0.4, 0.2])  # NaN gaps count 0
+    assert _chosen(out) == "step 10"
+    last = select_candidate(
+        _table([(0.8, 0.0, 0.0, 0.0), (0.1, 0.9, 0.9, 0.9)]), "cf", select=False
+    )
+    assert _chosen(last) == "step 10"
+
+
+def test_bad_targets_and_budget_are_refused():
+    with pytest.raises(InvalidInputError, match="targets.*'eo'"):
+        check_targets(("cf", "eo"))
+    with pytest.raises(InvalidInputError, match="targets"):
+        check_targets(())
+    with pytest.raises(InvalidInputError, match="targets"):
+        check_targets(("cf", "cf"))
+    assert check_targets(["deo", "cf"]) == ("cf", "deo")
+    with pytest.raises(InvalidInputError, match="max_auroc_drop must be >= 0.0, got -0.1"):
+        select_candidate(_table([(0.8, 0, 0, 0)]), "cf", -0.1)
+    with pytest.raises(InvalidInputError, match="n_candidates"):
+        candidate_steps(10, 0)
+
+
+def test_grid_weights():
+    grid = (20.0, 300.0)
+    assert grid_weights(TARGETS, {}, grid) == [
+        {"lambda_cov": 20.0, "lambda_eo": 20.0},
+        {"lambda_cov": 300.0, "lambda_eo": 300.0},
+    ]
+    assert grid_weights(TARGETS, {"lambda_cov": 5.0}, grid) == [
+        {"lambda_eo": 20.0},
+        {"lambda_eo": 300.0},
+    ]
+    assert grid_weights("cf", {}, grid) == [{}]  # no covariance term targeted
+    assert grid_weights(TARGETS, {}, None) == [{}]
+    assert grid_weights(TARGETS, {}, grid, select=False) == [{}]
+    assert grid_weights("dsp", {}, (3.0, 3.0)) == [{"lambda_cov": 3.0}]  # duplicates once
+    with pytest.raises(InvalidInputError, match="lambda_grid entry must be >= 0.0, got -1.0"):
+        grid_weights(TARGETS, {}, (1.0, -1.0))
+    with pytest.raises(InvalidInputError, match="lambda_grid must be a non-empty sequence"):
+        grid_weights(TARGETS, {}, ())
+
+
+def test_candidate_steps():
+    assert candidate_steps(150, 5) == [30, 60, 90, 120, 150]
+    assert candidate_steps(10, 3) == [3, 6, 9, 10]
+    assert candidate_steps(3, 5) == [1, 2, 3]
+
+
+def test_warning_names_each_gap_with_both_figures():
+    kept = select_candidate(_table([(0.8, 0.3, 0.2, 0.1), (0.7, 0.0, 0.0, 0.0)]), "dsp", 0.02)
+    with pytest.warns(UserWarning, match="kept the model as given") as rec:
+        assert warn_unless_fairer(kept, "dsp", 0.02) == ["dsp"]
+    text = str(rec[0].message)
+    assert "val_dsp) 0.3000 vanilla vs 0.3000 chosen" in text
+    assert "max_auroc_drop 0.02" in text and ">= 0.7800" in text and "epochs" in text
+    # a chosen candidate that widens one targeted gap: that gap alone is named
+    wider = select_candidate(_table([(0.8, 0.3, 0.1, 0.1), (0.8, 0.0, 0.15, 0.0)]), TARGETS, 0.02)
+    with pytest.warns(UserWarning, match="ΔEO") as rec:
+        assert warn_unless_fairer(wider, TARGETS, 0.02) == ["deo"]
+    assert "0.1000 vanilla vs 0.1500 chosen" in str(rec[0].message)
+    assert "ΔSP" not in str(rec[0].message)
+    # the model as given with every gap 0 already: nothing to lower, nothing to say
+    fair = select_candidate(_table([(0.8, 0.0, 0.0, 0.0), (0.7, 0.0, 0.0, 0.0)]), TARGETS, 0.02)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert warn_unless_fairer(fair, TARGETS, 0.02) == []
+    fairer = select_candidate(_table([(0.8, 0.3, 0.1, 0.1), (0.8, 0.0, 0.1, 0.0)]), TARGETS, 0.02)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert warn_unless_fairer(fairer, TARGETS, 0.02) == []
+
+
+# ------------------------------------------------------------------ metrics against oracles
+def test_validation_metrics_match_an_oracle(graph, trained):
+    spec = resolve_sensitive_feature(graph, "gender")
+    got = validation_metrics(trained, graph, spec)
+    from sklearn.metrics import roc_auc_score
+
+    with torch.no_grad():
+        logits = trained.eval()(graph.x, graph.edge_index)
+        x_cf = graph.x.clone()
+        x_cf[:, spec.columns[0]] = 1.0 - x_cf[:, spec.columns[0]]
+        flipped = trained(x_cf, graph.edge_index).argmax(1)
+    frame = pd.DataFrame(
+        {
+            "pred": logits.argmax(1).numpy(),
+            "p1": logits.softmax(1)[:, 1].numpy(),
+            "y": graph.y.numpy(),
+            "s": graph.x[:, spec.columns[0]].numpy(),
+            "flip": (flipped != logits.argmax(1)).numpy(),
+        }
+    )[graph.val_mask.numpy()]
+    rates = frame.groupby("s")["pred"].mean()
+    eo = frame[frame["y"] == 1].groupby("s")["pred"].mean()
+    assert got["val_dsp"] == pytest.approx(abs(rates[0.0] - rates[1.0]))
+    assert got["val_deo"] == pytest.approx(abs(eo[0.0] - eo[1.0]))
+    assert got["val_cf"] == pytest.approx(frame["flip"].mean())
+    assert got["val_auroc"] == pytest.approx(roc_auc_score(frame["y"], frame["p1"]))
+    assert math.isnan(group_gap(np.ones(3), np.zeros(3, int)))
+
+
+def test_equal_opportunity_term_is_the_label1_training_covariance(graph, trained):
+    ff = FairFinetune(trained, graph, "gender")
+    with torch.no_grad():
+        logits = trained.eval()(graph.x, graph.edge_index)
+    rows = (graph.train_mask & (graph.y == 1)).numpy()
+    s = graph.x[rows, ff.spec.columns[0]].double().numpy()
+    p1 = logits.softmax(1)[rows, 1].double().numpy()
+    share = s.mean()
+    # binary attribute and task: pi0 pi1 |mean p1 (s=1) - mean p1 (s=0)|
+    expected = share * (1 - share) * abs(p1[s == 1].mean() - p1[s == 0].mean())
+    assert float(ff.equal_opportunity_loss(logits)) == pytest.approx(expected, rel=1e-4)
+
+
+def test_targets_set_the_default_weights(graph, trained):
+    ff = FairFinetune(trained, graph, "gender")
+    assert ff.targets == TARGETS
+    assert (ff.lambda_cf, ff.lambda_cov, ff.lambda_eo) == (
+        2.0,
+        DEFAULT_LAMBDA_COV,
+        DEFAULT_LAMBDA_EO,
+    )
+    assert min(ff.lambda_cf, ff.lambda_cov, ff.lambda_eo) > 0
+    only_cf = FairFinetune(trained, graph, "gender", targets="cf")
+    assert (only_cf.lambda_cov, only_cf.lambda_eo) == (0.0, 0.0)
+    explicit = FairFinetune(trained, graph, "gender", targets="dsp", lambda_cov=0.0, lambda_eo=3.0)
+    assert (explicit.lambda_cf, explicit.lambda_cov, explicit.lambda_eo) == (0.0, 0.0, 3.0)
+    with pytest.raises(InvalidInputError, match="lambda_eo"):
+        FairFinetune(trained, graph, "gender", lambda_eo=-1.0)
+    with pytest.raises(InvalidInputError, match="targets"):
+        FairFinetune.finetune(trained, graph, "gender", targets=("parity",))
+    no_val = graph.clone()
+    no_val.val_mask = torch.zeros_like(graph.val_mask)
+    with pytest.raises(InvalidInputError, match="val_mask selects no node"):
+        FairFinetune.finetune(trained, no_val, "gender", epochs=2)
+
+
+def test_the_lightning_module_path_still_trains(graph, trained):
+    model = copy.deepcopy(trained)
+    before = copy.deepcopy(model.state_dict())
+    wrapper = FairFinetune(model, graph, "gender", lr=0.01)
+    with quiet_lightning(False):
+        trainer = make_trainer(3, limit_val_batches=0)
+        model.train()
+        trainer.fit(wrapper, datamodule=GraphDataModule(graph, seed=0))
+    for key in ("task_loss", "consistency_loss", "covariance_loss", "equal_opportunity_loss"):
+        assert key in trainer.callback_metrics
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+# ------------------------------------------------------------------ finetune end to end
+def test_default_finetune_does_not_raise_the_validation_gap_sum(graph, trained):
+    before = copy.deepcopy(trained.state_dict())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tuned = FairFinetune.finetune(trained, graph, "gender", epochs=40, random_state=0)
+    table = tuned.selection_
+    assert list(table.columns) == SELECTION_COLUMNS
+    # vanilla + 20 snapshots (every 40 // 15 = 2 steps) of each run of the weight grid
+    assert int(table["chosen"].sum()) == 1 and len(table) == 41
+    assert table["step"].tolist() == [0, *range(2, 41, 2), *range(2, 41, 2)]
+    assert table["candidate"].iloc[[0, 1, 21, 40]].tolist() == [
+        "vanilla",
+        "cov=20 step 2",
+        "cov=300 step 2",
+        "cov=300 step 40",
+    ]
+    chosen = table[table["chosen"]].iloc[0]
+    assert chosen["gap_sum"] <= table["gap_sum"].iloc[0]
+    assert chosen["within_budget"]
+    warned = [w for w in caught if "FairFinetune" in str(w.message)]
+    if chosen["candidate"] == "vanilla":
+        assert warned
+    else:
+        assert chosen["gap_sum"] < table["gap_sum"].iloc[0]
+    # the returned weights are the chosen candidate's
+    spec = resolve_sensitive_feature(graph, "gender")
+    again = validation_metrics(tuned, graph, spec)
+    for key, value in again.items():
+        assert value == pytest.approx(float(chosen[key]))
+    assert not tuned.training
+    assert all(torch.equal(v, before[k]) for k, v in trained.state_dict().items())
+
+
+def test_zero_budget_that_forces_vanilla_warns(graph, trained):
+    with pytest.warns(UserWarning, match="kept the model as given") as rec:
+        tuned = FairFinetune.finetune(
+            trained, graph, "gender", epochs=20, lr=0.05, max_auroc_drop=0.0, random_state=0
+        )
+    table = tuned.selection_
+    assert _chosen(table) == "vanilla"
+    assert not table["within_budget"].iloc[1:].any()
+    text = str(rec[0].message)
+    for gap in ("val_cf", "val_dsp", "val_deo"):
+        assert gap in text
+    assert "max_auroc_drop 0" in text
+    assert rec[0].filename == __file__  # points at the caller
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(tuned.state_dict().values(), trained.state_dict().values(), strict=True)
+    )
+
+
+def test_multiclass_finetune_runs():
+    data = synthetic_credit_graph(num_nodes=120, seed=3)
+    score = data.x[:, 0]
+    data.y = torch.bucketize(
+        score.contiguous(), torch.quantile(score, torch.tensor([1 / 3, 2 / 3]))
+    )
+    model, _ = train_node_classifier(data, "gcn", max_epochs=5, seed=0, num_layers=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tuned = FairFinetune.finetune(model, data, "gender", epochs=4, n_candidates=2)
+    table = tuned.selection_
+    assert int(table["chosen"].sum()) == 1 and len(table) == 5  # vanilla + 2 runs x 2
+    assert table[["val_auroc", "val_cf"]].notna().all().all()
+
+
+# ------------------------------------------------------------------ leaks in published splits
+def _nba_folder(tmp_path, n: int = 60):
+    rng = np.random.default_rng(3)
+    ids = rng.choice(10**9, size=n, replace=False) + 10**8
+    frame = pd.DataFrame(
+        {
+            "user_id": ids,
+            "SALARY": rng.integers(0, 2, n),
+            "AGE": rng.integers(18, 40, n),
+            "country": rng.integers(0, 2, n),
+        }
+    )
+    folder = tmp_path / "nba"
+    folder.mkdir()
+    frame.to_csv(folder / "nba.csv", index=False)
+    pairs = rng.integers(0, n, size=(100, 2))
+    np.savetxt(folder / "nba_relationship.txt", ids[pairs], fmt="%d", delimiter="\t")
+
+
+def test_overlapping_validation_and_test_nodes_warn(tmp_path):
+    _nba_folder(tmp_path)
+    with pytest.warns(UserWarning, match=r"split='fairgnn': 50 node\(s\) are both") as rec:
+        data = load_nifty("nba", tmp_path, split="fairgnn", label_number=10)
+    assert "split='stratified'" in str(rec[0].message)
+    assert rec[0].filename == __file__
+    assert int((data.val_mask & data.test_mask).sum()) == 50
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        data = load_nifty("nba", tmp_path)  # stratified: disjoint, silent
+    assert not (data.val_mask & data.test_mask).any()
+    # the helper itself, on the published rule without the loader
+    y = np.random.default_rng(0).integers(0, 2, 40)
+    split = fairgnn_split(y, np.ones(40, bool), 10, test_after_label_number=True)
+    with pytest.warns(UserWarning, match="30 node"):
+        assert warn_overlap(split, "fairgnn") == 30
+    disjoint = fairgnn_split(y, np.ones(40, bool), 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert warn_overlap(disjoint, "fairgnn") == 0
