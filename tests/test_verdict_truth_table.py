@@ -313,3 +313,36 @@ def test_a_gap_without_any_strong_proxy_says_so(data):
             *tail(flagged, values)[1:],
         ],
     )
+
+
+class PlainScorer(torch.nn.Module):
+    """The direct model without a PyG layer: its receptive field cannot be inferred."""
+
+    def __init__(self, inner: Scorer) -> None:
+        super().__init__()
+        self.w, self.v, self.b, self.t = inner.w, inner.v, inner.b, inner.t  # no PyG layer
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        src, dst = edge_index
+        total = torch.zeros_like(x).index_add_(0, dst, x[src])
+        deg = torch.zeros(x.size(0)).index_add_(0, dst, torch.ones(src.numel()))
+        mean = total / deg.clamp(min=1)[:, None]
+        score = x @ self.w + mean @ self.v + self.b + self.t * (2 * x[:, G] - 1)
+        return torch.stack([torch.zeros_like(score), score], dim=1)
+
+
+def test_a_test_that_could_not_run_is_named_with_its_option(data):
+    model, _ = direct(data, 0.10)
+    plain = PlainScorer(model)
+    verdict, flagged, values = audit(plain, data, "gender")
+    assert ("counterfactual flip (node scope)", "gender") not in values
+    # the graph scope still runs and finds the use; the missing node scope closes the verdict
+    assert sentences(verdict)[-1].startswith(
+        "The node-scope flip test did not run: the model's receptive field cannot be inferred "
+        "(PlainScorer has no torch_geometric MessagePassing submodule); pass model_hops=L"
+    )
+    assert "node scope was not computed" in verdict
+    report = run_audit(plain, data, "gender", n_boot=200, k=5, progress=False, model_hops=1)
+    assert "did not run" not in report.verdict
+    node = report.finding("counterfactual flip (node scope)", "gender")
+    assert node["value"] == pytest.approx(0.10) and node["flagged"]
