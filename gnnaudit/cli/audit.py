@@ -347,12 +347,19 @@ def _cli_device(choice: str) -> str:
 
 
 def _mitigate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--mitigate-*`` settings; given without ``--mitigate`` they would do nothing, so
+    they are refused, naming the flags."""
     pairs = {
         "lambda_cf": args.mitigate_lambda,
         "epochs": args.mitigate_epochs,
         "grid": None if args.mitigate_grid is None else tuple(args.mitigate_grid),
     }
-    return {key: value for key, value in pairs.items() if value is not None}
+    given = {key: value for key, value in pairs.items() if value is not None}
+    if given and not args.mitigate:
+        flags = {"lambda_cf": "--mitigate-lambda", "epochs": "--mitigate-epochs"}
+        names = ", ".join(flags.get(k, "--mitigate-grid") for k in given)
+        raise _error(f"{names} set(s) the mitigation, which runs only with --mitigate; add it")
+    return given
 
 
 def run(args: argparse.Namespace) -> int:
@@ -366,6 +373,7 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir("--out", args.out, force=args.force, planned=AUDIT_OUTPUTS)
     check_int("--k", args.k, minimum=1)
     check_int("--top", args.top, minimum=0)
+    _mitigate_kwargs(args)  # --mitigate-* without --mitigate: refused before any work
     from gnnaudit.cli._tables import check_table_header
 
     check_table_header(args)
