@@ -286,7 +286,8 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         scikit-learn's ``validate_data``) and derive the groups and the used points."""
         X = validate_fit_input(self, X, min_samples=2)
         n, d_n = X.shape
-        if sensitive is None:
+        defaulted = sensitive is None
+        if defaulted:
             warnings.warn(
                 "FairDen.fit got no sensitive_features: clustering with one group, i.e. "
                 "without a fairness constraint; pass sensitive_features=... to balance the "
@@ -302,6 +303,14 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
             )
         group_values, groups = np.unique(groups_raw, axis=0, return_inverse=True)
         groups = groups.reshape(-1)
+        if not defaulted and group_values.shape[0] == 1:
+            warnings.warn(
+                "FairDen.fit: sensitive_features takes a single value on every point, so the "
+                "clustering has no fairness constraint (one group: balance is 1 by "
+                "definition); pass an attribute with at least two groups to balance",
+                UserWarning,
+                stacklevel=3,
+            )
         cat = None
         if categorical is not None:
             cat = encode_columns("categorical", categorical)
