@@ -105,7 +105,8 @@ def _read_pairs(path: str | None, name: str) -> Any:
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
-    """``--time-limit``, ``--n-clusters`` and ``--depth`` within their ranges (NaN fails too)."""
+    """``--time-limit``, ``--epsilon``, ``--n-clusters`` and ``--depth`` within their ranges
+    (NaN fails too)."""
     from gnnaudit.clustering.tree_clustering import TIME_LIMIT_RANGE
     from gnnaudit.errors import InvalidInputError
 
@@ -114,6 +115,11 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise InvalidInputError(
             f"--time-limit must be between {low:g} and {high:g} seconds (or left out for no "
             f"limit); got {args.time_limit!r}"
+        )
+    if not 0 <= args.epsilon < 100:  # NaN fails too; the fit refines the bound by dimension
+        raise InvalidInputError(
+            f"--epsilon is a distance-class width on the [0, 100] feature scale and must lie in "
+            f"[0, 100); got {args.epsilon!r} (default 0.1; 0 is exact)"
         )
     for flag, value in (("--n-clusters", args.n_clusters), ("--depth", args.depth)):
         if not 1 <= value <= (12 if flag == "--depth" else 10**6):

@@ -46,7 +46,12 @@ from gnnaudit.clustering._estimator_input import (
 )
 from gnnaudit.clustering.tree_diagnosis import Infeasibility, diagnose_constraints
 from gnnaudit.clustering.tree_fit import TreeFitSteps, warn_infeasible
-from gnnaudit.clustering.tree_inputs import UNIT, constraint_graph, soft_constraints
+from gnnaudit.clustering.tree_inputs import (
+    UNIT,
+    check_epsilon,
+    constraint_graph,
+    soft_constraints,
+)
 from gnnaudit.clustering.tree_model import ClusteringTree, scale_features
 from gnnaudit.clustering.tree_warm import greedy_tree
 from gnnaudit.errors import InfeasibleError, InvalidInputError
@@ -316,6 +321,7 @@ class TreeClustering(TreeFitSteps, DenseInputTagsMixin, ClusterMixin, BaseEstima
         validate_parameters(self)
         X = validate_fit_input(self, X, min_samples=2)
         n = X.shape[0]
+        check_epsilon(self.epsilon, X.shape[1])
         k, depth, k_min = self._check_combination(n)
         deadline = None if self.time_limit is None else t_start + float(self.time_limit)
         self._reset()

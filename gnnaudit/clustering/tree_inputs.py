@@ -4,6 +4,7 @@ those encoded up front and the lazy pool."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from gnnaudit.clustering.tree_pairs import SmartPairs
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops.constraints import ConstraintGraph, as_pairs
 
-__all__ = ["UNIT", "constraint_graph", "soft_constraints", "lazy_split"]
+__all__ = ["UNIT", "constraint_graph", "soft_constraints", "lazy_split", "check_epsilon"]
 
 #: Objective soft clauses weigh this much; a soft constraint of weight ``w`` weighs
 #: ``max(1, round(w * UNIT))`` (MaxSAT weights are integers).
@@ -117,3 +118,17 @@ def lazy_split(pairs: SmartPairs, max_pairs: int | None) -> tuple[SmartPairs, in
         ),  # fmt: skip
         start,
     )
+
+
+def check_epsilon(epsilon: float, n_features: int, name: str = "epsilon") -> None:
+    r"""Refuse an ``epsilon`` at least the largest distance on the [0, 100] feature scale,
+    :math:`100 \sqrt d`: every pair would fall into one distance class, so any clustering
+    would be epsilon-optimal and the search would optimise nothing."""
+    largest = UNIT * math.sqrt(max(1, int(n_features)))
+    if float(epsilon) >= largest:
+        raise InvalidInputError(
+            f"{name}={epsilon!r} is at least the largest distance between two points on the "
+            f"[0, {UNIT:g}] feature scale ({largest:.4g} for {n_features} feature(s)): every "
+            "pair would fall into one distance class and any clustering would be "
+            f"epsilon-optimal; use a value well below {largest:.4g} (default 0.1; 0 is exact)"
+        )
