@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gnnaudit._validation import MAX_NUM_CLASSES
+from gnnaudit._validation import MAX_NUM_CLASSES, MAX_NUM_HOPS
 from gnnaudit.cli._datasets import add_dataset_arguments
 from gnnaudit.cli._scheduler import add_scheduler_arguments, cluster_options
 from gnnaudit.cli._tables import add_table_arguments
@@ -166,6 +166,14 @@ def _add_audit_arguments(p: argparse.ArgumentParser) -> None:
     )
     audit.add_argument(
         "--k", type=k_type(), default=10, help="local evidences per audited node (10)"
+    )
+    audit.add_argument(
+        "--model-hops",
+        type=IntRange(0, MAX_NUM_HOPS, "hops"),
+        default=None,
+        help="the model's receptive field L (its message-passing hops) for the node-scope flip "
+        "test (default: inferred from its torch_geometric layers; a model without them needs "
+        "it, else node scope is skipped and the verdict says so)",
     )
     audit.add_argument("--backend", default="auto", choices=BACKENDS, help="evidence search")
     add_scheduler_arguments(audit)
@@ -418,6 +426,7 @@ def run(args: argparse.Namespace) -> int:
             embedding=args.embedding,
             mitigate=args.mitigate,
             mitigate_kwargs=_mitigate_kwargs(args),
+            model_hops=args.model_hops,
         )
         report = run_audit(
             module,

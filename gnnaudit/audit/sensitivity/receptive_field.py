@@ -112,7 +112,10 @@ def receptive_field_unknown(model: Any, predict_fn: Any = None) -> str | None:
 #: how a skip note tells the reader to give the model's receptive field, by the option that
 #: sets it: the unit's own ``num_hops`` for a unit built by hand, ``model_hops=L`` for the
 #: default units of ``run_audit`` / ``audit_model``
-HOPS_OPTIONS = {"num_hops": "{unit}(num_hops=L)", "model_hops": "model_hops=L"}
+HOPS_OPTIONS = {
+    "num_hops": "{unit}(num_hops=L)",
+    "model_hops": "model_hops=L (gnnaudit audit --model-hops L)",
+}
 
 
 def check_hops_option(hops_option: Any) -> str:
