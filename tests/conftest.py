@@ -7,9 +7,30 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dask_cluster import local_dask_client
+from dask_cluster import import_on_workers, local_dask_client
 from sklearn.cluster import DBSCAN
 from sklearn.datasets import load_iris, make_blobs
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_thread():
+    """One torch thread and one BLAS / OpenMP thread per pool for the whole session.
+
+    The test graphs are small: gnnaudit's own policy runs every library call on them with one
+    thread (``gnnaudit._threads.SIZE_THRESHOLD``), and so do the modules that pin torch to one
+    thread themselves; a second thread makes the tests' own tensor and array code no faster on
+    inputs this small, and it competes for CI's two cores with the Dask workers and the
+    subprocesses that some tests run (``_threads``: 2 threads 0.08-0.95x as fast as 1 on a busy
+    2-core machine). Tests that set thread counts restore the ones they found."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with threadpool_limits(limits=1):
+        yield
+    torch.set_num_threads(before)
+
 
 # --- file fixtures ---
 
@@ -125,8 +146,11 @@ def faiss_one_thread():
 
 
 @pytest.fixture(scope="module")
-def client():
+def client(request):
     """:func:`local_dask_client` with worker processes, one per test module; the module imports
-    ``distributed`` with ``pytest.importorskip`` first."""
+    ``distributed`` with ``pytest.importorskip`` first. The workers import the test module
+    (torch, PyG, gnnaudit) before its first test, both at the same time, instead of each in the
+    first task it runs, one after the other."""
     with local_dask_client() as dask_client:
+        import_on_workers(dask_client, request.module.__name__)
         yield dask_client

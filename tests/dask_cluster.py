@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import warnings
 
 
@@ -23,3 +24,12 @@ def local_dask_client(processes: bool = True):
     finally:
         dask_client.close()
         cluster.close()
+
+
+def _import(name: str) -> None:
+    importlib.import_module(name)
+
+
+def import_on_workers(client, name: str) -> None:
+    """Import module ``name`` in every worker of ``client``, all at the same time."""
+    client.run(_import, name)

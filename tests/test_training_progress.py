@@ -88,20 +88,32 @@ def test_fair_finetune_bar(small, capsys):
     assert capsys.readouterr().err == ""
 
 
-def _cli_train(tmp_path, *extra):
+def _cli_train(tmp_path, name, *extra):
+    """Start ``gnnaudit train`` into ``tmp_path / name`` with stderr redirected to a file;
+    returns a function that waits for it: ``(returncode, stdout bytes, stderr text)``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    err_file = tmp_path / "err.txt"
+    err_file = tmp_path / f"{name}.err.txt"
     argv = [sys.executable, "-m", "gnnaudit", "train", "--num-nodes", "60", "--epochs", "3"]
-    argv += ["--layers", "1", "--hidden", "4", "--out", str(tmp_path / "run"), *extra]
-    with open(err_file, "w") as err:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err, env=env, timeout=300)
-    return proc, err_file.read_text()
+    argv += ["--layers", "1", "--hidden", "4", "--out", str(tmp_path / name), *extra]
+    err = open(err_file, "w")  # closed by wait()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=env)
+
+    def wait() -> tuple[int, bytes, str]:
+        try:
+            out, _ = proc.communicate(timeout=300)
+        finally:
+            err.close()
+        return proc.returncode, out, err_file.read_text()
+
+    return wait
 
 
 def test_cli_train_redirected_stderr_has_no_bar(tmp_path):
-    proc, err = _cli_train(tmp_path)
-    assert proc.returncode == 0, err
+    # both commands run at once: each spends seconds importing torch and Lightning
+    plain = _cli_train(tmp_path, "run")
+    forced = _cli_train(tmp_path, "forced", "--progress", "--force")
+    (returncode, out, err), (forced_returncode, _, forced_err) = plain(), forced()
+    assert returncode == 0, err
     assert err == ""
-    assert b"\r" not in proc.stdout and b"\x1b" not in proc.stdout
-    forced, err = _cli_train(tmp_path, "--progress", "--force")
-    assert forced.returncode == 0 and "training" in err and "/3 " in err
+    assert b"\r" not in out and b"\x1b" not in out
+    assert forced_returncode == 0 and "training" in forced_err and "/3 " in forced_err
