@@ -6,7 +6,7 @@ Usage::
 
 For each graph and partition count P, both partitioners (``contiguous_partition``: ranges of
 node ids; ``metis_partition``: pymetis, seed 0) and the figures the distributed audit pays
-for (:mod:`gnnaudit.audit.dist_ks`, :mod:`gnnaudit.audit.dist_layers`):
+for (:mod:`gnnaudit.audit.distributed.ks`, :mod:`gnnaudit.audit.distributed.layers`):
 
 * **cut edges**: directed edges whose two ends lie in different partitions;
 * **halo rows**: summed over partitions, the distinct in-neighbours a partition does not own

@@ -219,8 +219,8 @@ def _lost(step: str, cause: str, limits: str) -> WorkerLostError:
     return WorkerLostError(
         f"a dask worker was lost during {step} ({cause}). Workers' memory limit: {limits}; a "
         "dask nanny restarts a worker above 95% of its limit. Give each worker more memory, add "
-        "workers, or lower gnnaudit.audit.dist_block.FORWARD_CHUNK_BYTES; the workers' logs say "
-        "why it died."
+        "workers, or lower gnnaudit.audit.distributed.block.FORWARD_CHUNK_BYTES; the workers' "
+        "logs say why it died."
     )
 
 

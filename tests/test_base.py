@@ -386,9 +386,13 @@ AUDIT_LAYERS = {
     "search": set(),
     "core": {"report", "search"},
     "sensitivity": {"core", "report", "search"},
+    # the Dask path: the model adapter (core) and the model's receptive field (sensitivity);
+    # the statistics reach it through the context, never the other way round
+    "distributed": {"core", "sensitivity"},
     # fairness reads the flip test (the literature unit's counterfactual unfairness is the
-    # graph-scope flip rate, reused from the sensitivity unit); sensitivity never imports fairness
-    "fairness": {"core", "report", "search", "sensitivity"},
+    # graph-scope flip rate, reused from the sensitivity unit); sensitivity never imports fairness;
+    # on a cluster the literature unit's noise goes to the graph store (distributed.store)
+    "fairness": {"core", "report", "search", "sensitivity", "distributed"},
     "embedding": {"core", "report", "search"},
     "proxies": {"core", "report", "search", "sensitivity"},
 }

@@ -28,10 +28,10 @@ from torch_geometric.nn.models import GCN  # noqa: E402
 import gnnaudit  # noqa: E402
 from gnnaudit._distributed import gather_pinned  # noqa: E402
 from gnnaudit.audit import AuditReport  # noqa: E402
-from gnnaudit.audit.dist_block import FORWARD_CHUNK_BYTES, edges_per_chunk, row_chunks  # noqa: E402
-from gnnaudit.audit.dist_forward import RemoteForward, ball_subgraph, halo_bytes  # noqa: E402
-from gnnaudit.audit.dist_ks import distributed_ks  # noqa: E402
-from gnnaudit.audit.dist_store import AddRows, GraphStore, write_graph_store  # noqa: E402
+from gnnaudit.audit.distributed.block import FORWARD_CHUNK_BYTES, edges_per_chunk, row_chunks  # noqa: E402
+from gnnaudit.audit.distributed.forward import RemoteForward, ball_subgraph, halo_bytes  # noqa: E402
+from gnnaudit.audit.distributed.ks import distributed_ks  # noqa: E402
+from gnnaudit.audit.distributed.store import AddRows, GraphStore, write_graph_store  # noqa: E402
 from gnnaudit.cli.main import main  # noqa: E402
 from gnnaudit.datasets import synthetic_credit_graph  # noqa: E402
 from gnnaudit.errors import InvalidInputError, WorkerLostError  # noqa: E402
@@ -447,7 +447,7 @@ def test_default_num_parts_is_one_per_worker():
     """One partition per worker whatever the edge count; never more partitions than nodes."""
     from types import SimpleNamespace
 
-    from gnnaudit.training import audit_distributed as ad
+    from gnnaudit.audit.distributed import session as ad
 
     def graph(n: int, e: int) -> SimpleNamespace:
         return SimpleNamespace(x=torch.empty(n, 1), edge_index=torch.empty(2, e))

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gnnaudit.audit.dist_block import ForwardBlock
+from gnnaudit.audit.distributed.block import ForwardBlock
 from gnnaudit.audit.sensitivity.receptive_field import hop_adjacency
 from gnnaudit.graph_ops import ks_halo
 from gnnaudit.graph_ops.ks_halo import HaloBlock, edge_chunks, is_member, outside_ids
@@ -127,7 +127,7 @@ def test_partition_blocks_hold_exactly_the_edges_into_their_rows(case):
 
 def _forward_block(own: torch.Tensor, edges: torch.Tensor) -> ForwardBlock:
     """ForwardBlock.load's build on an in-memory partition (load reads it from a store)."""
-    import gnnaudit.audit.dist_block as db
+    import gnnaudit.audit.distributed.block as db
 
     part = {"own": own, "x": torch.zeros(own.numel(), 1), "edge_index": edges}
     original = db.load_part

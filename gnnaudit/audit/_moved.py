@@ -1,7 +1,10 @@
-"""Module paths of :mod:`gnnaudit.audit` before 0.2, kept importable until 0.3.0.
+"""Old module paths of the audit, kept importable until 0.3.0 (flat: installed by the package).
 
 Until 0.2 every audit module sat flat in ``gnnaudit/audit/``; they now live in subpackages by
-job (``search``, ``sensitivity``, ``fairness``, ``report``, ``embedding``). ``import
+job (``search``, ``sensitivity``, ``fairness``, ``report``, ``embedding``). Since 0.2 the Dask
+path (``gnnaudit.audit.dist_*``, ``gnnaudit.training.audit_distributed``) lives in
+``gnnaudit.audit.distributed``, and the audit's pipeline (``gnnaudit.training.audit_pipeline``,
+``audit_config``, ``named_graph``) in ``gnnaudit.audit.pipeline``. ``import
 gnnaudit.audit.evidence`` (or ``from gnnaudit.audit.search_exact import ExactSearcher``) still
 works: it emits a :class:`DeprecationWarning` naming the new path and the removal version, and
 yields the new module itself (one module object, so ``isinstance`` and monkeypatching behave).
@@ -9,7 +12,8 @@ yields the new module itself (one module object, so ``isinstance`` and monkeypat
 name and re-export the old modules' public names, so they need no alias.
 
 The import hook (:class:`_MovedModuleFinder`) answers only for the names in :data:`MOVED`; it is
-stateless and installed once by :mod:`gnnaudit.audit`.
+stateless and installed once by :mod:`gnnaudit.audit` (which :mod:`gnnaudit.training` imports,
+so the old training paths resolve too).
 """
 
 from __future__ import annotations
@@ -63,8 +67,20 @@ MOVED: dict[str, str] = {
         "embedding_parts": "embedding.parts",
         "embedding_unit": "embedding.unit",
         "embeddings": "embedding.node_embeddings",
+        # moved after 0.2.0: the Dask path in its own subpackage
+        "dist_store": "distributed.store",
+        "dist_block": "distributed.block",
+        "dist_layers": "distributed.layers",
+        "dist_forward": "distributed.forward",
+        "dist_ks": "distributed.ks",
     }.items()
 }
+# moved after 0.2.0: the audit's pipeline from the training layer into the audit
+MOVED.update(
+    {
+        "gnnaudit.training.audit_distributed": "gnnaudit.audit.distributed.session",
+    }
+)
 
 
 class _MovedModuleLoader(importlib.abc.Loader):

@@ -129,7 +129,7 @@ class AuditContext:
     options : :class:`AuditOptions`.
     forward_kwargs, predict_fn : passed to :class:`ModelAdapter`.
     distributed : the audit's heavy steps on a Dask cluster (None: in this process), an object
-        with ``remote`` (a :class:`~gnnaudit.audit.dist_forward.RemoteForward`: the model's
+        with ``remote`` (a :class:`~gnnaudit.audit.distributed.forward.RemoteForward`: the model's
         forward passes), ``ks(num_hops, alpha)`` (the KS embedding computed on the workers,
         gathered) and ``client``; built by :func:`~gnnaudit.training.run_audit` from its
         ``client=`` option.

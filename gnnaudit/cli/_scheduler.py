@@ -1,5 +1,5 @@
 """``gnnaudit audit --scheduler ADDRESS``: run the audit's heavy steps on an existing Dask
-cluster (:mod:`gnnaudit.training.audit_distributed`).
+cluster (:mod:`gnnaudit.audit.distributed.session`).
 
 The CLI connects a ``dask.distributed.Client`` to the scheduler, writes the graph to
 ``--shared-dir`` (a folder every worker can read; default a temporary folder, which only

@@ -1,6 +1,6 @@
 r"""One partition's share of the KS propagation with a per-hop halo exchange (worker side).
 
-The building block of the distributed KS embedding (:mod:`gnnaudit.audit.dist_ks`): a worker
+The building block of the distributed KS embedding (:mod:`gnnaudit.audit.distributed.ks`): a worker
 owns the rows ``P`` of a node partition and the edges *into* them. Per hop :math:`l` it
 receives the current rows :math:`\mathbf{x}^l_u` of its 1-hop in-neighbours owned elsewhere
 (the halo :math:`H_1(P)`) and computes :math:`\mathbf{x}^{l+1}_v` (CE paper Eq. 5) of its own

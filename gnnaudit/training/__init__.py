@@ -8,6 +8,10 @@ clustering, never cli.
 
 from typing import TYPE_CHECKING, Any
 
+from gnnaudit.audit import _moved
+
+_moved.install()  # the old paths of what moved to the audit (gnnaudit.training.audit_pipeline ...)
+
 #: public name -> the module that defines it. Imported on first use (PEP 562), so that
 #: ``gnnaudit.audit_model`` on a plain PyTorch model never loads Lightning (about 5 s); the
 #: Lightning classes come in only when they are used.

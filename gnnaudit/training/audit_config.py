@@ -142,12 +142,12 @@ class RunSettings:
         :func:`gnnaudit._threads.thread_limits` for the graph's size).
     dataset_name, model_info : text for the report.
     client : a ``dask.distributed.Client``: the model's forward passes and the KS embedding
-        run on its workers (:mod:`gnnaudit.training.audit_distributed`); None: here.
+        run on its workers (:mod:`gnnaudit.audit.distributed.session`); None: here.
     shared_dir : with ``client``, a folder every worker can read, where the graph is written
         for them (default: a temporary folder, for workers on this machine).
     num_parts : with ``client``, graph partitions (default: the same number per worker, at
         most 16M edges each: one per worker below that; see
-        :func:`~gnnaudit.training.audit_distributed.default_num_parts`).
+        :func:`~gnnaudit.audit.distributed.session.default_num_parts`).
     partition : with ``client``, how nodes are assigned to partitions: ``"contiguous"`` (ranges
         of node ids, the default), ``"metis"`` (a METIS k-way partition, the ``metis`` extra)
         or one partition id per node.

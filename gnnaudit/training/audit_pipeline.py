@@ -56,6 +56,7 @@ from gnnaudit._aliases import renamed_keywords
 from gnnaudit._threads import ThreadChoice, thread_limits
 from gnnaudit._validation import resolve_progress
 from gnnaudit.audit.context import AuditContext, AuditOptions
+from gnnaudit.audit.distributed.session import setup_distributed
 from gnnaudit.audit.embedding.unit import EmbeddingStructureUnit
 from gnnaudit.audit.fairness.feature_units import drop_units
 from gnnaudit.audit.report.audit_report import REPORT_FILES, AuditReport
@@ -69,7 +70,6 @@ from gnnaudit.training.audit_config import (
     default_units,
     split_options,
 )
-from gnnaudit.training.audit_distributed import setup_distributed
 
 __all__ = [
     "run_audit",
@@ -205,7 +205,7 @@ def run_audit(
           ``model_info``: text for the report; ``client``: a ``dask.distributed.Client`` on
           whose workers the model's forward passes and the KS embedding run, with
           ``shared_dir``, ``num_parts``, ``partition``, ``model_loader``, see
-          :mod:`gnnaudit.training.audit_distributed`; the findings equal those of the
+          :mod:`gnnaudit.audit.distributed.session`; the findings equal those of the
           audit in one process, and ``run_info["distributed"]`` records workers,
           partitions, passes and bytes moved).
 

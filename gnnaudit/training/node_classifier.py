@@ -111,7 +111,8 @@ class NodeClassifier(L.LightningModule):
     """
 
     #: the forward pass is ``convs`` in order with ReLU between (dropout off in eval mode): a
-    #: Dask audit runs it layer by layer on graph partitions (:mod:`gnnaudit.audit.dist_layers`)
+    #: Dask audit runs it layer by layer on graph partitions
+    #: (:mod:`gnnaudit.audit.distributed.layers`)
     layered_forward = True
 
     def __init__(

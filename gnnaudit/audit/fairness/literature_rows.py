@@ -387,7 +387,7 @@ def _noisy_logits(ctx: AuditContext, noise: torch.Tensor) -> torch.Tensor:
             ctx.data.edge_index,
             stage="the instability's noisy pass",
         )
-    from gnnaudit.audit.dist_store import AddRows
+    from gnnaudit.audit.distributed.store import AddRows
 
     path = Path(ctx.distributed.store.folder) / "instability-noise.npy"
     np.save(path, noise.cpu().numpy())

@@ -40,7 +40,7 @@ class FlipOptions:
         the single-process ones exactly (the model and graph are scattered to the workers once,
         so they must be picklable).
     remote : whole-graph passes computed elsewhere: a callable ``remote(changes, rows=None) ->
-        (n, C) logits`` (:class:`~gnnaudit.audit.dist_forward.RemoteForward`, the model's
+        (n, C) logits`` (:class:`~gnnaudit.audit.distributed.forward.RemoteForward`, the model's
         passes on the partitions of a Dask cluster); the factual logits, the graph-scope
         passes and node scope's whole-graph passes (only the batch's ``rows``) go through
         it. Node scope's small subgraph passes still run here.

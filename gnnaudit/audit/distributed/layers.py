@@ -1,6 +1,6 @@
 r"""Layer-by-layer forward passes of a stacked message-passing model on a Dask cluster, with a
 per-layer halo exchange between workers (the forward-pass counterpart of
-:mod:`gnnaudit.audit.dist_ks`).
+:mod:`gnnaudit.audit.distributed.ks`).
 
 For a model whose forward pass is ``h^{l+1} = relu(conv_l(h^l, edge_index))`` with the
 last layer's output as logits (eval mode; :class:`~gnnaudit.training.NodeClassifier`, which
@@ -13,12 +13,12 @@ Memory per worker, bounded whatever the graph's diameter: the block (its rows, t
 and 4 bytes per edge into its rows, held by target), the rows of one layer (own and halo,
 ``w`` values each), and one *chunk* at a time: a layer runs over consecutive ranges of the
 partition's rows whose in-edges take at most
-:data:`~gnnaudit.audit.dist_block.FORWARD_CHUNK_BYTES` (256 MiB) of per-edge messages,
+:data:`~gnnaudit.audit.distributed.block.FORWARD_CHUNK_BYTES` (256 MiB) of per-edge messages,
 ``(40 + 12 w)`` bytes per edge (measured 228 B at ``w = 16``). A whole-graph pass instead
 materialises every edge's message at once (3 GB for the 13 M edges of a 1M-node credit
 graph); this is what makes the passes fit a worker's memory on a small-world graph, where
-the ``(L+1)``-hop ball of :mod:`gnnaudit.audit.dist_forward` is the whole graph. Chunks hold
-at least :data:`~gnnaudit.audit.dist_block.MIN_CHUNK_ROWS` rows (matrix products over a few
+the ``(L+1)``-hop ball of :mod:`gnnaudit.audit.distributed.forward` is the whole graph. Chunks hold
+at least :data:`~gnnaudit.audit.distributed.block.MIN_CHUNK_ROWS` rows (matrix products over a few
 rows round differently).
 
 ``GCNConv`` reads the degree of the *source* node of each edge, which a partition does not
@@ -45,14 +45,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gnnaudit._distributed import count_halo, gather_pinned
-from gnnaudit.audit.dist_block import (
+from gnnaudit.audit.distributed.block import (
     FORWARD_CHUNK_BYTES,
     MIN_CHUNK_ROWS,
     ForwardBlock,
     edges_per_chunk,
     row_chunks,
 )
-from gnnaudit.audit.dist_store import AddRows, GraphStore
+from gnnaudit.audit.distributed.store import AddRows, GraphStore
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["is_layered", "LayeredPlan", "InputProbe"]

@@ -1,5 +1,5 @@
 """One partition of a graph store on a worker, held for layer-by-layer forward passes, and
-the chunks a layer runs in (:mod:`gnnaudit.audit.dist_layers` runs the layers).
+the chunks a layer runs in (:mod:`gnnaudit.audit.distributed.layers` runs the layers).
 
 A :class:`ForwardBlock` keeps a partition's node ids, feature rows, halo ids and the edges into
 its rows by target (CSR, 4 bytes per edge); :func:`row_chunks` cuts its rows into ranges whose
@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gnnaudit.audit.dist_store import GraphStore, load_part
+from gnnaudit.audit.distributed.store import GraphStore, load_part
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops.ks_halo import edge_chunks, is_member, outside_ids
 from gnnaudit.graph_ops.ks_propagation import row_chunks

@@ -5,11 +5,11 @@ local disk of a one-machine cluster):
 
 * ``meta.json``: number of nodes, features and partitions;
 * ``graph.pt``: the whole graph (``x``, ``edge_index``), read by the forward-pass tasks, which
-  cut their partition's receptive field out of it (:mod:`gnnaudit.audit.dist_forward`);
+  cut their partition's receptive field out of it (:mod:`gnnaudit.audit.distributed.forward`);
 * ``parts.pt``: the partition id of every node;
 * ``part-<p>.pt``: partition ``p``: its sorted node ids ``own``, their feature rows ``x`` and
   the edges *into* them (``edge_index``, global ids, original order), read by the KS tasks
-  (:mod:`gnnaudit.audit.dist_ks`); a worker reads only the partitions it owns.
+  (:mod:`gnnaudit.audit.distributed.ks`); a worker reads only the partitions it owns.
 
 The workers read these files themselves (:func:`load_part`, :func:`load_graph`, with
 :func:`~gnnaudit.safe_io.safe_torch_load`): nothing larger than a file name is sent through

@@ -1,7 +1,7 @@
 r"""The KS embedding (CE paper Eq. 5-7) computed on the workers of a Dask cluster, partition by
 partition, with a per-hop halo exchange between workers.
 
-:func:`distributed_ks` runs, on the partitions of a :class:`~gnnaudit.audit.dist_store.GraphStore`:
+:func:`distributed_ks` runs, on the partitions of a :class:`~gnnaudit.audit.distributed.store.GraphStore`:
 
 1. **load** (one task per partition, pinned to its worker): the worker reads its partition file
    (own rows, the edges into them) from the shared folder and builds its
@@ -36,7 +36,7 @@ import torch
 
 from gnnaudit._distributed import check_client, count_halo, gather_pinned, worker_addresses
 from gnnaudit._validation import MAX_NUM_HOPS, check_float, check_int
-from gnnaudit.audit.dist_store import GraphStore, load_part
+from gnnaudit.audit.distributed.store import GraphStore, load_part
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops.ks_halo import HaloBlock, add_hop, first_sum, take_rows
 from gnnaudit.graph_ops.ks_propagation import ks_input_bound

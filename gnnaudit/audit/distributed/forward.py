@@ -1,7 +1,7 @@
 r"""The model's forward passes on the workers of a Dask cluster, one task per partition.
 
 :class:`RemoteForward` computes the logits of the audited model on the graph of a
-:class:`~gnnaudit.audit.dist_store.GraphStore`, optionally with some feature values changed (a
+:class:`~gnnaudit.audit.distributed.store.GraphStore`, optionally with some feature values changed (a
 counterfactual graph), without running the model on the whole graph in one process. Partition
 ``p``'s task, on its worker:
 
@@ -55,9 +55,9 @@ from gnnaudit._distributed import (
     worker_addresses,
 )
 from gnnaudit._validation import MAX_NUM_HOPS, check_int
-from gnnaudit.audit.dist_block import FORWARD_CHUNK_BYTES
-from gnnaudit.audit.dist_layers import InputProbe, LayeredPlan
-from gnnaudit.audit.dist_store import AddRows, GraphStore, load_graph, load_parts
+from gnnaudit.audit.distributed.block import FORWARD_CHUNK_BYTES
+from gnnaudit.audit.distributed.layers import InputProbe, LayeredPlan
+from gnnaudit.audit.distributed.store import AddRows, GraphStore, load_graph, load_parts
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.errors import InvalidInputError
 
@@ -224,7 +224,7 @@ class RemoteForward:
     Parameters
     ----------
     client : a ``dask.distributed.Client``.
-    store : the graph on a shared path (:func:`~gnnaudit.audit.dist_store.write_graph_store`).
+    store : the graph on a shared path (:func:`~gnnaudit.audit.distributed.store.write_graph_store`).
     num_hops : the model's receptive-field radius L (balls have L + 1 hops).
     model : the model, sent to every worker once (picklable); or None with ``loader``.
     loader : picklable function the workers call to build the model (e.g. from a checkpoint
@@ -238,12 +238,12 @@ class RemoteForward:
     :attr:`ball_rows` (nodes of all balls, summed over passes).
 
     ``layered=True`` (a model declaring the stacked forward of
-    :mod:`gnnaudit.audit.dist_layers`, e.g. a ``NodeClassifier``): the passes run layer by
+    :mod:`gnnaudit.audit.distributed.layers`, e.g. a ``NodeClassifier``): the passes run layer by
     layer with a halo exchange per layer instead (memory per worker about ``1/P`` of a
     whole-graph pass on any graph); ``rows`` then do not restrict the work. ``gcn_layers``:
     the indices of its ``GCNConv`` layers (their degrees are exchanged once); ``chunk_bytes``:
     the transient memory of one chunk of a layer on a worker
-    (:data:`~gnnaudit.audit.dist_block.FORWARD_CHUNK_BYTES` by default).
+    (:data:`~gnnaudit.audit.distributed.block.FORWARD_CHUNK_BYTES` by default).
     """
 
     def __init__(

@@ -1,15 +1,15 @@
 """The audit's heavy steps on an existing Dask cluster (``run_audit(..., client=...)``).
 
 :func:`setup_distributed` writes the graph to a folder the workers read
-(:func:`~gnnaudit.audit.dist_store.write_graph_store`, one partition per worker by default) and
+(:func:`~gnnaudit.audit.distributed.store.write_graph_store`, one partition per worker by default) and
 returns a :class:`DistributedAudit`, which the
 :class:`~gnnaudit.audit.context.AuditContext` uses for
 
 * the model's forward passes (the factual predictions, the graph-scope counterfactual passes,
   node scope's whole-graph passes restricted to the batch's rows, the proxies' flips):
-  :class:`~gnnaudit.audit.dist_forward.RemoteForward`, one task per partition on its
+  :class:`~gnnaudit.audit.distributed.forward.RemoteForward`, one task per partition on its
   receptive-field ball;
-* the KS embedding of the evidence search: :func:`~gnnaudit.audit.dist_ks.distributed_ks`,
+* the KS embedding of the evidence search: :func:`~gnnaudit.audit.distributed.ks.distributed_ks`,
   partitions on the workers with a per-hop halo exchange, gathered for the search (the exact
   backend then also searches on the workers; the approximate backends search here).
 
@@ -34,10 +34,15 @@ import torch
 from torch_geometric.nn import GCNConv
 
 from gnnaudit._validation import check_int
-from gnnaudit.audit.dist_forward import RemoteForward, bytes_sent, cluster_workers, halo_bytes
-from gnnaudit.audit.dist_ks import distributed_ks
-from gnnaudit.audit.dist_layers import is_layered
-from gnnaudit.audit.dist_store import GraphStore, write_graph_store
+from gnnaudit.audit.distributed.forward import (
+    RemoteForward,
+    bytes_sent,
+    cluster_workers,
+    halo_bytes,
+)
+from gnnaudit.audit.distributed.ks import distributed_ks
+from gnnaudit.audit.distributed.layers import is_layered
+from gnnaudit.audit.distributed.store import GraphStore, write_graph_store
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.audit.sensitivity.receptive_field import resolve_num_hops
 from gnnaudit.errors import InvalidInputError
@@ -127,11 +132,11 @@ def setup_distributed(
     """The :class:`DistributedAudit` of ``client`` (None without a client; module docstring).
 
     ``shared_dir``: a folder every worker can read, where the graph store is written (or a
-    :class:`~gnnaudit.audit.dist_store.GraphStore` already written); default a new temporary
+    :class:`~gnnaudit.audit.distributed.store.GraphStore` already written); default a new temporary
     folder, which only workers on this machine can read (a ``LocalCluster``). ``num_parts``:
     partitions (default: :func:`default_num_parts`); ``partition``: ``"contiguous"``,
     ``"metis"`` or one partition id per node
-    (:func:`~gnnaudit.audit.dist_store.write_graph_store`).
+    (:func:`~gnnaudit.audit.distributed.store.write_graph_store`).
     ``model_loader``: a picklable function building the model on a worker (default: the model
     object is sent to the workers). ``model_hops``: the model's receptive-field radius
     (default: inferred from its message-passing layers).
