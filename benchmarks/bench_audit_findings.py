@@ -54,9 +54,9 @@ NEW_UNITS = ("sensitivity", "evidence_contrast")
 
 
 def audit_once(n: int, bias: float, seed: int, backbone: str, epochs: int) -> tuple[Any, float]:
+    from gnnaudit.audit.pipeline import run_audit
     from gnnaudit.datasets import synthetic_credit_graph
     from gnnaudit.training import train_node_classifier
-    from gnnaudit.training.audit_pipeline import run_audit
 
     data = synthetic_credit_graph(num_nodes=n, bias=bias, seed=seed)
     start = time.perf_counter()

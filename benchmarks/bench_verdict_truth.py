@@ -137,7 +137,7 @@ def direct_model(data, seed: int, rate: float):
 
 
 def audit(model, data):
-    from gnnaudit.training import run_audit
+    from gnnaudit.audit.pipeline import run_audit
 
     return run_audit(model, data, "gender", n_boot=200, k=5, progress=False)
 

@@ -40,9 +40,10 @@ from gnnaudit.audit import (
     LiteratureMetricsUnit,
     ModelQuality,
     SensitivityUnit,
+    run_audit,
 )
 from gnnaudit.datasets import load_nifty
-from gnnaudit.training import FairFinetune, run_audit, train_node_classifier
+from gnnaudit.training import FairFinetune, train_node_classifier
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nifty"
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import logging
 
+from gnnaudit.audit import run_audit
 from gnnaudit.datasets import load_nifty
-from gnnaudit.training import run_audit, train_node_classifier
+from gnnaudit.training import train_node_classifier
 
 
 def main() -> None:

@@ -6,7 +6,8 @@ graph_ops
     graph-native primitives (kernel-similarity propagation, DBSCAN core graph,
     dc-distance tree, must-link / cannot-link constraint graph) and PyG transforms.
 audit
-    counterfactual-evidence search and the fairness / error audits built on it.
+    counterfactual-evidence search, the fairness / error audits built on it, and the audit's
+    entry point (``audit_model`` / ``run_audit``, also here at the top level).
 clustering
     ExDBSCAN, FairDen, constrained clustering trees and clustering metrics.
 training
@@ -20,6 +21,7 @@ from gnnaudit.errors import GnnAuditError, InfeasibleError, InvalidInputError, N
 
 __all__ = [
     "audit_model",
+    "run_audit",
     "GnnAuditError",
     "InvalidInputError",
     "InfeasibleError",
@@ -29,8 +31,8 @@ __all__ = [
 
 
 def __getattr__(name: str):  # lazy: ``import gnnaudit`` must not import torch
-    if name == "audit_model":
-        from gnnaudit.training.audit_pipeline import audit_model
+    if name in ("audit_model", "run_audit"):
+        from gnnaudit.audit import pipeline
 
-        return audit_model
+        return getattr(pipeline, name)
     raise AttributeError(f"module 'gnnaudit' has no attribute {name!r}")

@@ -210,9 +210,9 @@ def test_literature_metrics_accept_sensitive_features():
 
 def test_run_audit_accepts_sensitive_features():
     from gnnaudit.audit.fairness.group_fairness import GroupFairnessUnit
+    from gnnaudit.audit.pipeline import run_audit
     from gnnaudit.audit.quality_unit import ModelQuality
     from gnnaudit.datasets import synthetic_credit_graph
-    from gnnaudit.training.audit_pipeline import run_audit
 
     data = synthetic_credit_graph(num_nodes=200, bias=2.0, seed=5)
 
@@ -233,9 +233,9 @@ def test_run_audit_accepts_sensitive_features():
 def _entry_points():
     from gnnaudit.audit.context import AuditContext
     from gnnaudit.audit.fairness.literature_metrics import literature_metrics
+    from gnnaudit.audit.pipeline import audit_model, run_audit
     from gnnaudit.datasets import load_graph, load_tabular
     from gnnaudit.training.audit_callback import CounterfactualAuditCallback
-    from gnnaudit.training.audit_pipeline import audit_model, run_audit
     from gnnaudit.training.fair_finetune import FairFinetune
     from gnnaudit.training.mitigation import mitigation_metrics
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from gnnaudit.audit.fairness.group_fairness import GroupFairnessUnit
+from gnnaudit.audit.pipeline import run_audit
 from gnnaudit.audit.quality_unit import ModelQuality
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.training.audit_pipeline import run_audit
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ import torch
 
 import gnnaudit
 from gnnaudit.audit import AuditOptions, EvidencePairsUnit, ModelQuality, SensitivityUnit
+from gnnaudit.audit.pipeline import AuditConfig, RunSettings, default_units, run_audit
+from gnnaudit.audit.pipeline.config import option_names, split_options
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.training import AuditConfig, RunSettings, default_units, run_audit
-from gnnaudit.training.audit_config import option_names, split_options
 
 
 @pytest.fixture(scope="module")

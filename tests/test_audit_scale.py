@@ -8,8 +8,8 @@ import pytest
 import torch
 from sklearn.neighbors import NearestNeighbors
 
+import gnnaudit.audit.pipeline.run as pipeline
 import gnnaudit.datasets.synthetic as synthetic
-import gnnaudit.training.audit_pipeline as pipeline
 from gnnaudit.audit.quality_unit import ModelQuality
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.datasets.splits import clean_edge_index

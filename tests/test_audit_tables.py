@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from gnnaudit.audit import AuditReport
+from gnnaudit.audit.pipeline import apply_transform
 from gnnaudit.cli._tables import far_below
 from gnnaudit.cli.main import main
 from gnnaudit.datasets import read_graph
 from gnnaudit.datasets.scaler import load_standardizer
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.training.audit_pipeline import apply_transform
 
 MODEL_CODE = textwrap.dedent(
     """

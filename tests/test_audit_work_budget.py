@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch_geometric.nn import SimpleConv
 
+from gnnaudit.audit.pipeline import run_audit
 from gnnaudit.datasets import synthetic_credit_graph
-from gnnaudit.training import run_audit
 
 #: stage -> (model calls, rows evaluated in whole-graph passes) of the default audit below
 BUDGET = {

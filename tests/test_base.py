@@ -110,10 +110,13 @@ LAYERS = {
     # estimators' declarative parameter rules, a leaf importing only errors) is for estimators;
     # _optional (optional dependencies and their extras, a leaf importing only errors) is for
     # every package that imports faiss, networkx or matplotlib; _aliases (renamed keywords and
-    # aliases, a leaf importing only errors) is for every package's entry points
+    # aliases, a leaf importing only errors) is for every package's entry points; _version (a
+    # leaf) is for the reports' version record. The audit's pipeline (audit/pipeline) is the
+    # entry point: it loads a named graph (datasets) and applies the thread policy (_threads)
     "safe_io": {"errors", "_validation"},
     "graph_ops": {"errors", "_validation", "safe_io", "_optional", "_aliases"},
     "audit": {
+        "_version",
         "errors",
         "_aliases",
         "_validation",
@@ -124,6 +127,7 @@ LAYERS = {
         "safe_io",
         "graph_ops",
         "clustering",
+        "datasets",
     },
     "clustering": {
         "errors",
@@ -395,6 +399,18 @@ AUDIT_LAYERS = {
     "fairness": {"core", "report", "search", "sensitivity", "distributed"},
     "embedding": {"core", "report", "search"},
     "proxies": {"core", "report", "search", "sensitivity"},
+    # the entry point (run_audit / audit_model) on top: it runs every other part; nothing in the
+    # audit imports it (only gnnaudit/audit/__init__.py re-exports it)
+    "pipeline": {
+        "core",
+        "report",
+        "search",
+        "sensitivity",
+        "fairness",
+        "embedding",
+        "proxies",
+        "distributed",
+    },
 }
 
 
@@ -419,6 +435,25 @@ def test_audit_subpackages_import_downwards_only():
         if wrong:
             bad[module] = wrong
     assert not bad
+
+
+#: most modules directly in gnnaudit/audit/ (``__init__`` included); the rest is in subpackages
+MAX_FLAT_AUDIT_MODULES = 12
+
+
+def test_audit_keeps_few_flat_modules_each_saying_why():
+    """``gnnaudit/audit/`` holds at most 12 modules beside its subpackages, and the first line of
+    each one's docstring says why it is not in a subpackage, as ``(flat: reason)``."""
+    import re
+
+    flat = sorted((PACKAGE / "audit").glob("*.py"))
+    assert len(flat) <= MAX_FLAT_AUDIT_MODULES, [p.name for p in flat]
+    unexplained = []
+    for path in flat:
+        doc = ast.get_docstring(ast.parse(path.read_text()), clean=False) or ""
+        if not re.search(r"\(flat: [^)]+\)", doc.split("\n")[0]):
+            unexplained.append(path.name)
+    assert not unexplained
 
 
 def test_old_audit_module_paths_warn_and_resolve(monkeypatch):

@@ -32,7 +32,7 @@ def test_model_hops_flag_is_checked_and_named(tmp_path, capsys):
 
 
 def test_model_hops_flag_reaches_the_audit(tmp_path, monkeypatch):
-    import gnnaudit.training.audit_pipeline as pipeline
+    import gnnaudit.audit.pipeline.run as pipeline
 
     seen = {}
 

@@ -69,8 +69,8 @@ def test_progress_defaults_to_whether_stderr_is_a_terminal(monkeypatch):
     import pytest
 
     from gnnaudit._validation import resolve_progress
+    from gnnaudit.audit.pipeline import run_audit
     from gnnaudit.errors import InvalidInputError
-    from gnnaudit.training.audit_pipeline import run_audit
 
     assert inspect.signature(run_audit).parameters["progress"].default is None
 

@@ -266,7 +266,7 @@ def test_credit_gcn_embedding_vs_fairden(credit, credit_gcn):
 
 
 def test_audit_model_embedding_section_in_every_format(credit, credit_gcn, tmp_path):
-    from gnnaudit.training import audit_model
+    from gnnaudit.audit.pipeline import audit_model
 
     report = audit_model(
         credit_gcn,

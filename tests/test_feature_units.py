@@ -18,12 +18,12 @@ from gnnaudit.audit.fairness.discrimination import (
     discrimination_scores,
 )
 from gnnaudit.audit.fairness.feature_units import MODEL_UNITS, ORIGINAL_UNITS, FeatureUnits
+from gnnaudit.audit.pipeline import apply_transform
 from gnnaudit.audit.search.inputs import node_features
 from gnnaudit.datasets import read_graph
 from gnnaudit.datasets.nifty_columns import standardise_non_binary
 from gnnaudit.datasets.scaler import load_standardizer
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.training.audit_pipeline import apply_transform
 
 N = 300
 

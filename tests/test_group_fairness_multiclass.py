@@ -77,7 +77,7 @@ def test_audit_of_a_six_class_model_on_four_groups_has_no_nan_finding():
     import torch
     from torch_geometric.data import Data
 
-    from gnnaudit.training.audit_pipeline import run_audit
+    from gnnaudit.audit.pipeline import run_audit
 
     rng = np.random.default_rng(4)
     n = 400

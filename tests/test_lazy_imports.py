@@ -42,3 +42,74 @@ def test_training_exports_resolve_lazily():
     for name in training.__all__:
         assert getattr(training, name) is not None, name
     assert set(training.__all__) <= set(dir(training))
+
+
+LOCAL_AUDIT = """
+import sys, torch, gnnaudit
+from torch_geometric.nn import GCNConv
+from gnnaudit.datasets import synthetic_credit_graph
+data = synthetic_credit_graph(num_nodes=120, seed=0)
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = GCNConv(data.num_features, 2)
+    def forward(self, x, edge_index):
+        return self.conv(x, edge_index)
+report = gnnaudit.run_audit(M().eval(), data, "gender", progress=False, n_boot=20)
+assert len(report.findings) and report.verdict
+loaded = sorted(
+    m for m in sys.modules
+    if m.split(".")[0] in {"lightning", "pytorch_lightning", "dask", "distributed"}
+    or m.startswith(("gnnaudit.training", "gnnaudit.audit.distributed"))
+)
+assert not loaded, loaded
+print("ok")
+"""
+
+
+def test_local_audit_imports_neither_lightning_nor_dask():
+    """``run_audit`` without ``client=`` imports neither Lightning (the training layer) nor
+    dask / distributed, nor gnnaudit's own Dask path (``gnnaudit.audit.distributed``)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run(
+        [sys.executable, "-c", LOCAL_AUDIT], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_training_units_come_from_the_registry():
+    """The audit builds training's units by name; ``gnnaudit.training`` registers them."""
+    import pytest
+
+    from gnnaudit.audit.pipeline import build_unit, default_units, registered_units
+    from gnnaudit.errors import InvalidInputError
+    from gnnaudit.training import EvidenceFinetuneUnit, MitigationUnit
+
+    assert {"finetune", "mitigate"} <= set(registered_units())
+    assert isinstance(build_unit("finetune"), EvidenceFinetuneUnit)
+    units = default_units(finetune=True, mitigate=True, mitigate_kwargs={"epochs": 3})
+    assert isinstance(units[-2], EvidenceFinetuneUnit) and isinstance(units[-1], MitigationUnit)
+    assert units[-1].epochs == 3
+    with pytest.raises(InvalidInputError, match="no audit unit is registered as 'nope'"):
+        build_unit("nope")
+
+
+def test_old_pipeline_names_warn_and_resolve(monkeypatch):
+    """``gnnaudit.training.run_audit`` and the other moved names still work until 0.3.0."""
+    import importlib
+
+    import pytest
+
+    import gnnaudit
+    import gnnaudit.training as training
+    from gnnaudit.audit import pipeline
+
+    for name in training.MOVED_NAMES:
+        with pytest.warns(DeprecationWarning, match=rf"gnnaudit.training.{name} is deprecated"):
+            assert getattr(training, name) is getattr(pipeline, name)
+        assert name not in training.__all__
+    assert gnnaudit.run_audit is pipeline.run_audit and "run_audit" in gnnaudit.__all__
+    monkeypatch.delitem(sys.modules, "gnnaudit.training.audit_pipeline", raising=False)
+    with pytest.warns(DeprecationWarning, match="import gnnaudit.audit.pipeline.run instead"):
+        old = importlib.import_module("gnnaudit.training.audit_pipeline")
+    assert old.run_audit is pipeline.run_audit

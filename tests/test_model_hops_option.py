@@ -11,10 +11,10 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GCNConv
 
 from gnnaudit.audit import AuditContext, AuditOptions, SensitivityUnit
+from gnnaudit.audit.pipeline import audit_model, run_audit
 from gnnaudit.audit.sensitivity.unit import receptive_field_unknown
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.training import audit_model, run_audit
 
 GENDER = 10  # column of gender in synthetic_credit_graph
 FAST = {"n_boot": 30, "k": 5, "proxies": False, "ks": (5,), "progress": False}

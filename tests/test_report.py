@@ -190,8 +190,8 @@ def test_empty_tables_render(tmp_path):
 
 
 def test_run_audit_with_plain_callable_and_degenerate_model(tmp_path):
+    from gnnaudit.audit.pipeline import run_audit
     from gnnaudit.datasets import synthetic_credit_graph
-    from gnnaudit.training import run_audit
 
     data = synthetic_credit_graph(num_nodes=120, seed=2)
 

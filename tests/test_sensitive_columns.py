@@ -11,10 +11,10 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GCNConv
 
 import gnnaudit.audit.sensitive as sensitive_module
+from gnnaudit.audit.pipeline import run_audit
 from gnnaudit.audit.sensitive import resolve_attributes
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.training import run_audit
 
 GENDER = 10  # column of gender (coded 0/1) in synthetic_credit_graph
 

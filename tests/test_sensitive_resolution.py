@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from gnnaudit.audit.fairness.group_fairness import GroupFairnessUnit
+from gnnaudit.audit.pipeline import run_audit
 from gnnaudit.audit.quality_unit import ModelQuality
 from gnnaudit.audit.sensitive import bin_attribute, resolve_attributes
 from gnnaudit.audit.sensitivity.unit import SensitivityUnit
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.training.audit_pipeline import run_audit
 
 GENDER, INCOME = 10, 1
 

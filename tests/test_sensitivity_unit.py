@@ -16,10 +16,10 @@ from gnnaudit.audit import (
     feature_sensitivity,
     run_units,
 )
+from gnnaudit.audit.pipeline import run_audit
 from gnnaudit.audit.report.thresholds import MIN_FLIP_EFFECT, NEGLIGIBLE_FLIP, flip_flagged
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.training.audit_pipeline import run_audit
 
 GENDER = 10  # column of gender in synthetic_credit_graph
 

@@ -112,9 +112,9 @@ def test_invalid_num_nodes_is_named():
 
 
 def test_audit_sizes_threads_to_the_graph_and_records_the_choice():
+    from gnnaudit.audit.pipeline import run_audit
     from gnnaudit.audit.quality_unit import ModelQuality
     from gnnaudit.datasets import synthetic_credit_graph
-    from gnnaudit.training.audit_pipeline import run_audit
 
     data = synthetic_credit_graph(num_nodes=60, seed=0)
     linear = torch.nn.Linear(data.num_features, 2)
@@ -137,9 +137,9 @@ def test_audit_sizes_threads_to_the_graph_and_records_the_choice():
 
 
 def test_user_thread_count_survives_run_audit_and_its_errors():
+    from gnnaudit.audit.pipeline import run_audit
     from gnnaudit.audit.quality_unit import ModelQuality
     from gnnaudit.datasets import synthetic_credit_graph
-    from gnnaudit.training.audit_pipeline import run_audit
 
     data = synthetic_credit_graph(num_nodes=60, seed=0)
 

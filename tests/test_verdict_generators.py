@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from gnnaudit.audit.fairness.group_fairness import GroupFairnessUnit
+from gnnaudit.audit.pipeline import run_audit
 from gnnaudit.audit.quality_unit import ModelQuality
 from gnnaudit.audit.sensitivity.unit import SensitivityUnit
 from gnnaudit.datasets import synthetic_credit_graph
-from gnnaudit.training.audit_pipeline import run_audit
 
 GENDER = 10
 

@@ -28,7 +28,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.nn import SimpleConv
 
-from gnnaudit.training import run_audit
+from gnnaudit.audit.pipeline import run_audit
 
 N = 600
 NAMES = ["gender", "income", "debt", "savings", "postcode", "region"]

@@ -79,6 +79,9 @@ MOVED: dict[str, str] = {
 MOVED.update(
     {
         "gnnaudit.training.audit_distributed": "gnnaudit.audit.distributed.session",
+        "gnnaudit.training.audit_pipeline": "gnnaudit.audit.pipeline.run",
+        "gnnaudit.training.audit_config": "gnnaudit.audit.pipeline.config",
+        "gnnaudit.training.named_graph": "gnnaudit.audit.pipeline.named_graph",
     }
 )
 

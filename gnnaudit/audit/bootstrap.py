@@ -1,5 +1,5 @@
-r"""Seeded resampling helpers shared by the audit statistics: percentile bootstrap intervals
-and a paired sign-flip permutation test.
+r"""Seeded resampling shared by the statistics (flat: fairness and sensitivity both use it):
+percentile bootstrap intervals and a paired sign-flip permutation test.
 
 Every function takes ``random_state`` (an int >= 0 or a :class:`numpy.random.Generator`), so
 a fixed seed gives the same interval on every machine, and draws its resamples in chunks of at

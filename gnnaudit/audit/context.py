@@ -1,5 +1,6 @@
-"""The shared input of every audit unit: the model, the graph, the audited nodes, the options,
-and what is computed once from them (predictions, counterfactual evidences).
+"""The shared input of every audit unit (flat: the units of every subpackage read it): the
+model, the graph, the audited nodes, the options, and what is computed once from them
+(predictions, counterfactual evidences).
 
 :class:`AuditContext` is built once per audit. Expensive pieces are computed lazily on first use
 and cached: the model's logits (one forward pass through :class:`ModelAdapter`), the fitted
@@ -131,7 +132,7 @@ class AuditContext:
     distributed : the audit's heavy steps on a Dask cluster (None: in this process), an object
         with ``remote`` (a :class:`~gnnaudit.audit.distributed.forward.RemoteForward`: the model's
         forward passes), ``ks(num_hops, alpha)`` (the KS embedding computed on the workers,
-        gathered) and ``client``; built by :func:`~gnnaudit.training.run_audit` from its
+        gathered) and ``client``; built by :func:`~gnnaudit.audit.pipeline.run_audit` from its
         ``client=`` option.
     """
 

@@ -1,4 +1,5 @@
-r"""Exact intervals of rates: the audit's flip rates, accuracies and per-group shares.
+r"""Exact intervals of rates (flat: fairness, sensitivity and model quality use them): the
+audit's flip rates, accuracies and per-group shares.
 
 A rate :math:`\hat p = k / n` (``k`` successes out of ``n`` independent trials) has a closed-form
 interval, so the audit does not bootstrap it. The percentile bootstrap of a rate collapses at

@@ -1,5 +1,5 @@
-r"""Features as intervention targets: resolve a feature, detect its kind, list its counterfactual
-values, and code its values into categories.
+r"""Features as intervention targets (flat: three subpackages and training use them): resolve
+a feature, detect its kind, list its counterfactual values, and code its values into categories.
 
 A *feature* is a column name of ``data.feature_names``, a column index, or a sequence of names
 / indices forming a one-hot group. Its **kind** decides the intervention (``kind="auto"``):

@@ -1,4 +1,5 @@
-"""The model boundary of the audit: one place that calls the user's model.
+"""The model boundary of the audit (flat: the context, the units and the Dask path call it):
+one place that calls the user's model.
 
 An auditor brings any node classifier: a :class:`torch.nn.Module` or plain callable
 ``model(x, edge_index) -> logits``, a gnnaudit ``NodeClassifier``, a model that needs extra

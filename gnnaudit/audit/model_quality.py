@@ -1,4 +1,5 @@
-"""Is the model worth auditing? Accuracy against the majority rate, and the degenerate-model guard.
+"""Is the model worth auditing? (flat: the context computes it once for every later unit)
+Accuracy against the majority rate, and the degenerate-model guard.
 
 A fairness table computed on a near-constant model is empty of meaning: a model that predicts
 one class almost everywhere has (almost) no counterfactual evidence, its discrimination scores

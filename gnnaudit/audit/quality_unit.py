@@ -1,6 +1,10 @@
-"""The model-quality audit unit (:class:`ModelQuality`): the statistic itself is
+"""The model-quality audit unit (flat: beside model_quality, which the context imports).
+
+:class:`ModelQuality` runs first; the statistic itself is
 :func:`~gnnaudit.audit.model_quality.assess_model`, computed once by the context
-(``ctx.quality``) because every later unit reads its degenerate-model verdict."""
+(``ctx.quality``) because every later unit reads its degenerate-model verdict. A module of its
+own because the unit imports the context, and the context imports model_quality: one module
+would import the context in a circle."""
 
 from __future__ import annotations
 

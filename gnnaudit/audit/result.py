@@ -1,5 +1,6 @@
-"""What an audit unit returns (:class:`AuditResult`) and how it says it cannot run on this
-input (:class:`UnitSkipped`). Its own module, below :mod:`gnnaudit.audit.context` and
+"""What an audit unit returns (flat: every unit's result, and the context's, subclass it)
+(:class:`AuditResult`) and how it says it cannot run on this input (:class:`UnitSkipped`). Its
+own module, below :mod:`gnnaudit.audit.context` and
 :mod:`gnnaudit.audit.unit`, so that results computed by the context (model quality) do not
 import the units."""
 

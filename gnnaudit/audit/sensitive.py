@@ -1,4 +1,5 @@
-"""Which sensitive attribute(s) an audit is about, and the group of every node.
+"""The sensitive attribute(s) of an audit (flat: the context and three subpackages read it),
+and the group of every node.
 
 ``sensitive=`` of the audit accepts
 

@@ -1,4 +1,5 @@
-"""The shape of the audit: statistics as small units run over one shared context.
+"""The shape of the audit (flat: every subpackage's units subclass it): statistics as small
+units run over one shared context.
 
 Each audit statistic is an :class:`AuditUnit`: it declares what it needs (labels, a sensitive
 attribute, counterfactual evidences ...) and how many evidences, and its :meth:`AuditUnit.run`

@@ -315,7 +315,7 @@ def preprocess(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, str]
         data = load_standardizer(args.standardize, "--standardize").apply(data)
         applied["standardize"] = str(args.standardize)
     if args.transform is not None:
-        from gnnaudit.training.audit_pipeline import apply_transform
+        from gnnaudit.audit.pipeline import apply_transform
         from gnnaudit.training.user_model import import_object
 
         transform = import_object(args.transform, name="--transform")

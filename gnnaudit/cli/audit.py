@@ -392,10 +392,10 @@ def run(args: argparse.Namespace) -> int:
     # the thread count to the graph (gnnaudit._threads)
     from tqdm.auto import tqdm
 
+    from gnnaudit.audit.pipeline.config import AuditConfig
+    from gnnaudit.audit.pipeline.run import run_audit
     from gnnaudit.cli._tables import check_expected_accuracy, preprocess
     from gnnaudit.cli.options import progress_enabled
-    from gnnaudit.training.audit_config import AuditConfig
-    from gnnaudit.training.audit_pipeline import run_audit
 
     progress = progress_enabled(args)
     with (

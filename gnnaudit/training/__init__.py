@@ -4,11 +4,21 @@ What belongs here: the ``NodeClassifier`` LightningModule, the ``GraphDataModule
 counterfactual-audit callback, fine-tuning on evidences and fairness fine-tuning
 (``FairFinetune``, the audit's mitigation unit). May import graph_ops, audit and
 clustering, never cli.
+
+The audit's pipeline (``run_audit``, ``audit_model``, ``AuditConfig``) lives in
+:mod:`gnnaudit.audit.pipeline`; this package registers the two units of the default audit that
+need Lightning (``"finetune"``: :class:`EvidenceFinetuneUnit`, ``"mitigate"``:
+:class:`MitigationUnit`) with :func:`~gnnaudit.audit.pipeline.registry.register_unit` when it is
+imported. ``gnnaudit.training.run_audit`` and the other old names still resolve, with a
+DeprecationWarning, until 0.3.0.
 """
 
+import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from gnnaudit.audit import _moved
+from gnnaudit.audit.pipeline.registry import register_unit
 
 _moved.install()  # the old paths of what moved to the audit (gnnaudit.training.audit_pipeline ...)
 
@@ -17,11 +27,6 @@ _moved.install()  # the old paths of what moved to the audit (gnnaudit.training.
 #: Lightning classes come in only when they are used.
 _LAZY = {
     "CounterfactualAuditCallback": "audit_callback",
-    "AuditConfig": "audit_config",
-    "RunSettings": "audit_config",
-    "audit_model": "audit_pipeline",
-    "default_units": "audit_pipeline",
-    "run_audit": "audit_pipeline",
     "GraphDataModule": "data_module",
     "FairFinetune": "fair_finetune",
     "EvidenceFinetuneUnit": "finetune",
@@ -39,8 +44,6 @@ _LAZY = {
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from gnnaudit.training.audit_callback import CounterfactualAuditCallback
-    from gnnaudit.training.audit_config import AuditConfig, RunSettings
-    from gnnaudit.training.audit_pipeline import audit_model, default_units, run_audit
     from gnnaudit.training.data_module import GraphDataModule
     from gnnaudit.training.fair_finetune import FairFinetune
     from gnnaudit.training.finetune import (
@@ -57,12 +60,39 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from gnnaudit.training.train import TrainResult, load_node_classifier, train_node_classifier
 
 
+#: names that moved to :mod:`gnnaudit.audit.pipeline` (issue 39), kept here until 0.3.0
+MOVED_NAMES = ("run_audit", "audit_model", "default_units", "AuditConfig", "RunSettings")
+
+
+def _evidence_finetune_unit(**options: Any) -> Any:
+    from gnnaudit.training.finetune import EvidenceFinetuneUnit
+
+    return EvidenceFinetuneUnit(**options)
+
+
+def _mitigation_unit(**options: Any) -> Any:
+    from gnnaudit.training.mitigation import MitigationUnit
+
+    return MitigationUnit(**options)
+
+
+# the audit's units that need Lightning, built (and Lightning imported) only when asked for
+register_unit("finetune", _evidence_finetune_unit)
+register_unit("mitigate", _mitigation_unit)
+
+
 def __getattr__(name: str) -> Any:
+    if name in MOVED_NAMES:  # not cached: every use of the old spelling warns
+        warnings.warn(
+            f"gnnaudit.training.{name} is deprecated and will be removed in gnnaudit "
+            f"{_moved.REMOVAL_VERSION}; import it from gnnaudit.audit.pipeline (or gnnaudit)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module("gnnaudit.audit.pipeline"), name)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'gnnaudit.training' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(f"gnnaudit.training.{module}"), name)
     globals()[name] = value  # cache: the next access is a plain attribute
     return value
@@ -87,9 +117,4 @@ __all__ = [
     "MitigationUnit",
     "MitigationResult",
     "mitigation_metrics",
-    "run_audit",
-    "audit_model",
-    "default_units",
-    "AuditConfig",
-    "RunSettings",
 ]

@@ -4,9 +4,9 @@
 logits``, any PyG graph, optional report folder). :func:`run_audit` is the same with the list of
 audit units to run; its signature keeps only what every unit shares (the audited nodes, the
 seed, the device, progress bars) and takes the rest as keyword options, the fields of
-:class:`~gnnaudit.training.audit_config.AuditConfig` (the default units' options),
+:class:`~gnnaudit.audit.pipeline.config.AuditConfig` (the default units' options),
 :class:`~gnnaudit.audit.AuditOptions` (evidence search, bootstrap) and
-:class:`~gnnaudit.training.audit_config.RunSettings` (how the model is called); an option no
+:class:`~gnnaudit.audit.pipeline.config.RunSettings` (how the model is called); an option no
 unit uses raises, naming it. Both build one
 :class:`~gnnaudit.audit.context.AuditContext` (one forward pass, one evidence search) and run
 the units in order (:func:`~gnnaudit.audit.unit.run_units`); each unit contributes a report
@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import platform
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,20 +57,19 @@ from gnnaudit._aliases import renamed_keywords
 from gnnaudit._threads import ThreadChoice, thread_limits
 from gnnaudit._validation import resolve_progress
 from gnnaudit.audit.context import AuditContext, AuditOptions
-from gnnaudit.audit.distributed.session import setup_distributed
 from gnnaudit.audit.embedding.unit import EmbeddingStructureUnit
 from gnnaudit.audit.fairness.feature_units import drop_units
-from gnnaudit.audit.report.audit_report import REPORT_FILES, AuditReport
-from gnnaudit.audit.report.verdict import compose_verdict, not_run_sentences
-from gnnaudit.audit.sensitivity.unit import receptive_field_unknown
-from gnnaudit.audit.unit import AuditUnit, UnitsOutcome, describe_units, run_units
-from gnnaudit.errors import InvalidInputError
-from gnnaudit.training.audit_config import (
+from gnnaudit.audit.pipeline.config import (
     AuditConfig,
     RunSettings,
     default_units,
     split_options,
 )
+from gnnaudit.audit.report.audit_report import REPORT_FILES, AuditReport
+from gnnaudit.audit.report.verdict import compose_verdict, not_run_sentences
+from gnnaudit.audit.sensitivity.unit import receptive_field_unknown
+from gnnaudit.audit.unit import AuditUnit, UnitsOutcome, describe_units, run_units
+from gnnaudit.errors import InvalidInputError
 
 __all__ = [
     "run_audit",
@@ -100,16 +100,16 @@ def resolve_finetune(finetune: bool | None, model: Any, num_nodes: int) -> tuple
     (``finetune=None``) skips it because the graph is larger than :data:`FINETUNE_MAX_NODES`.
 
     ``True`` / ``False`` are kept as given. ``None``: on for a ``LightningModule`` model on a
-    graph of at most ``FINETUNE_MAX_NODES`` nodes (the constant is read at call time).
+    graph of at most ``FINETUNE_MAX_NODES`` nodes (the constant is read at call time). Lightning
+    is not imported here: a model can only be a ``LightningModule`` once Lightning is loaded.
     """
     if finetune is not None:
         if not isinstance(finetune, bool):
             raise InvalidInputError(f"finetune must be True, False or None, got {finetune!r}")
         return finetune, None
-    import lightning as L
-
+    lightning = sys.modules.get("lightning")
     target = getattr(model, "model", model)  # a ModelAdapter wraps the module
-    if not isinstance(target, L.LightningModule):
+    if lightning is None or not isinstance(target, lightning.LightningModule):
         return False, None
     if num_nodes <= FINETUNE_MAX_NODES:
         return True, None
@@ -219,18 +219,6 @@ def run_audit(
             device=device,
             **shared,
         )
-        distributed = setup_distributed(
-            run.client,
-            model,
-            data,
-            shared_dir=run.shared_dir,
-            num_parts=run.num_parts,
-            partition=run.partition,
-            model_loader=run.model_loader,
-            model_hops=cfg.model_hops,
-            forward_kwargs=run.forward_kwargs,
-            predict_fn=run.predict_fn,
-        )
         ctx = AuditContext(
             model,
             data,
@@ -239,11 +227,32 @@ def run_audit(
             options=audit_options,
             forward_kwargs=run.forward_kwargs,
             predict_fn=run.predict_fn,
-            distributed=distributed,
+            # the Dask set-up only with a client: a local audit never imports it (nor dask)
+            distributed=None if run.client is None else _distributed(model, data, run, cfg),
         )
         chosen = _choose_units(ctx, units, cfg)
         outcome = run_units(ctx, chosen)
     return _report(ctx, chosen, outcome, run, threads)
+
+
+def _distributed(model: Any, data: Any, run: RunSettings, config: AuditConfig) -> Any:
+    """The cluster side of an audit given ``client=``
+    (:func:`~gnnaudit.audit.distributed.session.setup_distributed`: the graph written to the
+    workers' store, the remote forward passes)."""
+    from gnnaudit.audit.distributed.session import setup_distributed
+
+    return setup_distributed(
+        run.client,
+        model,
+        data,
+        shared_dir=run.shared_dir,
+        num_parts=run.num_parts,
+        partition=run.partition,
+        model_loader=run.model_loader,
+        model_hops=config.model_hops,
+        forward_kwargs=run.forward_kwargs,
+        predict_fn=run.predict_fn,
+    )
 
 
 def _parsed_options(
@@ -413,7 +422,7 @@ def audit_model(
     in :func:`run_audit` (``sensitive_features=`` is an alias). ``data`` may also
     name a fair-GNN graph (``"credit"``, ``"bail"``, ``"german"``, ``"nba"``, ``"pokec_z"``,
     ``"pokec_n"``), loaded from ``root`` (default ``$GNNAUDIT_DATA``) as ``gnnaudit audit
-    --dataset NAME --root DIR`` loads it (:func:`~gnnaudit.training.named_graph.named_graph`).
+    --dataset NAME --root DIR`` loads it (:func:`~gnnaudit.audit.pipeline.named_graph.named_graph`).
 
     Every other keyword is an option of :func:`run_audit`, under the same names: ``mask``,
     ``units``, ``config``, ``random_state``, ``progress``, ``device`` (where the model runs and
@@ -436,7 +445,7 @@ def audit_model(
 
         check_output_dir("out", out, force=force, planned=REPORT_OUTPUTS)
     if isinstance(data, str):
-        from gnnaudit.training.named_graph import named_graph
+        from gnnaudit.audit.pipeline.named_graph import named_graph
 
         options.setdefault("dataset_name", data)
         data = named_graph(data, root)

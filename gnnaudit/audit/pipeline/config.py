@@ -11,10 +11,12 @@ Options live where they act:
   evidence search, the bootstrap, the seed);
 * :class:`RunSettings` holds how the model is called and how the report is labelled.
 
-:func:`~gnnaudit.training.run_audit` and :func:`~gnnaudit.training.audit_model` accept the
-fields of the three as keyword options (:func:`option_names`); a name none of them has, or a
-default-unit option given together with an explicit ``units=`` list (no unit in the list would
-use it), is an :class:`~gnnaudit.errors.InvalidInputError` naming it.
+:func:`~gnnaudit.audit.pipeline.run_audit` and :func:`~gnnaudit.audit.pipeline.audit_model`
+accept the fields of the three as keyword options (:func:`option_names`); a name none of them
+has, or a default-unit option given together with an explicit ``units=`` list (no unit in the
+list would use it), is an :class:`~gnnaudit.errors.InvalidInputError` naming it. The two units
+that need Lightning (fine-tuning on evidences, mitigation) come from :mod:`gnnaudit.training`
+through :mod:`~gnnaudit.audit.pipeline.registry`, imported only when asked for.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from gnnaudit.audit.fairness.error_verification import DEFAULT_KS, ErrorVerifica
 from gnnaudit.audit.fairness.evidence_pairs import EvidencePairsUnit
 from gnnaudit.audit.fairness.group_fairness import GroupFairnessUnit
 from gnnaudit.audit.fairness.literature_unit import LiteratureMetricsUnit
+from gnnaudit.audit.pipeline.registry import build_unit
 from gnnaudit.audit.proxies import ProxyUnit
 from gnnaudit.audit.quality_unit import ModelQuality
 from gnnaudit.audit.sensitivity.unit import SensitivityUnit
@@ -82,11 +85,13 @@ class AuditConfig:
     top_pairs : ``EvidencePairsUnit(top=top_pairs, pool=max(100, top_pairs))``.
     proxies, proxy_top : append ``ProxyUnit(top=proxy_top, num_hops=model_hops)`` after group
         fairness (the inputs that carry the sensitive attribute and their flip rates).
-    finetune, finetune_kwargs : append ``EvidenceFinetuneUnit(**finetune_kwargs)``;
+    finetune, finetune_kwargs : append ``EvidenceFinetuneUnit(**finetune_kwargs)`` (from
+        :mod:`gnnaudit.training`, built by ``registry.build_unit``);
         ``finetune=None`` is the automatic choice of ``run_audit``
-        (:func:`~gnnaudit.training.audit_pipeline.resolve_finetune`), False here.
+        (:func:`~gnnaudit.audit.pipeline.run.resolve_finetune`), False here.
     embedding, embedding_kwargs : append ``EmbeddingStructureUnit(**embedding_kwargs)``.
-    mitigate, mitigate_kwargs : append ``MitigationUnit(**mitigate_kwargs)``.
+    mitigate, mitigate_kwargs : append ``MitigationUnit(**mitigate_kwargs)`` (from
+        :mod:`gnnaudit.training`, likewise).
     """
 
     model_hops: int | None = field(default=None, metadata=_unit("SensitivityUnit"))
@@ -253,14 +258,10 @@ def default_units(config: AuditConfig | None = None, **options: Any) -> list[Aud
         ErrorVerificationUnit(ks=cfg.ks),
         EvidencePairsUnit(top=cfg.top_pairs, pool=max(100, cfg.top_pairs)),
     ]
-    if cfg.finetune:
-        from gnnaudit.training.finetune import EvidenceFinetuneUnit
-
-        units.append(EvidenceFinetuneUnit(**dict(cfg.finetune_kwargs or {})))
+    if cfg.finetune:  # registered by gnnaudit.training (Lightning), imported only now
+        units.append(build_unit("finetune", **dict(cfg.finetune_kwargs or {})))
     if cfg.embedding:
         units.append(EmbeddingStructureUnit(**dict(cfg.embedding_kwargs or {})))
     if cfg.mitigate:
-        from gnnaudit.training.mitigation import MitigationUnit
-
-        units.append(MitigationUnit(**dict(cfg.mitigate_kwargs or {})))
+        units.append(build_unit("mitigate", **dict(cfg.mitigate_kwargs or {})))
     return units
