@@ -272,7 +272,9 @@ def test_default_finetune_does_not_raise_the_validation_gap_sum(graph, trained):
     before = copy.deepcopy(trained.state_dict())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        tuned = FairFinetune.finetune(trained, graph, "gender", epochs=40, random_state=0)
+        tuned = FairFinetune.finetune(
+            trained, graph, "gender", epochs=40, random_state=0, blind=False
+        )
     table = tuned.selection_
     assert list(table.columns) == SELECTION_COLUMNS
     # vanilla + 20 snapshots (every 40 // 15 = 2 steps) of each run of the weight grid
@@ -309,6 +311,9 @@ def test_zero_budget_that_forces_vanilla_warns(graph, trained):
     table = tuned.selection_
     assert _chosen(table) == "vanilla"
     assert not table["within_budget"].iloc[1:].any()
+    # blind="auto": the blinded round kept the model as given, so the consistency round ran
+    names = table["candidate"].iloc[1:]
+    assert names.str.startswith("blind ").sum() == len(names) / 2
     text = str(rec[0].message)
     for gap in ("val_cf", "val_dsp", "val_deo"):
         assert gap in text
@@ -331,7 +336,10 @@ def test_multiclass_finetune_runs():
         warnings.simplefilter("ignore")
         tuned = FairFinetune.finetune(model, data, "gender", epochs=4, n_candidates=2)
     table = tuned.selection_
-    assert int(table["chosen"].sum()) == 1 and len(table) == 5  # vanilla + 2 runs x 2
+    # vanilla + 2 runs x 2 snapshots, blinded; the blinded round kept the model as given, so
+    # the consistency round ran too (2 x 2 more)
+    assert int(table["chosen"].sum()) == 1 and len(table) == 9
+    assert table["candidate"].iloc[1:5].str.startswith("blind ").all()
     assert table[["val_auroc", "val_cf"]].notna().all().all()
 
 

@@ -31,13 +31,7 @@ when the sensitive attribute is changed) at the scopes :math:`S \subseteq` {node
   node-scope counterfactual. Step ``t`` uses the next batch of a seeded order over a seeded
   sample of at most ``max_nodes`` nodes.
 
-The changed values are those of the audit (:func:`gnnaudit.audit.interventions.alternatives`):
-a binary attribute is flipped; a categorical / one-hot attribute is moved to one other value per
-step (seeded); a continuous one gets the opposite-quantile swap. :math:`D` is the symmetric KL
-divergence of the two softmax outputs,
-:math:`D(a, b) = \tfrac12 \sum_c (p_c - q_c)(\log p_c - \log q_c)`, ``divergence="sym_kl"``,
-or the mean squared difference of the logits, ``divergence="logit_l2"``; both are 0 when the
-outputs agree, so a model that ignores the attribute has zero consistency loss.
+The changed values and the divergence :math:`D`: :mod:`gnnaudit.training.fair_losses`.
 
 **Evidence term** (optional, ``lambda_ev > 0``): pairs :math:`P` of counterfactual evidences
 (CE paper: look-alike nodes the model labels differently) whose sensitive values differ and
@@ -45,20 +39,16 @@ whose feature difference lies mostly in the sensitive attribute (its share of th
 difference of the standardised features at least ``ev_min_share``): their predictions are
 pulled together.
 
-**Covariance terms** (FairGNN's covariance constraint, Dai & Wang 2021, Eq. 7): with
-:math:`p_{vc}` the softmax probability of class :math:`c` at node :math:`v` (factual pass) and
-:math:`s_{vj}` the sensitive columns, over a node set :math:`U` (means over :math:`U`)
+**Covariance terms** :math:`\mathcal R_{cov}(U)` (FairGNN's covariance constraint, Dai & Wang
+2021, Eq. 7; :func:`~gnnaudit.training.fair_losses.covariance_penalty`): 0 when the predictions
+on :math:`U` are uncorrelated with the attribute. No extra forward pass.
 
-.. math::
-
-    \mathcal R_{cov}(U) = \frac{1}{C k} \sum_{c=1}^{C} \sum_{j=1}^{k}
-        \Bigl| \frac{1}{|U|} \sum_{v \in U} (s_{vj} - \bar s_j)(p_{vc} - \bar p_c) \Bigr|,
-
-0 when the predictions are uncorrelated with the attribute on :math:`U` (a model can ignore
-:math:`s` itself, as consistency asks, and still follow its proxies). For a binary attribute
-and task :math:`\mathcal R_{cov}(U) = \pi_0 \pi_1 \lvert \bar p_{1|s=1} - \bar p_{1|s=0}
-\rvert` (:math:`\pi` the group shares in :math:`U`): the differentiable gap of mean predicted
-probability between the groups, scaled. No extra forward pass.
+**Blinding** (``blind=True``; :meth:`FairFinetune.finetune`'s default tries it first): the
+weights through which the model reads the attribute's columns are set to 0 before the first
+step and get no gradient (:mod:`~gnnaudit.training.input_blinding`), so
+:math:`M(X) = M(\tilde X)` for every change of the attribute: counterfactual unfairness and
+both consistency terms are 0 by construction; the task loss and the covariance terms then
+re-fit the other weights, against the proxies that still carry the attribute.
 
 Dropout: the counterfactual passes replay the random state of the factual pass (same dropout
 masks; the random stream after a step is the one a plain step leaves). With every weight 0 no
@@ -103,6 +93,7 @@ from gnnaudit.audit.sensitivity.receptive_field import hop_adjacency, infer_num_
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.data_module import check_node_data
 from gnnaudit.training.fair_evidence import global_evidence_pairs, sensitive_evidence_pairs
+from gnnaudit.training.fair_losses import consistency_divergence, covariance_penalty
 from gnnaudit.training.fair_runs import finetune_and_select, target_weight
 from gnnaudit.training.fair_selection import (
     DEFAULT_LAMBDA_GRID,
@@ -113,6 +104,7 @@ from gnnaudit.training.fair_selection import (
     resolve_sensitive_feature,
     set_sensitive,
 )
+from gnnaudit.training.input_blinding import blind_model
 
 __all__ = [
     "FairFinetune",
@@ -153,16 +145,6 @@ DEFAULT_MAX_NODES = 2000
 DEFAULT_EV_PAIRS = 500
 
 
-def consistency_divergence(
-    a: torch.Tensor, b: torch.Tensor, divergence: str = "sym_kl"
-) -> torch.Tensor:
-    """Per-row divergence of two logit matrices ``(m, C)`` (module docstring); ``(m,)``."""
-    if divergence == "logit_l2":
-        return (a - b).pow(2).mean(dim=1)
-    la, lb = F.log_softmax(a, dim=1), F.log_softmax(b, dim=1)
-    return 0.5 * ((la.exp() - lb.exp()) * (la - lb)).sum(dim=1)
-
-
 class FairFinetune(L.LightningModule):
     """Fine-tune ``model`` against the targeted gaps on ``sensitive`` (module docstring); as a
     ``LightningModule`` it trains the weighted loss, :meth:`finetune` adds the selection.
@@ -188,6 +170,9 @@ class FairFinetune(L.LightningModule):
     evidence, ev_pairs, ev_min_share : evidence term: a fitted ``CounterfactualEvidence``, a
         ``GlobalEvidence`` / its DataFrame, or None (fitted on ``data.test_mask``); the top
         ``ev_pairs`` global pairs are screened with :func:`sensitive_evidence_pairs`.
+    blind : zero the model's input weights of the attribute first and keep them 0
+        (:mod:`~gnnaudit.training.input_blinding`; the consistency term is then 0 and not
+        computed); refused for a model that reads the attribute otherwise.
     random_state : seed of the node sample, the batch order and the category draws.
     """
 
@@ -212,6 +197,7 @@ class FairFinetune(L.LightningModule):
         evidence: Any = None,
         ev_pairs: int = DEFAULT_EV_PAIRS,
         ev_min_share: float = 0.5,
+        blind: bool = False,
         random_state: int = 0,
     ) -> None:
         super().__init__()
@@ -244,6 +230,13 @@ class FairFinetune(L.LightningModule):
         self.alternatives = alternatives(data, self.spec)
         self.columns = torch.tensor(self.spec.columns, dtype=torch.long)
         self.sensitive_values = torch.from_numpy(feature_columns(data, self.spec.columns)).float()
+        if not isinstance(blind, bool):
+            raise InvalidInputError(f"blind must be True or False, got {blind!r}")
+        self.input_slices = (
+            blind_model(model, data, self.spec, self.alternatives) if blind else None
+        )
+        if self.input_slices is not None:  # the model cannot read the attribute any more
+            self.lambda_cf = 0.0
         label1 = (data.train_mask & (data.y == 1)).detach().cpu().numpy()
         self.eo_rows = torch.from_numpy(np.flatnonzero(label1))
         self.node_batches: list[np.ndarray] = []
@@ -286,6 +279,12 @@ class FairFinetune(L.LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Blinded: the zeroed input weights get no gradient (Adam then leaves them 0, its
+        weight decay of a 0 weight included)."""
+        if self.input_slices is not None:
+            self.input_slices.zero_grad_of(self.model)
 
     # ------------------------------------------------------------------ losses
     def _rng_state(self) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -351,15 +350,7 @@ class FairFinetune(L.LightningModule):
     ) -> torch.Tensor:
         """:math:`\\mathcal R_{cov}(U)` (module docstring) of the factual ``logits``; ``U`` =
         the node ids ``rows`` (None: every node); 0 when ``U`` holds fewer than 2 nodes."""
-        p = F.softmax(logits, dim=1)
-        s = self.sensitive_values.to(p.device)
-        if rows is not None:
-            if rows.numel() < 2:
-                return logits.sum() * 0.0
-            rows = rows.to(p.device)
-            p, s = p[rows], s[rows]
-        cov = (s - s.mean(dim=0)).T @ (p - p.mean(dim=0)) / p.size(0)
-        return cov.abs().mean()
+        return covariance_penalty(logits, self.sensitive_values, rows)
 
     def equal_opportunity_loss(self, logits: torch.Tensor) -> torch.Tensor:
         """:math:`\\mathcal R_{cov}(T_1)`: the covariance term over the label-1 training nodes."""
@@ -419,6 +410,7 @@ class FairFinetune(L.LightningModule):
         n_candidates: int = DEFAULT_N_CANDIDATES,
         lambda_grid: Sequence[float] | None = DEFAULT_LAMBDA_GRID,
         select: bool = True,
+        blind: bool | str = "auto",
         random_state: int = 0,
         trainer_kwargs: dict[str, Any] | None = None,
         progress: bool | None = None,
@@ -429,13 +421,25 @@ class FairFinetune(L.LightningModule):
 
         One run of ``epochs`` full-batch steps of the loss for ``targets`` per weight of
         ``lambda_grid`` (given to the targeted covariance terms whose ``lambda_cov`` /
-        ``lambda_eo`` is not set; ``None``: one run at the constructor's defaults). Candidates:
-        the model as given and each run's weights after every ``epochs // n_candidates`` steps;
+        ``lambda_eo`` is not set; ``None``: one run at the constructor's defaults).
+
+        ``blind`` (default ``"auto"``): with ``"cf"`` targeted, ``lambda_cf`` not given and a
+        model that reads the attribute through input weights
+        (:mod:`~gnnaudit.training.input_blinding`: any architecture whose first operation on
+        ``x`` is linear, e.g. GCN, GIN, SAGE, GAT), the runs first zero those weights and keep
+        them 0 (the model cannot read the attribute: counterfactual unfairness 0 by
+        construction) and fine-tune the rest for the task and the covariance terms; only when
+        no blinded candidate is chosen (all beyond the AUROC budget, say) do consistency runs
+        (the loss above) follow. ``True``: blinded runs only (refused
+        for a model without such weights); ``False``: consistency runs only.
+
+        Candidates: the model as given and each run's weights after every ``epochs //
+        n_candidates`` steps;
         returned: the lowest sum of the targeted validation gaps among those whose validation
         AUROC is at most ``max_auroc_drop`` below the model as given (``select=False``: one
         run's final weights). A ``UserWarning`` says when it lowers no targeted gap. The module
         carries ``selection_``, a DataFrame, one row per candidate: ``candidate``
-        (``"vanilla"``, ``"[cov=<w> ]step <k>"``), ``step``, ``val_auroc``, ``val_dsp``,
+        (``"vanilla"``, ``"[blind ][cov=<w> ]step <k>"``), ``step``, ``val_auroc``, ``val_dsp``,
         ``val_deo``, ``val_cf``, ``gap_sum`` (targeted), ``within_budget``, ``chosen`` (one row).
 
         ``random_state`` seeds Lightning (dropout, the consistency draws); ``options``: the
@@ -456,6 +460,7 @@ class FairFinetune(L.LightningModule):
             n_candidates=n_candidates,
             lambda_grid=lambda_grid,
             select=select,
+            blind=blind,
             random_state=random_state,
             trainer_kwargs=trainer_kwargs,
             progress=progress,

@@ -21,14 +21,17 @@ from gnnaudit._validation import (
     check_seed,
     resolve_progress,
 )
+from gnnaudit.audit.interventions import alternatives
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.data_module import GraphDataModule
 from gnnaudit.training.fair_selection import (
     VANILLA,
     check_targets,
+    resolve_sensitive_feature,
     selection_frame,
     warn_unless_fairer,
 )
+from gnnaudit.training.input_blinding import find_input_slices
 from gnnaudit.training.train import make_trainer, quiet_lightning
 
 __all__ = [
@@ -36,8 +39,14 @@ __all__ = [
     "Snapshots",
     "target_weight",
     "grid_weights",
+    "blind_modes",
+    "can_blind",
     "finetune_and_select",
 ]
+
+
+#: values of ``blind`` (:meth:`FairFinetune.finetune <gnnaudit.training.FairFinetune.finetune>`)
+BLIND_CHOICES: tuple[object, ...] = ("auto", True, False)
 
 
 def candidate_steps(epochs: int, n_candidates: int) -> list[int]:
@@ -163,6 +172,30 @@ def _check_model(model: Any, data: Any, select: bool) -> torch.device:
     return params[0].device
 
 
+def can_blind(model: nn.Module, data: Any, sensitive: Any) -> bool:
+    """Whether ``model`` reads ``sensitive`` through input weights that
+    :mod:`~gnnaudit.training.input_blinding` can zero (eval-mode forward passes on ``data``)."""
+    spec = resolve_sensitive_feature(data, sensitive)
+    device = next(iter(model.parameters())).device
+    x, edge_index = data.x.to(device), data.edge_index.to(device)
+    alts = alternatives(data, spec)
+    return find_input_slices(model, x, edge_index, spec.columns, alts) is not None
+
+
+def blind_modes(
+    blind: Any, targets: tuple[str, ...], model: nn.Module, data: Any, sensitive: Any
+) -> list[bool]:
+    """The rounds of runs of :func:`finetune_and_select`, one ``blind`` setting each; a round
+    runs only when the ones before it keep the model as given. ``"auto"``: blinded runs when
+    ``"cf"`` is targeted and :func:`can_blind`, then consistency runs; else consistency runs
+    only. ``True`` / ``False``: only those."""
+    if blind not in BLIND_CHOICES or not isinstance(blind, bool | str):
+        raise InvalidInputError(f"blind must be 'auto', True or False, got {blind!r}")
+    if isinstance(blind, bool):
+        return [blind]
+    return [True, False] if "cf" in targets and can_blind(model, data, sensitive) else [False]
+
+
 def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, same keywords
     cls: Any,
     model: nn.Module,
@@ -175,16 +208,18 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
     n_candidates: int,
     lambda_grid: Sequence[float] | None,
     select: bool,
+    blind: bool | str,
     random_state: int,
     trainer_kwargs: Mapping[str, Any] | None,
     progress: bool | None,
     options: Mapping[str, Any],
 ) -> nn.Module:
     """:meth:`FairFinetune.finetune <gnnaudit.training.FairFinetune.finetune>` (``cls``: the
-    ``FairFinetune`` class): one fine-tuning run of a copy per :func:`grid_weights` entry,
-    snapshots pooled with the vanilla weights, selected, warned about, ``selection_`` attached.
-    Cost: runs x ``epochs`` x ``(1 + |scopes|)`` forward / backward passes plus the selection's
-    forward passes (:func:`selection_frame`)."""
+    ``FairFinetune`` class): one fine-tuning run of a copy per :func:`grid_weights` entry and
+    :func:`blind_modes` setting, snapshots pooled with the vanilla weights, selected, warned
+    about, ``selection_`` attached. Cost: runs x ``epochs`` x ``(1 + |scopes|)`` forward /
+    backward passes (blinded runs: 1 pass a step) plus the selection's forward passes
+    (:func:`selection_frame`)."""
     settings = {
         "epochs": check_int("epochs", epochs, minimum=1, maximum=MAX_EPOCHS),
         "steps": candidate_steps(epochs, n_candidates),
@@ -197,18 +232,26 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
     max_auroc_drop = check_float("max_auroc_drop", max_auroc_drop, minimum=0.0, maximum=1.0)
     device = _check_model(model, data, select)
     runs = grid_weights(targets, options, lambda_grid, select)
+    # a consistency weight set by the caller asks for consistency runs: "auto" does not blind
+    auto_targets = () if options.get("lambda_cf") is not None else check_targets(targets)
+    rounds = blind_modes(blind, auto_targets, model, data, sensitive)
     candidates = [
         (VANILLA, 0, {k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
     ]
-    for weights in runs:
-        tuned = copy.deepcopy(model)
-        wrapper, states = _fit_run(cls, tuned, data, sensitive, {**settings, **weights})
-        prefix = f"cov={next(iter(weights.values())):g} " if len(runs) > 1 else ""
-        candidates += [(f"{prefix}step {s}", s, states[s]) for s in sorted(states)]
-    tuned.to(device)
-    table, _ = selection_frame(
-        tuned, data, wrapper.spec, candidates, wrapper.targets, max_auroc_drop, select=select
-    )
+    for mode in rounds:
+        for weights in runs:
+            tuned = copy.deepcopy(model)
+            run = {**settings, **weights, "blind": mode}
+            wrapper, states = _fit_run(cls, tuned, data, sensitive, run)
+            prefix = "blind " if mode else ""
+            prefix += f"cov={next(iter(weights.values())):g} " if len(runs) > 1 else ""
+            candidates += [(f"{prefix}step {s}", s, states[s]) for s in sorted(states)]
+        tuned.to(device)
+        table, _ = selection_frame(
+            tuned, data, wrapper.spec, candidates, wrapper.targets, max_auroc_drop, select=select
+        )
+        if not bool(table["chosen"].iloc[0]):
+            break
     warn_unless_fairer(
         table, wrapper.targets, max_auroc_drop, selected_last=not select, stacklevel=5
     )
