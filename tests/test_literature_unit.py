@@ -1,7 +1,8 @@
-"""LiteratureMetricsUnit: its findings against the literature_metrics functions and NIFTY's
-formula, its intervals (seeded, containing the estimate), the reuse of the cached graph-scope
-flip, the degenerate-model path, multiclass conventions, and the credit dataset through the CLI
-and audit_model."""
+"""LiteratureMetricsUnit (AUROC, F1, instability) against the literature_metrics functions, and
+NIFTY's other three figures as the findings they are (statistical parity, equal opportunity,
+counterfactual flip (graph scope)) through the report's alias table, against the same functions
+and NIFTY's formula; intervals (seeded, containing the estimate), the degenerate-model path,
+multiclass conventions, and the credit dataset through the CLI and audit_model."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from hypothesis import strategies as st
 from sklearn.metrics import f1_score, roc_auc_score
 from test_literature_metrics import _graph, _nifty_formula, _trained
 
-import gnnaudit.audit.fairness.literature_rows as rows_module
 from gnnaudit.audit import (
     GroupFairnessUnit,
     LiteratureMetricsUnit,
@@ -31,8 +31,8 @@ from gnnaudit.audit.fairness.literature_intervals import (
     weighted_auc,
 )
 from gnnaudit.audit.fairness.literature_metrics import instability, literature_metrics
+from gnnaudit.audit.pipeline import audit_model, run_audit
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.training import audit_model, run_audit
 
 N_BOOT = 200
 
@@ -95,7 +95,7 @@ def binary():
     return data, _trained(data, seed=5)
 
 
-def test_unit_findings_equal_the_literature_functions(binary) -> None:
+def test_each_literature_figure_is_said_once(binary) -> None:
     data, model = binary
     units = [ModelQuality(), SensitivityUnit(rank=False), GroupFairnessUnit()]
     report = _audit(model, data, [*units, LiteratureMetricsUnit()], random_state=3)
@@ -103,26 +103,36 @@ def test_unit_findings_equal_the_literature_functions(binary) -> None:
         model, data.x, data.edge_index, data.y, data.sensitive, 0, data.test_mask, random_state=3
     )
     table = _table(report)
-    assert list(table.index) == ["auroc", "f1", "dsp", "deo", "cf", "instability"]
-    for key, value in direct.items():
-        assert table.loc[key, "value"] == pytest.approx(value, abs=1e-12), key
-    found = report.findings.set_index("finding")
-    assert found.loc["literature: counterfactual unfairness", "value"] == pytest.approx(
-        direct["cf"]
-    )
-    assert found.loc["literature: delta SP", "feature"] == "s"
-    assert found.loc["literature: AUROC", "feature"] == ""
-    # delta SP / delta EO are the group-fairness section's figures, intervals and flags
-    for lit, gf in (("delta SP", "statistical parity"), ("delta EO", "equal opportunity")):
-        cols = ["value", "ci_low", "ci_high", "flagged"]
-        assert found.loc[f"literature: {lit}", cols].tolist() == found.loc[gf, cols].tolist()
-    graph = found.loc["counterfactual flip (graph scope)"]
-    cf = found.loc["literature: counterfactual unfairness"]
-    assert [cf.ci_low, cf.ci_high, cf.flagged] == [graph.ci_low, graph.ci_high, graph.flagged]
-    for key in ("auroc", "f1", "instability"):
+    assert list(table.index) == ["auroc", "f1", "instability"]
+    for key in table.index:
+        assert table.loc[key, "value"] == pytest.approx(direct[key], abs=1e-12), key
         assert not table.loc[key, "flagged"]  # informational
+    # delta SP, delta EO and counterfactual unfairness are the findings, named both ways
+    findings = report.findings
+    literature = findings[findings["finding"].str.startswith("literature: ")]
+    assert literature["finding"].tolist() == [
+        "literature: AUROC",
+        "literature: F1",
+        "literature: instability",
+    ]
+    assert (literature["feature"] == "").all()
+    aliases = json.loads(report.to_json())["aliases"]
+    twins = {"dsp": "statistical parity", "deo": "equal opportunity"}
+    twins["cf"] = "counterfactual flip (graph scope)"
+    for key, finding in twins.items():
+        row = report.finding(finding, "s")
+        assert row["statistic"].endswith(("(NIFTY's ΔSP)", "(NIFTY's ΔEO)", "unfairness)"))
+        assert row["value"] == pytest.approx(direct[key], abs=1e-12), key
+        entry = aliases[key]
+        assert findings.iloc[entry["row"]].equals(row)
+        for col in ("value", "ci_low", "ci_high", "flagged"):
+            assert entry[col] == row[col], (key, col)
+    # no two findings say the same figure: same feature, value and interval
+    finite = findings.dropna(subset=["ci_low", "ci_high"])
+    assert not finite.duplicated(["feature", "value", "ci_low", "ci_high"]).any()
     section = report.section("literature")
     assert section.status == "ok" and "Fair-GNN literature metrics" in section.title
+    assert "the 'statistical parity' finding" in " ".join(section.notes)
 
 
 def test_intervals_contain_the_estimate_and_are_deterministic(binary) -> None:
@@ -137,34 +147,26 @@ def test_intervals_contain_the_estimate_and_are_deterministic(binary) -> None:
     assert other.loc["auroc", "ci_low"] != first.loc["auroc", "ci_low"]  # the seed matters
 
 
-def test_graph_flip_is_reused_not_recomputed(binary, monkeypatch) -> None:
+def test_the_unit_alone_gives_no_group_or_flip_figure(binary) -> None:
     data, model = binary
     alone = _audit(model, data, [LiteratureMetricsUnit()])
-    assert "not recomputed" not in " ".join(alone.section("literature").notes)
-
-    def no_second_flip(*args, **kwargs):
-        raise AssertionError("the graph-scope flip was computed a second time")
-
-    monkeypatch.setattr(rows_module, "counterfactual_flip", no_second_flip)
-    units = [SensitivityUnit(scopes=("graph",), rank=False), LiteratureMetricsUnit()]
-    reused = _audit(model, data, units)
-    assert "not recomputed" in " ".join(reused.section("literature").notes)
-    assert _table(reused).loc["cf", "value"] == _table(alone).loc["cf", "value"]
+    assert list(_table(alone).index) == ["auroc", "f1", "instability"]
+    assert alone.aliases == {}
+    assert json.loads(alone.to_json())["aliases"] == {}
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_cf_unfairness_is_nifty_formula_for_an_outside_gcn(seed: int) -> None:
-    """A GCN trained by a plain torch loop: the unit's counterfactual unfairness equals NIFTY's
-    formula (flip s for all nodes, re-predict, share of test nodes that changed)."""
+    """A GCN trained by a plain torch loop: the graph-scope flip finding (the alias ``cf``)
+    equals NIFTY's formula (flip s for all nodes, re-predict, share of test nodes that
+    changed)."""
     data = _graph(seed=seed)
     model = _trained(data, seed=seed)
     idx_test = data.test_mask.nonzero().flatten()
     nifty = _nifty_formula(model, data.x, data.edge_index, idx_test)
     report = _audit(model, data, [SensitivityUnit(rank=False), LiteratureMetricsUnit()])
-    assert _table(report).loc["cf", "value"] == pytest.approx(nifty)
-    assert _table(_audit(model, data, [LiteratureMetricsUnit()])).loc["cf", "value"] == (
-        pytest.approx(nifty)
-    )
+    assert report.alias("cf")["value"] == pytest.approx(nifty)
+    assert report.aliases["cf"]["value"] == pytest.approx(nifty)
 
 
 def test_instability_is_seeded_noise_and_noise_std_zero_changes_nothing(binary) -> None:
@@ -188,7 +190,7 @@ def test_a_model_that_rejects_noisy_features_gets_no_instability(binary) -> None
 
     report = _audit(by_group, data, [LiteratureMetricsUnit()])
     table = _table(report)
-    assert "instability" not in table.index and table.loc["cf", "value"] == 1.0
+    assert "instability" not in table.index and table.loc["f1", "value"] > 0
     assert "cannot be evaluated on noisy features" in " ".join(report.section("literature").notes)
 
 
@@ -206,13 +208,8 @@ def test_degenerate_model_gives_no_finding(binary) -> None:
     assert "f1" in set(section.tables["metrics"]["metric"])  # kept for reference
 
 
-def test_without_sensitive_feature_or_attribute(binary) -> None:
+def test_without_sensitive_attribute_or_labels(binary) -> None:
     data, model = binary
-    vector = data.sensitive.numpy().astype(float) + 0  # not recognised as a column: a copy
-    vector[0] = 1 - vector[0]  # differs from x[:, 0] at one node, so it is not a model input
-    report = _audit(model, data, [LiteratureMetricsUnit()], sensitive=vector)
-    assert "cf" not in _table(report).index and "dsp" in _table(report).index
-    assert "not a model input" in " ".join(report.section("literature").notes)
     bare = data.clone()
     del bare.sensitive
     report = run_audit(model, bare, units=[LiteratureMetricsUnit()], n_boot=N_BOOT)
@@ -239,11 +236,10 @@ def test_multiclass_conventions() -> None:
     )
     assert table.loc["f1", "value"] == pytest.approx(f1_score(y, pred, average="macro"))
     gf = group_fairness(data.y, logits.argmax(1), sensitive_features=data.sensitive, mask=t)
-    assert table.loc["dsp", "value"] == pytest.approx(gf.statistical_parity_difference)
-    assert (
-        "largest gap over the classes"
-        in report.findings.set_index("finding").loc["literature: delta SP", "explanation"]
-    )
+    dsp = report.alias("dsp")
+    assert dsp["value"] == pytest.approx(gf.statistical_parity_difference)
+    assert dsp["statistic"] == "statistical parity difference (NIFTY's ΔSP)"
+    assert "the largest gap over the 3 classes" in dsp["explanation"]
 
 
 def test_default_units_include_the_literature_unit() -> None:
@@ -284,11 +280,15 @@ def test_cli_audit_dataset_credit_has_the_literature_section(tmp_path, capsys) -
     report = json.loads((out / "report.json").read_text())
     assert report["dataset"]["name"] == "credit"
     section = next(s for s in report["sections"] if s["key"] == "literature")
-    assert "Age" in section["title"]
+    assert section["title"].startswith("Fair-GNN literature metrics")
     assert section["status"] == "ok"  # the GCN learns the planted signal (not degenerate)
-    findings = {f["finding"] for f in report["findings"]}
-    assert {"literature: AUROC", "literature: counterfactual unfairness"} <= findings
-    assert "NIFTY's counterfactual unfairness" in capsys.readouterr().out
+    findings = [f["finding"] for f in report["findings"]]
+    assert "literature: AUROC" in findings
+    assert not any(f.startswith("literature: delta") for f in findings)
+    cf = report["aliases"]["cf"]
+    assert report["findings"][cf["row"]]["finding"] == "counterfactual flip (graph scope)"
+    assert cf["feature"] == "Age"
+    assert "report this figure as counterfactual unfairness" in capsys.readouterr().out
 
 
 def test_audit_model_takes_a_dataset_name(tmp_path, monkeypatch) -> None:

@@ -111,7 +111,18 @@ def test_save_writes_three_files_findings_first_with_embedded_charts(tmp_path):
     assert md.index("## Verdict") < md.index("## Findings") < md.index("## Error verification")
     assert "| finding | feature |" in md and "**FLAG**" in md
     payload = json.loads(paths["json"].read_text())
-    assert list(payload)[:4] == ["format_version", "title", "verdict", "findings"]
+    assert list(payload)[:5] == [
+        "format_version",
+        "title",
+        "verdict",
+        "findings",
+        "aliases",
+    ]
+    # no sensitive attribute named in the dataset: the aliases are the first labelled rows
+    assert (
+        payload["aliases"]["dsp"]["row"] == 0
+        and payload["aliases"]["dsp"]["value"] == (payload["findings"][0]["value"])
+    )
 
 
 def test_save_refuses_to_overwrite_without_force(tmp_path):

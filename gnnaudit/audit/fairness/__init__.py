@@ -1,7 +1,8 @@
 """Group fairness and the evidence-based fairness statistics: group rates with intervals,
 discrimination scores (CE paper Eq. 12) and their feature coding, the evidence contrast of the
 sensitive attribute, error verification (Sec. 7.2), the top evidence pairs and the fair-GNN
-literature's metrics (NIFTY / FairGNN), each with its audit unit."""
+literature's metrics that no other finding gives (AUROC, F1, instability; NIFTY / FairGNN),
+each with its audit unit."""
 
 from gnnaudit.audit.fairness.contrast_unit import EvidenceContrastAudit, EvidenceContrastUnit
 from gnnaudit.audit.fairness.discrimination import (

@@ -33,8 +33,10 @@ two rates; with ``g > 2`` groups it is **simultaneous** over the :math:`m = g(g-
 (Bonferroni, each pair at level :math:`1 - (1 - c)/m`), as the pair was picked for having the
 largest gap (:func:`~gnnaudit.audit.intervals.largest_gap_interval`). The reported values stay
 the max-minus-min gaps (the literature's :math:`\Delta_{SP}`, :math:`\Delta_{EO}`), which are the
-point estimates of those signed differences. The disparate-impact ratio keeps a stratified
-bootstrap interval (nodes resampled within each group, drawn as one binomial per group,
+point estimates of those signed differences; with class 1 favourable the findings name them so
+(``"statistical parity difference (NIFTY's ΔSP)"``, :mod:`gnnaudit.audit.report.literature`),
+and the fair-GNN literature unit does not repeat them. The disparate-impact ratio keeps a
+stratified bootstrap interval (nodes resampled within each group, drawn as one binomial per group,
 :mod:`gnnaudit.audit.bootstrap`, seeded by ``random_state``).
 
 Flags (documented, conventional thresholds):

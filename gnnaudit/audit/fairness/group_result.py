@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit.audit.fairness.per_class import ClassGaps
+from gnnaudit.audit.report.literature import literature_label, literature_statistic
 from gnnaudit.audit.report.section import Figure, Finding, ReportSection
+from gnnaudit.audit.report.thresholds import EOD_THRESHOLD, FOUR_FIFTHS
 from gnnaudit.audit.result import AuditResult
 
 __all__ = [
@@ -29,11 +31,8 @@ __all__ = [
 UNIT_NAME = "group_fairness"
 GROUP_COLUMNS = ["group", "size", "positives", "accuracy", "positive_rate", "true_positive_rate"]
 GAP_COLUMNS = ["statistic", "value", "ci_low", "ci_high", "interval"]
-
-#: the four-fifths rule: a disparate-impact ratio below this is adverse impact
-FOUR_FIFTHS = 0.8
-#: equal-opportunity differences whose interval lies above this are flagged
-EOD_THRESHOLD = 0.1
+# FOUR_FIFTHS and EOD_THRESHOLD, the flag thresholds, are defined in the report layer
+# (gnnaudit.audit.report.thresholds, read by the summary card too) and re-exported here
 
 
 @dataclass
@@ -180,6 +179,19 @@ class GroupFairness(AuditResult):
             "groups or more)",
         )
 
+    @property
+    def literature_figures(self) -> bool:
+        """Whether the gaps are the fair-GNN literature's ΔSP and ΔEO (class 1 favourable, or
+        the largest gaps over several classes): the findings then name them so
+        (:mod:`gnnaudit.audit.report.literature`)."""
+        return self.class_gaps is not None or self.positive_class == 1
+
+    def _statistic(self, key: str, statistic: str) -> str:
+        return literature_statistic(key) if self.literature_figures else statistic
+
+    def _literature(self, key: str) -> str:
+        return " " + literature_label(key) if self.literature_figures else ""
+
     def findings(self) -> list[Finding]:
         name = self.sensitive_name or "sensitive"
         lo, hi = self.spd_ci
@@ -201,7 +213,7 @@ class GroupFairness(AuditResult):
             Finding(
                 finding="statistical parity",
                 feature=name,
-                statistic="statistical parity difference",
+                statistic=self._statistic("dsp", "statistical parity difference"),
                 value=self.statistical_parity_difference,
                 ci_low=lo,
                 ci_high=hi,
@@ -218,7 +230,7 @@ class GroupFairness(AuditResult):
                         self.spd_comparisons,
                     )
                     + f" Flagged when the four-fifths rule is broken (ratio < {FOUR_FIFTHS}) "
-                    "and the interval's lower end is above 0."
+                    "and the interval's lower end is above 0." + self._literature("dsp")
                 ),
             )
         ]
@@ -228,7 +240,7 @@ class GroupFairness(AuditResult):
                 Finding(
                     finding="equal opportunity",
                     feature=name,
-                    statistic="equal opportunity difference",
+                    statistic=self._statistic("deo", "equal opportunity difference"),
                     value=self.equal_opportunity_difference,
                     ci_low=lo,
                     ci_high=hi,
@@ -245,6 +257,7 @@ class GroupFairness(AuditResult):
                             self.eod_comparisons,
                         )
                         + f" Flagged when the interval's lower end is above {EOD_THRESHOLD:.0%}."
+                        + self._literature("deo")
                     ),
                 )
             )

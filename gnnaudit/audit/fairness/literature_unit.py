@@ -1,9 +1,14 @@
-r"""Audit unit: the fair-GNN literature's six figures on the audited (test) nodes, with intervals.
+r"""Audit unit: the fair-GNN literature's figures that no other finding gives, with intervals.
 
-NIFTY (Agarwal, Lakkaraju & Zitnik, UAI 2021) and FairGNN (Dai & Wang, WSDM 2021) report, on
-the test nodes :math:`T` of a binary node classifier with predictions :math:`\hat y_v`, scores
-:math:`r_v` (here :math:`z_{v1} - z_{v0}`, monotone in the softmax probability of class 1),
-labels :math:`y_v` and a binary sensitive attribute :math:`s_v`:
+NIFTY (Agarwal, Lakkaraju & Zitnik, UAI 2021) and FairGNN (Dai & Wang, WSDM 2021) report six
+figures on the test nodes :math:`T` of a node classifier. Three of them are findings of other
+units and are reported there once, under both names
+(:mod:`gnnaudit.audit.report.literature`; ``report.json``'s ``aliases`` entry finds them):
+:math:`\Delta_{SP}` is the ``statistical parity`` finding, :math:`\Delta_{EO}` the ``equal
+opportunity`` finding (group fairness, class 1 favourable) and NIFTY's counterfactual
+unfairness the ``counterfactual flip (graph scope)`` finding (sensitivity). This unit adds the
+other three, with predictions :math:`\hat y_v`, scores :math:`r_v` (:math:`z_{v1} - z_{v0}`,
+monotone in the softmax probability of class 1) and labels :math:`y_v`:
 
 .. math::
 
@@ -12,85 +17,230 @@ labels :math:`y_v` and a binary sensitive attribute :math:`s_v`:
 
     F_1 &= \frac{2\,TP}{2\,TP + FP + FN} \quad (\text{class 1 positive}),
 
-    \Delta_{SP} &= \bigl|P(\hat y = 1 \mid s = 0) - P(\hat y = 1 \mid s = 1)\bigr|,
-
-    \Delta_{EO} &= \bigl|P(\hat y = 1 \mid y = 1, s = 0) - P(\hat y = 1 \mid y = 1, s = 1)\bigr|,
-
-    \text{unfairness} &= \frac{1}{|T|} \sum_{v \in T}
-        \mathbb I\bigl[\hat y_v(X) \ne \hat y_v(\tilde X)\bigr], \quad
-        \tilde X = X \text{ with } s \mapsto 1 - s \text{ for every node at once},
-
     \text{instability} &= \frac{1}{|T|} \sum_{v \in T}
         \mathbb I\bigl[\hat y_v(X) \ne \hat y_v(X + E)\bigr], \quad
         E_{ij} \sim \mathcal N(0, \sigma^2) \text{ i.i.d.}, \ \sigma = 1.
 
-**Counterfactual unfairness is exactly gnnaudit's graph-scope flip rate of the sensitive
-attribute on the audited nodes** (:func:`~gnnaudit.audit.counterfactual_flip` with
-``scope="graph"``: a binary feature is swapped between its two values for every node at once,
-which for a 0/1 column is :math:`1 - s`). The unit therefore reads the graph-scope
-:class:`~gnnaudit.audit.sensitivity.flip.FlipResult` that the sensitivity unit already cached in
-``ctx.results["sensitivity"]`` and computes it (one forward pass) only when that unit did not
-run; the tests check the equality against NIFTY's formula on a GCN trained outside gnnaudit.
 The noise of the instability is drawn on the CPU from ``torch.Generator().manual_seed(
 random_state)`` (the audit's seed) in the features' shape and dtype, every entry including the
 sensitive column, as :func:`~gnnaudit.audit.fairness.literature_metrics.instability`; it costs
-one forward pass.
+one forward pass (on a cluster, the noise goes to the graph store and each worker adds its
+rows). With more than two classes AUROC is the macro one-vs-rest mean over the classes with
+members and non-members among the audited nodes (softmax probabilities as scores) and F1 the
+macro mean over the classes present in the labels or the predictions (both said in the
+section's notes).
 
-Beyond the binary case (said in the section's notes): with more than two classes AUROC is the
-macro one-vs-rest mean over the classes with members and non-members among the audited nodes
-(softmax probabilities as scores) and F1 the macro mean over the classes present in the labels
-or the predictions; :math:`\Delta_{SP}` and :math:`\Delta_{EO}` are the largest gap over the
-classes and, with more than two sensitive groups, the max-minus-min gap over the groups (both as
-the group-fairness unit, whose figures these are); counterfactual unfairness of a categorical
-attribute counts a node when moving it to any other value (for every node) changes its decision.
-
-Intervals (level and resamples: the audit's ``confidence`` and ``n_boot``, seed
-``random_state``): AUROC and F1 a percentile bootstrap over the audited nodes
-(:mod:`~gnnaudit.audit.fairness.literature_intervals`); :math:`\Delta_{SP}` and
-:math:`\Delta_{EO}` the interval of
-:func:`~gnnaudit.audit.fairness.group_fairness.group_fairness`: Newcombe's hybrid score
-interval of the **signed** difference between the group with the higher and the group with the
-lower rate (e.g. :math:`P(\hat y = 1 \mid s = 1) - P(\hat y = 1 \mid s = 0)`), simultaneous
-over all group pairs (Bonferroni) with more than two groups or classes. It can reach below 0 (a
-bootstrap of the absolute difference never does, even for a model whose groups share one true
-rate); the reported value stays NIFTY's absolute difference, the point estimate of that signed
-difference. The two rates (counterfactual unfairness, instability) the exact Clopper-Pearson
-interval, the project's rule for rates (:mod:`gnnaudit.audit.intervals`: the percentile
-bootstrap of a rate collapses to ``[0, 0]`` when no decision changes).
-
-Flags (the project's documented thresholds, never new ones): :math:`\Delta_{SP}` and
-:math:`\Delta_{EO}` as the group-fairness unit (four-fifths rule broken and the signed
-interval's lower end above 0; the whole signed interval above
-:data:`~gnnaudit.audit.fairness.group_fairness.EOD_THRESHOLD`), counterfactual unfairness as
-the flip test (:func:`~gnnaudit.audit.report.thresholds.flip_flagged`); AUROC, F1 and
-instability have no documented threshold and are informational. A model that predicts one
-class on every audited node gets no finding (its F1, gaps and flip rates describe a constant
-decision): the section says so and keeps the figures in its table for reference.
+Intervals (the audit's ``confidence`` and ``n_boot``, seed ``random_state``): AUROC and F1 a
+percentile bootstrap over the audited nodes
+(:mod:`~gnnaudit.audit.fairness.literature_intervals`); instability the exact Clopper-Pearson
+interval, the project's rule for rates (:mod:`gnnaudit.audit.intervals`). The three figures
+have no documented threshold and are never flagged (informational). A model that predicts one
+class on every audited node gets no finding: the section says so and keeps the figures in its
+table for reference.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+import torch
 
 from gnnaudit._validation import check_float
-from gnnaudit.audit.fairness.literature_rows import compute_rows
+from gnnaudit.audit.fairness.literature_intervals import auroc_interval, f1_interval
+from gnnaudit.audit.intervals import binomial_interval
+from gnnaudit.audit.report.literature import LITERATURE_ALIASES
 from gnnaudit.audit.report.section import Figure, Finding, ReportSection
 from gnnaudit.audit.unit import AuditResult, AuditUnit
+from gnnaudit.errors import WorkerLostError
 
 if TYPE_CHECKING:  # pragma: no cover
     from gnnaudit.audit.context import AuditContext
 
-__all__ = ["LiteratureMetricsUnit", "LiteratureMetricsResult", "LITERATURE_COLUMNS"]
+__all__ = ["LiteratureMetricsUnit", "LiteratureMetricsResult", "LITERATURE_COLUMNS", "METRIC_NAMES"]
+
+logger = logging.getLogger(__name__)
 
 #: columns of :meth:`LiteratureMetricsResult.to_frame`
 LITERATURE_COLUMNS = ["metric", "name", "value", "ci_low", "ci_high", "interval", "flagged"]
-#: metrics about the sensitive attribute (their findings name it as their feature)
-_ABOUT_SENSITIVE = ("dsp", "deo", "cf")
+#: display name of each metric key of the unit
+METRIC_NAMES = {"auroc": "AUROC", "f1": "F1", "instability": "instability"}
+#: seed streams of the AUROC and F1 bootstraps (``AuditOptions.rng(offset)``)
+_AUROC_STREAM, _F1_STREAM = 41, 42
+#: where the section points for the literature figures that are findings of other units
+_ELSEWHERE = "; ".join(
+    f"{key} = the '{finding}' finding" for key, (finding, _, _) in LITERATURE_ALIASES.items()
+)
+
+
+class _Rows:
+    """Collects the table rows, the explanations and the notes of one run."""
+
+    def __init__(self, confidence: float) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.explanations: dict[str, str] = {}
+        self.notes: list[str] = []
+        self.level = f"{confidence:.0%}"
+
+    def add(
+        self, metric: str, estimate: tuple[float, float, float], interval: str, explanation: str
+    ) -> None:
+        value, lo, hi = (float(v) for v in estimate)
+        self.rows.append(
+            {
+                "metric": metric,
+                "name": METRIC_NAMES[metric],
+                "value": value,
+                "ci_low": lo,
+                "ci_high": hi,
+                "interval": interval,
+                "flagged": False,  # no documented threshold: informational
+            }
+        )
+        self.explanations[metric] = explanation
+
+    def ci(self, lo: float, hi: float) -> str:
+        return f"{self.level} CI {lo:.3f} to {hi:.3f}"
+
+
+def _auroc_row(ctx: AuditContext, out: _Rows) -> None:
+    """AUROC of the model on the audited nodes (module docstring)."""
+    opts, nodes = ctx.options, ctx.nodes
+    assert ctx.labels is not None  # guaranteed by requires
+    y = ctx.labels[nodes]
+    width = int(ctx.logits.shape[1])
+    logits = ctx.logits[torch.as_tensor(nodes)].to(torch.float64)
+    present = np.unique(y)
+    if present.size < 2:
+        out.notes.append("AUROC left out: the audited nodes' labels hold a single class.")
+        return
+    if width == 2:
+        scores, positives = [(logits[:, 1] - logits[:, 0]).numpy()], [y == 1]
+        what = "the model's score for class 1 ranks a random audited node of class 1 above"
+        what += " a random one of class 0"
+    else:
+        probs = torch.softmax(logits, dim=1).numpy()
+        scores = [probs[:, c] for c in present]
+        positives = [y == c for c in present]
+        what = "averaged over the classes (one-vs-rest), the model's probability of a class "
+        what += "ranks a random audited member of it above a random non-member"
+        if present.size < width:
+            out.notes.append(
+                f"Macro AUROC averages the {present.size} classes present among the audited "
+                f"labels ({present.tolist()}) of the model's {width}."
+            )
+    est = auroc_interval(
+        scores,
+        positives,
+        n_boot=opts.n_boot,
+        confidence=opts.confidence,
+        rng=opts.rng(_AUROC_STREAM),
+    )
+    out.add(
+        "auroc",
+        est,
+        "percentile bootstrap",
+        f"AUROC {est[0]:.3f} ({out.ci(est[1], est[2])}): {what} with this probability; 0.5 "
+        "is chance, 1 a perfect ranking. Informational (no documented threshold).",
+    )
+
+
+def _f1_row(ctx: AuditContext, out: _Rows) -> None:
+    """F1 of class 1 (binary) or macro F1 on the audited nodes (module docstring)."""
+    opts, nodes = ctx.options, ctx.nodes
+    assert ctx.labels is not None  # guaranteed by requires
+    y, pred = ctx.labels[nodes], ctx.predictions[nodes]
+    k = max(int(ctx.logits.shape[1]), int(y.max()) + 1, int(pred.max()) + 1)
+    est = f1_interval(
+        y, pred, k, n_boot=opts.n_boot, confidence=opts.confidence, rng=opts.rng(_F1_STREAM)
+    )
+    what = "of class 1" if k == 2 else "macro-averaged over the classes"
+    out.add(
+        "f1",
+        est,
+        "percentile bootstrap",
+        f"F1 {what} {est[0]:.3f} ({out.ci(est[1], est[2])}): the harmonic mean of precision "
+        "and recall on the audited nodes. Informational (no documented threshold).",
+    )
+
+
+def _instability_row(ctx: AuditContext, noise_std: float, out: _Rows) -> None:
+    """Share of audited decisions changed by seeded N(0, noise_std^2) feature noise."""
+    opts, nodes, x = ctx.options, ctx.nodes, ctx.data.x
+    gen = torch.Generator().manual_seed(int(opts.random_state))
+    noise = torch.randn(tuple(x.shape), generator=gen, dtype=x.dtype) * noise_std
+    try:
+        noisy = _noisy_logits(ctx, noise)
+    except WorkerLostError:  # the cluster failed, not the model: the audit stops
+        raise
+    except Exception as exc:  # noqa: BLE001  # deliberate: noisy inputs leave the data's domain
+        # a model may accept only the values its inputs take (codes it embeds, one-hot
+        # lookups); the noise leaves that domain, so the figure is undefined, not a bug
+        logger.warning("instability left out: the model failed on noisy features: %s", exc)
+        out.notes.append(
+            "Instability left out: the model cannot be evaluated on noisy features "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})."
+        )
+        return
+    changed = noisy.argmax(dim=1).numpy()[nodes] != ctx.predictions[nodes]
+    k, m = int(changed.sum()), int(nodes.size)
+    lo, hi = binomial_interval(k, m, opts.confidence)
+    out.add(
+        "instability",
+        (k / m, lo, hi),
+        "exact (Clopper-Pearson)",
+        f"Adding independent N(0, {noise_std:g}^2) noise (seed {opts.random_state}) to every "
+        f"input feature, {ctx.sensitive_name or 'the sensitive one'} included, changes the "
+        f"decision of {k / m:.1%} of the audited nodes ({out.ci(lo, hi)}): NIFTY's "
+        "instability. Informational (no documented threshold; it depends on the features' "
+        "scale).",
+    )
+
+
+def _noisy_logits(ctx: AuditContext, noise: torch.Tensor) -> torch.Tensor:
+    """The model's logits on ``x + noise``: in this process, or on the cluster's partitions
+    (the noise written once to the graph store's shared folder, each worker reading its
+    rows) when the audit is distributed."""
+    if ctx.distributed is None:
+        return ctx.adapter.logits(
+            ctx.data.x + noise.to(ctx.data.x.device),
+            ctx.data.edge_index,
+            stage="the instability's noisy pass",
+        )
+    from gnnaudit.audit.distributed.store import AddRows
+
+    path = Path(ctx.distributed.store.folder) / "instability-noise.npy"
+    np.save(path, noise.cpu().numpy())
+    try:
+        out: torch.Tensor = ctx.remote([AddRows(str(path))])
+    finally:
+        path.unlink(missing_ok=True)
+    return out
+
+
+def compute_rows(
+    ctx: AuditContext, noise_std: float
+) -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:
+    """Rows, explanations and notes of every metric of the unit that can be computed."""
+    out = _Rows(ctx.options.confidence)
+    _auroc_row(ctx, out)
+    _f1_row(ctx, out)
+    _instability_row(ctx, noise_std, out)
+    out.notes.append(
+        "NIFTY's other three figures are findings of other units, reported once under both "
+        f"names ({_ELSEWHERE}; report.json's 'aliases' entry gives their values and intervals)."
+    )
+    out.notes.append(
+        "Intervals: AUROC and F1 percentile bootstrap over the audited nodes; instability exact "
+        "(Clopper-Pearson). Definitions: NIFTY (Agarwal et al. 2021), see the module "
+        "gnnaudit.audit.fairness.literature_unit."
+    )
+    return out.rows, out.explanations, out.notes
 
 
 @dataclass
@@ -99,8 +249,8 @@ class LiteratureMetricsResult(AuditResult):
 
     Attributes
     ----------
-    table : one row per computed metric, columns :data:`LITERATURE_COLUMNS` (``metric`` is the
-        key of :data:`~gnnaudit.audit.fairness.literature_metrics.METRICS`).
+    table : one row per computed metric, columns :data:`LITERATURE_COLUMNS` (``metric`` is a
+        key of :data:`METRIC_NAMES`).
     explanations : metric key -> the finding's plain-words sentence.
     sensitive_name : the (primary) sensitive attribute, or None.
     n_nodes, n_classes, confidence : audited nodes, model classes, interval level.
@@ -128,59 +278,50 @@ class LiteratureMetricsResult(AuditResult):
     def findings(self) -> list[Finding]:
         if self.single_class is not None:
             return []
-        out = []
-        for row in self.table.itertuples(index=False):
-            about = self.sensitive_name if row.metric in _ABOUT_SENSITIVE else None
-            out.append(
-                Finding(
-                    finding=f"literature: {row.name}",
-                    feature=about or "",
-                    statistic=str(row.name),
-                    value=float(row.value),
-                    ci_low=float(row.ci_low),
-                    ci_high=float(row.ci_high),
-                    flagged=bool(row.flagged),
-                    explanation=self.explanations[row.metric],
-                )
+        return [
+            Finding(
+                finding=f"literature: {row.name}",
+                feature="",
+                statistic=str(row.name),
+                value=float(row.value),
+                ci_low=float(row.ci_low),
+                ci_high=float(row.ci_high),
+                flagged=bool(row.flagged),
+                explanation=self.explanations[row.metric],
             )
-        return out
+            for row in self.table.itertuples(index=False)
+        ]
 
     def report_section(self) -> ReportSection:
-        title = LiteratureMetricsUnit.title + (
-            f" (sensitive: {self.sensitive_name})" if self.sensitive_name else ""
-        )
         level = f"{self.confidence:.0%}"
         parts = [
             f"{r.name} {r.value:.3f} ({r.ci_low:.3f} to {r.ci_high:.3f})"
             for r in self.table.itertuples(index=False)
         ]
-        summary = f"On the {self.n_nodes:,} audited nodes ({level} CIs): {'; '.join(parts)}."
+        summary = (
+            f"On the {self.n_nodes:,} audited nodes ({level} CIs): {'; '.join(parts)}. "
+            "Informational (no documented threshold). NIFTY's delta SP, delta EO and "
+            "counterfactual unfairness are the findings statistical parity, equal opportunity "
+            "and counterfactual flip (graph scope)."
+        )
         status = "ok"
         if self.single_class is not None:
             status = "not meaningful"
             summary = (
-                f"The model predicts class {self.single_class} on every audited node, so F1, the "
-                "group gaps, counterfactual unfairness and instability describe a constant "
-                "decision and none is reported as a finding (values in the table for reference). "
-                + summary
-            )
-        else:
-            flagged = self.table.loc[self.table["flagged"], "name"].tolist()
-            summary += (
-                f" Flagged: {', '.join(flagged)}."
-                if flagged
-                else " None crosses a documented threshold."
+                f"The model predicts class {self.single_class} on every audited node, so F1 and "
+                "instability describe a constant decision and none is reported as a finding "
+                "(values in the table for reference). " + summary
             )
         chart = self.table[["name", "value", "ci_low", "ci_high"]].rename(columns={"name": "label"})
         return ReportSection(
             key=LiteratureMetricsUnit.name,
-            title=title,
+            title=LiteratureMetricsUnit.title,
             summary=summary,
             tables={"metrics": self.table},
             figures=[
                 Figure(
                     kind="bar",
-                    title="Fair-GNN literature metrics on the audited nodes",
+                    title="AUROC, F1 and instability on the audited nodes",
                     data=chart,
                     options={"xlabel": "value", "xlim": [0, 1]},
                 )
@@ -192,8 +333,8 @@ class LiteratureMetricsResult(AuditResult):
 
 
 class LiteratureMetricsUnit(AuditUnit):
-    """Audit unit: AUROC, F1, ΔSP, ΔEO, counterfactual unfairness and instability on the
-    audited nodes, each with an interval (module docstring).
+    """Audit unit: AUROC, F1 and instability on the audited nodes, each with an interval
+    (module docstring; ΔSP, ΔEO and counterfactual unfairness are other units' findings).
 
     Parameters
     ----------
@@ -201,7 +342,7 @@ class LiteratureMetricsUnit(AuditUnit):
     """
 
     name = "literature"
-    title = "Fair-GNN literature metrics"
+    title = "Fair-GNN literature metrics: AUROC, F1, instability"
     requires = ("labels",)
     meaningless_when_degenerate = True
 
@@ -210,8 +351,7 @@ class LiteratureMetricsUnit(AuditUnit):
 
     def run(self, ctx: AuditContext) -> LiteratureMetricsResult:
         rows, explanations, notes = compute_rows(ctx, self.noise_std)
-        pred = ctx.predictions[ctx.nodes]
-        classes = np.unique(pred)
+        classes = np.unique(ctx.predictions[ctx.nodes])
         return LiteratureMetricsResult(
             table=pd.DataFrame(rows, columns=LITERATURE_COLUMNS),
             explanations=explanations,

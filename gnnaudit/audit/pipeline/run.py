@@ -19,9 +19,10 @@ The default unit list (:func:`default_units`):
    among all features (needs the attribute as a model input);
 3. group fairness (needs a sensitive attribute; per class above two classes, per attribute
    and for their intersection with several attributes);
-3b. the fair-GNN literature metrics (needs labels): AUROC, F1, delta SP, delta EO, NIFTY's
-   counterfactual unfairness (the graph-scope flip rate of step 2, reused) and instability
-   under seeded N(0, 1) feature noise (one extra forward pass), each with an interval;
+3b. the fair-GNN literature metrics that no other finding gives (needs labels): AUROC, F1 and
+   instability under seeded N(0, 1) feature noise (one extra forward pass), each with an
+   interval (NIFTY's delta SP, delta EO and counterfactual unfairness are the findings of
+   steps 3 and 2, named both ways; ``report.aliases``);
 4. the proxies of the attribute (``proxies=True``): inputs ranked by mutual information, their
    flip rates, a probe of the model's hidden layer;
 5. the evidence contrast of the sensitive attribute (needs it as a model input);

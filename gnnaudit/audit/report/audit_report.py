@@ -13,7 +13,10 @@ An :class:`AuditReport` holds
 
 It writes ``report.json`` (lossless; :meth:`AuditReport.from_json` reads it back),
 ``report.md`` and a self-contained ``report.html``. JSON, Markdown and HTML all lead with the
-verdict and the findings table.
+verdict and the findings table; the JSON then has ``aliases`` (the fair-GNN literature's
+``dsp``, ``deo`` and ``cf`` as references to their findings, with value and interval:
+:mod:`gnnaudit.audit.report.literature`), derived from the findings, so
+:meth:`AuditReport.from_dict` does not read it back.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from gnnaudit.audit.report.literature import alias_table
 from gnnaudit.audit.report.section import (
     FINDING_COLUMNS,
     Finding,
@@ -136,9 +140,29 @@ class AuditReport:
         """The findings whose threshold was crossed."""
         return self.findings[self.findings["flagged"]].reset_index(drop=True)
 
+    @property
+    def aliases(self) -> dict[str, Any]:
+        """The fair-GNN literature's figures as references to their findings: ``{"dsp" |
+        "deo" | "cf": {row, finding, feature, statistic, value, ci_low, ci_high, flagged}}``
+        (``row``: the index in :attr:`findings`), for the primary sensitive attribute; a key
+        is absent when its finding is (:mod:`gnnaudit.audit.report.literature`)."""
+        return alias_table(self.findings, self.dataset.get("sensitive_name"))
+
+    def alias(self, key: str) -> pd.Series:
+        """The findings row that is the literature's ``key`` (``"dsp"``, ``"deo"``, ``"cf"``)."""
+        aliases = self.aliases
+        if key not in aliases:
+            raise InvalidInputError(
+                f"the report has no finding for the literature's {key!r}; present: "
+                f"{', '.join(aliases) or 'none'} (dsp: statistical parity, deo: equal "
+                "opportunity, cf: counterfactual flip (graph scope), of the sensitive attribute)"
+            )
+        return self.findings.iloc[aliases[key]["row"]]
+
     # ---------------------------------------------------------------------------- JSON
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict; ``verdict`` and ``findings`` come first (NaN / inf become null)."""
+        """JSON-ready dict; ``verdict`` and ``findings`` come first, then the derived
+        ``aliases`` (module docstring; NaN / inf become null)."""
         return {
             "format_version": FORMAT_VERSION,
             "title": self.title,
@@ -149,6 +173,7 @@ class AuditReport:
                     for row in self.findings.to_dict(orient="records")
                 ]
             ),
+            "aliases": clean_json(self.aliases),
             "dataset": clean_json(self.dataset),
             "model": clean_json(self.model),
             "sections": [s.to_dict() for s in self.sections],

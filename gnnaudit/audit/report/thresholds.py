@@ -1,16 +1,25 @@
-"""The documented thresholds of the counterfactual-flip findings and their flag rule.
+"""The documented thresholds of the flip and group-gap findings and the flip flag rule.
 
 In the report layer, which imports no other part of the audit: the sensitivity unit, the
-proxies unit and the literature rows flag with them, and the verdict
-(:mod:`gnnaudit.audit.report.verdict`) reads them. The rule is explained in
-:mod:`gnnaudit.audit.sensitivity.unit`.
+proxies unit and the group-fairness unit flag with them, and the verdict
+(:mod:`gnnaudit.audit.report.verdict`) and the summary card
+(:mod:`gnnaudit.audit.report.summary`) read them. The flip rule is explained in
+:mod:`gnnaudit.audit.sensitivity.unit`, the gap rules in
+:mod:`gnnaudit.audit.fairness.group_fairness`.
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["MIN_FLIP_EFFECT", "NEGLIGIBLE_FLIP", "FLIP_RULE", "flip_flagged"]
+__all__ = [
+    "MIN_FLIP_EFFECT",
+    "NEGLIGIBLE_FLIP",
+    "FLIP_RULE",
+    "FOUR_FIFTHS",
+    "EOD_THRESHOLD",
+    "flip_flagged",
+]
 
 #: the material flip rate: a flip is flagged only when its interval reaches this level
 MIN_FLIP_EFFECT = 0.05
@@ -18,6 +27,11 @@ MIN_FLIP_EFFECT = 0.05
 #: only when its interval's lower end lies above it, and a flagged group gap beside negligible
 #: flips is attributed to other inputs or the data, not to the attribute itself
 NEGLIGIBLE_FLIP = 0.01
+#: the four-fifths rule: a disparate-impact ratio below this is adverse impact (a statistical
+#: parity gap is flagged when the ratio is below it and the gap's interval lies above 0)
+FOUR_FIFTHS = 0.8
+#: equal-opportunity differences whose interval lies above this are flagged
+EOD_THRESHOLD = 0.1
 
 #: the rule in words, for findings and notes
 FLIP_RULE = (

@@ -45,6 +45,7 @@ import torch
 
 from gnnaudit._validation import check_int
 from gnnaudit.audit.interventions import resolve_feature, resolve_features
+from gnnaudit.audit.report.literature import literature_label, literature_statistic
 from gnnaudit.audit.report.section import Figure, Finding, ReportSection
 from gnnaudit.audit.report.thresholds import (
     FLIP_RULE,
@@ -105,10 +106,11 @@ def _flip_finding(feature: str, scope: str, flip: FlipResult) -> Finding:
         if flip.sampled
         else ""
     )
+    graph = scope == "graph"  # NIFTY's counterfactual unfairness (report.literature)
     return Finding(
         finding=f"counterfactual flip ({scope} scope)",
         feature=feature,
-        statistic="flip rate",
+        statistic=literature_statistic("cf") if graph else "flip rate",
         value=flip.rate,
         ci_low=flip.ci_low,
         ci_high=flip.ci_high,
@@ -117,6 +119,7 @@ def _flip_finding(feature: str, scope: str, flip: FlipResult) -> Finding:
             f"Changing {feature} ({_SCOPE_WORDS[scope]}) changes the model's decision for "
             f"{flip.rate:.1%} of the audited nodes{sample} ({flip.confidence:.0%} CI "
             f"{flip.ci_low:.1%} to {flip.ci_high:.1%}). {FLIP_RULE}"
+            + (f" {literature_label('cf')}" if graph else "")
         ),
     )
 
@@ -209,7 +212,7 @@ class SensitivityAudit(AuditResult):
 
     def report_section(self) -> ReportSection:
         findings = self.findings()
-        flagged = [f for f in findings if f.flagged and f.statistic == "flip rate"]
+        flagged = [f for f in findings if f.flagged and f.finding.startswith("counterfactual flip")]
         if not self.flips:
             summary = "No scope could be computed. " + " ".join(self.notes)
             return ReportSection(
