@@ -47,10 +47,17 @@ def test_audit_writes_report_and_prints_summary(audited, capsys):
     finetune = report.table("finetune", "accuracy")
     assert list(finetune["stage"]) == ["before", "after_evidence", "after_control"]
     assert "rank_by_score" in report.section("discrimination").data
-    # the verdict and every finding are printed
+    # the verdict, every finding and the summary card's next step are printed; a flagged
+    # gap or flip makes it the command that mitigates, into a new folder beside --out
     assert report.verdict in text
     for explanation in report.findings["explanation"]:
         assert explanation in text
+    step = report.summary_card().next_step
+    assert f"Next step: {step.text}" in text
+    assert report.run_info["command"].startswith("gnnaudit audit --dataset synthetic")
+    if step.targets:
+        assert step.command is not None and step.command.endswith("--mitigate")
+        assert f"{out}-mitigated" in step.command and step.command in text
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") >= 3
     # the printed top rows are the report's top rows

@@ -289,6 +289,9 @@ def test_cli_audit_dataset_credit_has_the_literature_section(tmp_path, capsys) -
     assert report["findings"][cf["row"]]["finding"] == "counterfactual flip (graph scope)"
     assert cf["feature"] == "Age"
     assert "report this figure as counterfactual unfairness" in capsys.readouterr().out
+    assert report["run_info"]["command"].startswith("gnnaudit audit --dataset credit")
+    md = (out / "report.md").read_text()
+    assert md.index("## Summary") < md.index("## Findings") < md.index("## Model quality")
 
 
 def test_audit_model_takes_a_dataset_name(tmp_path, monkeypatch) -> None:

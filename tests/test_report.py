@@ -108,15 +108,19 @@ def test_save_writes_three_files_findings_first_with_embedded_charts(tmp_path):
     for raw in ("<script>", "<b>gender</b>", "<here>"):
         assert raw not in md
     assert "&lt;script&gt;" in md and "&lt;b&gt;gender&lt;/b&gt;" in md
-    assert md.index("## Verdict") < md.index("## Findings") < md.index("## Error verification")
+    # the summary card (with the verdict) opens the report, the full findings table follows
+    assert md.index("## Summary") < md.index("**Verdict.** Yes: &lt;b&gt;gender&lt;/b&gt;")
+    assert md.index("**Verdict.**") < md.index("## Findings") < md.index("## Error verification")
+    assert page.index("id='summary'") < page.index("class='verdict'")
     assert "| finding | feature |" in md and "**FLAG**" in md
     payload = json.loads(paths["json"].read_text())
-    assert list(payload)[:5] == [
+    assert list(payload)[:6] == [
         "format_version",
         "title",
         "verdict",
         "findings",
         "aliases",
+        "summary",
     ]
     # no sensitive attribute named in the dataset: the aliases are the first labelled rows
     assert (

@@ -29,6 +29,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn import SimpleConv
 
 from gnnaudit.audit.pipeline import run_audit
+from gnnaudit.audit.report.summary import mitigation_targets
 
 N = 600
 NAMES = ["gender", "income", "debt", "savings", "postcode", "region"]
@@ -107,7 +108,7 @@ def audit(model: torch.nn.Module, data: Data, sensitive) -> tuple[str, set[tuple
     """``(verdict, flagged, values)``: the flagged ``(finding, feature)`` pairs and every
     finding's value. Each figure is said once: the literature rows are AUROC, F1 and
     instability only (never flagged), and NIFTY's names of the gaps and the graph-scope flip
-    are aliases of those findings."""
+    are aliases of those findings; the card's next step targets the flagged ones."""
     report = run_audit(model, data, sensitive, n_boot=200, k=5, progress=False)
     flagged = {(r.finding, r.feature) for r in report.flagged.itertuples()}
     values = {(r.finding, r.feature): r.value for r in report.findings.itertuples()}
@@ -116,6 +117,9 @@ def audit(model: torch.nn.Module, data: Data, sensitive) -> tuple[str, set[tuple
     assert not any(f.startswith("literature: ") for f, _ in flagged)
     for entry in report.aliases.values():
         assert values[(entry["finding"], entry["feature"])] == entry["value"]
+    step, name = report.summary_card().next_step, report.dataset["sensitive_name"]
+    if step.targets:
+        assert step.targets == mitigation_targets(list(report.findings.itertuples()), name)[0]
     return report.verdict, flagged, values
 
 

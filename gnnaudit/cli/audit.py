@@ -20,6 +20,7 @@ prints the verdict and the findings.
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Any
 
 from gnnaudit._validation import MAX_NUM_CLASSES, MAX_NUM_HOPS
@@ -370,6 +371,14 @@ def _mitigate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return given
 
 
+def _command(args: argparse.Namespace) -> dict[str, str]:
+    """``{"command": the command line as typed}`` when :func:`gnnaudit.cli.main.main` recorded
+    it, for the report's run information (the summary card's next step repeats it with
+    ``--mitigate``); else empty."""
+    line = getattr(args, "command_line", None)
+    return {"command": shlex.join(line)} if line else {}
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``gnnaudit audit`` on the parsed ``args``; return the exit code."""
     import time
@@ -443,6 +452,7 @@ def run(args: argparse.Namespace) -> int:
             device=device,
             **cluster,
         )
+        report.run_info.update(_command(args))  # the summary card's next step repeats it
         report.write_files(out_dir)
         steps.update(1)
 

@@ -63,6 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     with one_line_warnings():  # deprecated flag spellings warn while parsing
         args = parser.parse_args(argv)
+    # the command as typed, for the report (its next step repeats it with --mitigate)
+    args.command_line = ["gnnaudit", *(sys.argv[1:] if argv is None else argv)]
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

@@ -1,9 +1,10 @@
 """Mitigation in the audit: fine-tune a copy of the model with :class:`FairFinetune` against
 what the audit found, re-audit it, and report the two side by side.
 
-**Targets from the findings** (:func:`mitigation_targets`): a flagged statistical parity gap
--> ``"dsp"``, a flagged equal-opportunity gap -> ``"deo"``, a flagged counterfactual flip at
-either scope -> ``"cf"`` (the consistency term then runs at ``lambda_cf``; without it the
+**Targets from the findings** (:func:`mitigation_targets`, defined in
+:mod:`gnnaudit.audit.report.summary`, whose summary card names them as the next step): a
+flagged statistical parity gap -> ``"dsp"``, a flagged equal-opportunity gap -> ``"deo"``, a
+flagged counterfactual flip at either scope -> ``"cf"`` (the consistency term then runs at ``lambda_cf``; without it the
 consistency weight is 0); nothing flagged -> all three. ``FairFinetune.finetune`` selects the
 copy on the validation nodes (the lowest sum of the targeted gaps within its AUROC budget, the
 model as given always a candidate), and its warning, when no candidate lowers a targeted gap,
@@ -50,6 +51,7 @@ from gnnaudit.audit.fairness.literature_intervals import auroc_interval
 from gnnaudit.audit.interventions import FeatureSpec, category_codes
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.audit.report.section import Figure, ReportSection
+from gnnaudit.audit.report.summary import mitigation_targets
 from gnnaudit.audit.sensitivity.flip import counterfactual_flip
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
@@ -80,14 +82,6 @@ METRIC_COLUMNS = ["metric", "scope", "value", "ci_low", "ci_high"]
 #: per metric of the before / after table, whether a higher value is better (AUROC, accuracy)
 #: or worse (the gaps and flip rates): a change in the worse direction is flagged
 HIGHER_IS_BETTER = {"auroc": True, "accuracy": True}
-#: finding -> the FairFinetune target that answers it (see :func:`mitigation_targets`)
-_TARGET_OF = {
-    "statistical parity": "dsp",
-    "equal opportunity": "deo",
-    "counterfactual flip (node scope)": "cf",
-    "counterfactual flip (graph scope)": "cf",
-}
-_WHY = {"dsp": "statistical parity", "deo": "equal opportunity", "cf": "a counterfactual flip"}
 #: file name of the mitigated model's state_dict beside the report
 CHECKPOINT_NAME = "mitigated_model.pt"
 #: ``lambda_cf`` values of the trade-off figure
@@ -100,24 +94,6 @@ _METRICS = (
     ("auroc", ""),
     ("accuracy", ""),
 )
-
-
-def mitigation_targets(findings: Sequence[Any], name: str) -> tuple[tuple[str, ...], str]:
-    """The :class:`FairFinetune` targets that answer the flagged findings about ``name``
-    (statistical parity -> ``"dsp"``, equal opportunity -> ``"deo"``, a counterfactual flip at
-    either scope -> ``"cf"``), in the order ``cf, dsp, deo``, and the reason in words; all three
-    when none is flagged (the default remedy)."""
-    flagged = {
-        _TARGET_OF[f.finding]
-        for f in findings
-        if f.flagged and f.feature == name and f.finding in _TARGET_OF
-    }
-    if not flagged:
-        return ("cf", "dsp", "deo"), (
-            f"no finding about {name} was flagged, so the remedy targets all three gaps"
-        )
-    targets = tuple(t for t in ("cf", "dsp", "deo") if t in flagged)
-    return targets, "targets " + ", ".join(f"{t} ({_WHY[t]} of {name} flagged)" for t in targets)
 
 
 @renamed_keywords(aliases={"sensitive_features": "sensitive"})

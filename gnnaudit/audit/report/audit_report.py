@@ -12,11 +12,13 @@ An :class:`AuditReport` holds
 * ``run_info``: stage timings, versions and run notes (never mixed into the findings).
 
 It writes ``report.json`` (lossless; :meth:`AuditReport.from_json` reads it back),
-``report.md`` and a self-contained ``report.html``. JSON, Markdown and HTML all lead with the
-verdict and the findings table; the JSON then has ``aliases`` (the fair-GNN literature's
+``report.md`` and a self-contained ``report.html``. Markdown and HTML open with the summary
+card (the verdict, three to five headline figures, one chart and the next step:
+:mod:`gnnaudit.audit.report.summary`) and the full findings table, flagged rows first; the
+JSON leads with the verdict and the findings, then ``aliases`` (the fair-GNN literature's
 ``dsp``, ``deo`` and ``cf`` as references to their findings, with value and interval:
-:mod:`gnnaudit.audit.report.literature`), derived from the findings, so
-:meth:`AuditReport.from_dict` does not read it back.
+:mod:`gnnaudit.audit.report.literature`) and ``summary`` (the card without its chart). Both
+are derived from the findings, so :meth:`AuditReport.from_dict` does not read them back.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from gnnaudit.audit.report.section import (
     clean_json,
     findings_frame,
 )
+from gnnaudit.audit.report.summary import SummaryCard, summary_card
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io import atomic_write_text, read_json
 
@@ -159,10 +162,15 @@ class AuditReport:
             )
         return self.findings.iloc[aliases[key]["row"]]
 
+    def summary_card(self) -> SummaryCard:
+        """The card that opens report.md and report.html: verdict, headline figures, chart,
+        next step (:mod:`gnnaudit.audit.report.summary`)."""
+        return summary_card(self)
+
     # ---------------------------------------------------------------------------- JSON
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; ``verdict`` and ``findings`` come first, then the derived
-        ``aliases`` (module docstring; NaN / inf become null)."""
+        ``aliases`` and ``summary`` (module docstring; NaN / inf become null)."""
         return {
             "format_version": FORMAT_VERSION,
             "title": self.title,
@@ -174,6 +182,7 @@ class AuditReport:
                 ]
             ),
             "aliases": clean_json(self.aliases),
+            "summary": self.summary_card().to_dict(),
             "dataset": clean_json(self.dataset),
             "model": clean_json(self.model),
             "sections": [s.to_dict() for s in self.sections],
@@ -283,9 +292,14 @@ class AuditReport:
                 torch.save(state, folder / name)
 
     def summary_lines(self) -> list[str]:
-        """The verdict and one line per finding, for a terminal."""
+        """The verdict, one line per finding (flagged first, as in report.md) and the summary
+        card's next step, for a terminal."""
         lines = [self.verdict] if self.verdict else []
-        for row in self.findings.itertuples(index=False):
+        frame = self.findings.sort_values("flagged", ascending=False, kind="stable")
+        for row in frame.itertuples(index=False):
             mark = "FLAG" if row.flagged else "    "
             lines.append(f"[{mark}] {row.explanation}")
+        step = self.summary_card().next_step
+        lines.append(f"Next step: {step.text}")
+        lines += [f"    {code}" for code in (step.command, step.python) if code]
         return lines

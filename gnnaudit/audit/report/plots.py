@@ -9,7 +9,12 @@ options); :func:`draw_figure` draws it. Kinds:
 * ``"curve"``: lines, columns ``x``, ``y`` and optional ``series``; options ``xlabel``,
   ``ylabel``, ``hline`` / ``hline_label`` (a reference level), ``logx``, ``ylim``;
 * ``"scatter"``: points, columns ``x``, ``y`` and optional ``color`` (a category) and
-  ``marker`` (a second category); options ``xlabel``, ``ylabel``.
+  ``marker`` (a second category); options ``xlabel``, ``ylabel``;
+* ``"interval"``: one estimate per row with its interval, against per-row thresholds (the
+  summary card's chart), columns ``label``, ``value``, ``ci_low``, ``ci_high`` and optional
+  ``flagged`` (drawn in a second colour), ``threshold`` (a dashed tick: the level the
+  interval's lower end must pass to flag) and ``material`` (a dotted tick: the level its upper
+  end must reach); option ``xlabel``.
 
 ``"pair_cards"`` figures are HTML, drawn by the renderer. matplotlib is optional (the
 ``plots`` extra): without it :func:`can_draw` is False and the renderer shows each chart's data
@@ -30,7 +35,7 @@ from gnnaudit._optional import available
 __all__ = ["draw_figure", "png_base64", "can_draw", "PNG_KINDS", "NO_PLOTS_NOTE"]
 
 #: figure kinds drawn as PNG by :func:`draw_figure`
-PNG_KINDS = ("bar", "curve", "scatter")
+PNG_KINDS = ("bar", "curve", "scatter", "interval")
 
 #: shown in place of a chart when matplotlib is not installed
 NO_PLOTS_NOTE = "chart not drawn: matplotlib is not installed (pip install 'gnnaudit[plots]')"
@@ -153,7 +158,60 @@ def _scatter(data: pd.DataFrame, title: str, options: dict[str, Any]) -> str:
     return png_base64(fig)
 
 
-_DRAW = {"bar": _bar, "curve": _curve, "scatter": _scatter}
+def _column(rows: pd.DataFrame, name: str, default: float) -> np.ndarray:
+    if name not in rows.columns:
+        return np.full(len(rows), default)
+    return rows[name].to_numpy(dtype=np.float64)
+
+
+def _interval(data: pd.DataFrame, title: str, options: dict[str, Any]) -> str:
+    from matplotlib.lines import Line2D
+
+    rows = data.reset_index(drop=True)
+    n = len(rows)
+    pos = np.arange(n)[::-1]  # the first row on top
+    values = rows["value"].to_numpy(dtype=np.float64)
+    lo, hi = _column(rows, "ci_low", np.nan), _column(rows, "ci_high", np.nan)
+    flagged = _column(rows, "flagged", 0.0) > 0
+    ticks = {"threshold": ("--", _column(rows, "threshold", np.nan))}
+    ticks["material"] = (":", _column(rows, "material", np.nan))
+    fig = _figure(7.0, 0.45 * n + 1.6)
+    ax = fig.add_subplot(1, 1, 1)
+    for i in range(n):
+        color = _RED if flagged[i] else _BLUE
+        if np.isfinite(lo[i]) and np.isfinite(hi[i]):
+            ax.plot([lo[i], hi[i]], [pos[i], pos[i]], color=color, lw=2, marker="|", ms=12)
+        ax.plot([values[i]], [pos[i]], "o", color=color, ms=7, zorder=3)
+        for style, levels in ticks.values():
+            if np.isfinite(levels[i]):
+                ax.plot([levels[i]] * 2, [pos[i] - 0.38, pos[i] + 0.38], style, color=_GREY, lw=1.4)
+    ax.axvline(0.0, color="black", lw=0.6)
+    ax.set_yticks(list(range(n)))  # bottom to top: the rows in reverse
+    ax.set_yticklabels([str(v) for v in rows["label"]][::-1], fontsize=9)
+    for tick, flag in zip(ax.get_yticklabels(), flagged[::-1], strict=True):
+        tick.set_color(_RED if flag else "black")
+    ax.set_ylim(-0.7, n - 0.3)
+    ax.set_xlabel(str(options.get("xlabel", "")))
+    ax.set_title(title, fontsize=10)
+    handles = [
+        Line2D([], [], color=_RED, marker="o", lw=2, label="flagged (estimate, interval)"),
+        Line2D([], [], color=_BLUE, marker="o", lw=2, label="not flagged"),
+        Line2D([], [], color=_GREY, ls="--", label="flag when the lower end passes"),
+    ]
+    if np.isfinite(ticks["material"][1]).any():
+        handles.append(Line2D([], [], color=_GREY, ls=":", label="and the upper end reaches"))
+    ax.legend(  # below the axes: never over an interval or a threshold
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.6 / (0.77 * (0.45 * n + 1.6))),  # 0.6 in below the axes
+        ncol=2,
+        fontsize=7,
+        frameon=False,
+    )
+    return png_base64(fig)
+
+
+_DRAW = {"bar": _bar, "curve": _curve, "scatter": _scatter, "interval": _interval}
 
 
 def draw_figure(kind: str, data: pd.DataFrame, title: str, options: dict[str, Any]) -> str:

@@ -1,8 +1,10 @@
 """Markdown and self-contained HTML rendering of an :class:`~gnnaudit.audit.AuditReport`.
 
-One generic renderer for every section: the verdict and the findings table first, then each
-section (status, summary, figures, tables, notes) in the order the statistics ran, then what was
-audited (dataset, model), the configuration and the run information. The HTML has inline CSS and
+One generic renderer for every section: the summary card first (the verdict, the headline
+figures, one chart and the next step: :mod:`gnnaudit.audit.report.summary`), then the full
+findings table (flagged rows first), then each section (status, summary, figures, tables,
+notes) in the order the statistics ran, then what was audited (dataset, model), the
+configuration and the run information. The HTML has inline CSS and
 the charts as ``data:image/png;base64`` images, so the single file can be mailed or archived.
 Every piece of text coming from the data (feature names, dataset names, values) is escaped: in
 the HTML by ``html.escape``, in the Markdown by the same entities for ``<``, ``>`` and ``&``
@@ -18,7 +20,8 @@ from typing import Any, Protocol
 import pandas as pd
 
 from gnnaudit.audit.report.plots import NO_PLOTS_NOTE, PNG_KINDS, can_draw, draw_figure
-from gnnaudit.audit.report.section import Figure, ReportSection
+from gnnaudit.audit.report.section import Figure, Finding, ReportSection
+from gnnaudit.audit.report.summary import SummaryCard, summary_card
 
 
 class AuditReport(Protocol):
@@ -53,6 +56,9 @@ th{background:#f2f6fa}td:first-child,th:first-child{text-align:left}
 .flag{color:#c0392b;font-weight:bold}.status{color:#c0392b;font-weight:bold}
 .diff td{background:#fff4e5}.sens td{background:#fde2e1;font-weight:bold}
 .findings td:last-child{text-align:left;max-width:520px}
+.card{border:1px solid #cfd8e3;border-radius:6px;padding:.2em 1.2em 1em;background:#fbfcfe}
+.card h2{margin-top:.6em}.card .verdict{margin:.6em 0}
+.next pre{background:#f2f6fa;padding:.5em .8em;white-space:pre-wrap;word-break:break-all}
 """
 
 
@@ -75,6 +81,37 @@ def _kv_rows(mapping: dict[str, Any]) -> list[tuple[str, str]]:
         else:
             rows.append((str(key), _fmt(value)))
     return rows
+
+
+def _flagged_first(frame: pd.DataFrame) -> pd.DataFrame:
+    """The findings with the flagged rows first, each group in table order."""
+    return frame.sort_values("flagged", ascending=False, kind="stable")
+
+
+def _findings_note(frame: pd.DataFrame) -> str:
+    flagged = int(frame["flagged"].sum())
+    if flagged == 0:
+        return f"All {len(frame)} findings; none crosses its documented threshold."
+    return f"All {len(frame)} findings, the {flagged} flagged first."
+
+
+def _interval_text(f: Finding) -> str:
+    if math.isfinite(f.ci_low) and math.isfinite(f.ci_high):
+        return f"{f.ci_low:.3g} to {f.ci_high:.3g}"
+    return ""
+
+
+def _headline_frame(card: SummaryCard, flag: str) -> pd.DataFrame:
+    """The card's headline figures as a small table (``flag``: the flagged cell's text)."""
+    level = f"{card.confidence:.0%} CI" if card.confidence else "CI"
+    return pd.DataFrame(
+        [
+            (f.finding, f.feature, f.statistic, f"{f.value:.3g}", _interval_text(f))
+            + (flag if f.flagged else "",)
+            for f in card.headline
+        ],
+        columns=["figure", "feature", "statistic", "value", level, "flag"],
+    )
 
 
 def _status_line(section: ReportSection) -> str:
@@ -114,9 +151,31 @@ def _md_kv(mapping: dict[str, Any]) -> str:
 
 
 def _md_findings(report: AuditReport) -> str:
-    frame = report.findings.copy()
-    frame["flagged"] = frame["flagged"].map(lambda f: "**FLAG**" if f else "")
-    return _md_table(frame, max_rows=len(frame))
+    frame = _flagged_first(report.findings)
+    if frame.empty:
+        return "_(no finding)_\n"
+    note = f"_{_findings_note(frame)}_\n\n"
+    frame = frame.assign(flagged=frame["flagged"].map(lambda f: "**FLAG**" if f else ""))
+    return note + _md_table(frame, max_rows=len(frame))
+
+
+def _md_card(report: AuditReport) -> list[str]:
+    """The summary card (module docstring) in Markdown."""
+    card = summary_card(report)
+    parts = ["## Summary\n"]
+    if card.verdict:
+        parts.append(f"**Verdict.** {_md(card.verdict)}\n")
+    if card.headline:
+        parts.append(_md_table(_headline_frame(card, "**FLAG**"), max_rows=len(card.headline)))
+    if card.chart is not None:
+        where = "report.html" if can_draw() else f"report.html as a table ({NO_PLOTS_NOTE})"
+        parts.append(f"_Chart in {where}: {_md(card.chart.title)}._\n")
+    step = card.next_step
+    parts.append(f"**Next step.** {_md(step.text)}\n")
+    for code in (step.command, step.python):
+        if code:
+            parts.append(f"```\n{_md(code)}\n```\n")
+    return parts
 
 
 def _md_section(section: ReportSection) -> list[str]:
@@ -139,9 +198,7 @@ def _md_section(section: ReportSection) -> list[str]:
 
 def render_markdown(report: AuditReport) -> str:
     """GitHub-flavoured Markdown version of the report (tables only, charts in the HTML)."""
-    parts = [f"# {_md(report.title)}\n"]
-    if report.verdict:
-        parts += ["## Verdict\n", _md(report.verdict) + "\n"]
+    parts = [f"# {_md(report.title)}\n", *_md_card(report)]
     parts += ["## Findings\n", _md_findings(report)]
     for section in report.sections:
         parts += _md_section(section)
@@ -170,7 +227,7 @@ def _html_kv(mapping: dict[str, Any]) -> str:
 
 
 def _html_findings(report: AuditReport) -> str:
-    frame = report.findings
+    frame = _flagged_first(report.findings)
     if frame.empty:
         return "<p class='note'>(no finding)</p>"
     head = "".join(f"<th>{html.escape(c)}</th>" for c in frame.columns)
@@ -184,7 +241,28 @@ def _html_findings(report: AuditReport) -> str:
             else:
                 cells.append(f"<td>{html.escape(_fmt(value))}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table class='findings'><tr>{head}</tr>{''.join(rows)}</table>"
+    note = f"<p class='note'>{html.escape(_findings_note(frame))}</p>"
+    return f"{note}<table class='findings'><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def _html_card(report: AuditReport) -> str:
+    """The summary card (module docstring) in HTML."""
+    esc = html.escape
+    card = summary_card(report)
+    parts = ["<section class='card' id='summary'><h2>Summary</h2>"]
+    if card.verdict:
+        parts.append(f"<p class='verdict'>{esc(card.verdict)}</p>")
+    if card.headline:
+        frame = _headline_frame(card, "FLAG")
+        table = _html_table(frame, css="headline")
+        parts.append(table.replace("<td>FLAG</td>", "<td class='flag'>FLAG</td>"))
+    if card.chart is not None:
+        parts.append(_chart(card.chart))
+    step = card.next_step
+    parts.append(f"<div class='next'><p><b>Next step.</b> {esc(step.text)}</p>")
+    parts += [f"<pre>{esc(code)}</pre>" for code in (step.command, step.python) if code]
+    parts.append("</div></section>")
+    return "".join(parts)
 
 
 def _img(b64: str, alt: str) -> str:
@@ -247,6 +325,11 @@ def _pair_cards(section: ReportSection, fig: Figure) -> str:
 def _html_figure(section: ReportSection, fig: Figure) -> str:
     if fig.kind == "pair_cards":
         return _pair_cards(section, fig)
+    return _chart(fig)
+
+
+def _chart(fig: Figure) -> str:
+    """A PNG figure as an embedded image, or its data as a table without matplotlib."""
     if fig.kind in PNG_KINDS and not fig.data.empty and not can_draw():
         note = f"<p class='note'><b>{html.escape(fig.title)}</b>: {html.escape(NO_PLOTS_NOTE)}</p>"
         return note + _html_table(fig.data)
@@ -277,9 +360,7 @@ def _html_section(section: ReportSection) -> list[str]:
 def render_html(report: AuditReport) -> str:
     """Self-contained HTML page with embedded PNG charts; all text is HTML-escaped."""
     esc = html.escape
-    parts = [f"<h1>{esc(report.title)}</h1>"]
-    if report.verdict:
-        parts.append(f"<p class='verdict'>{esc(report.verdict)}</p>")
+    parts = [f"<h1>{esc(report.title)}</h1>", _html_card(report)]
     parts += ["<h2 id='findings'>Findings</h2>", _html_findings(report)]
     for section in report.sections:
         parts += _html_section(section)
