@@ -23,7 +23,7 @@ BUDGET = {
     "sensitivity": (58, 58.0),
     "group_fairness": (0, 0.0),
     "literature": (1, 1.0),
-    "proxies": (18, 18.0),
+    "proxies": (0, 0.0),  # no strong proxy on this graph: no flip pass (see below)
     "evidence_contrast": (0, 0.0),
     "discrimination": (0, 0.0),
     "error_verification": (0, 0.0),
@@ -62,3 +62,25 @@ def test_the_default_audit_stays_within_its_budget(report):
     calls, passes = report.run_info["model_calls"], report.run_info["model_passes"]
     got = {stage: (calls[stage], passes[stage]) for stage in calls}
     assert got == BUDGET
+
+
+#: the proxies stage when the graph has a strong proxy: savings_account replaced by a 95% copy
+#: of gender, the only input among the top 3 that explains a fifth of its entropy: its node- and
+#: graph-scope flips (the sensitivity unit's node sample and plan) and nothing for the others
+PROXY_BUDGET = (8, 8.0)
+
+
+def test_only_strong_proxies_are_flipped():
+    data = synthetic_credit_graph(num_nodes=300, bias=1.5, seed=0)
+    gender = data.x[:, 10].clone()
+    noisy = gender.clone()
+    noisy[::20] = 1 - noisy[::20]
+    data.x[:, 9] = noisy
+    report = run_audit(Scorer(), data, n_boot=100, k=5, progress=False)
+    calls, passes = report.run_info["model_calls"], report.run_info["model_passes"]
+    assert (calls["proxies"], passes["proxies"]) == PROXY_BUDGET
+    ranking = report.table("proxies", "proxies")
+    strong = ranking["entropy_share"] >= 0.2
+    assert ranking["feature"][strong].tolist() == ["savings_account"]
+    assert ranking.loc[strong, "flip_graph"].notna().all()
+    assert ranking.loc[~strong, ["flip_node", "flip_graph"]].isna().all().all()

@@ -23,8 +23,15 @@ strong proxy: an input explaining at least :data:`PROXY_SHARE` (a fifth) of the 
 entropy whose own counterfactual flip is flagged at either scope
 (:func:`~gnnaudit.audit.report.thresholds.flip_flagged`). A strong proxy the model does not
 read is a fact about the data, stated in the finding but not flagged: a model that reads
-neither the attribute nor its proxies gets no flag about the attribute. Cost: one MI estimate per feature on
-at most :data:`MAX_PROXY_NODES` seeded nodes, ``top`` features' flip passes, one forward pass.
+neither the attribute nor its proxies gets no flag about the attribute.
+
+Cost: one MI estimate per feature on at most :data:`MAX_PROXY_NODES` seeded nodes; the flip
+passes of the *strong* proxies among the top ``top`` only (a weak one cannot raise the flag, so
+its flip is not run and its rates are NaN), with the node sample of the sensitivity unit (at most
+:data:`~gnnaudit.audit.sensitivity.options.MAX_NODES` nodes, or
+:data:`~gnnaudit.audit.sensitivity.unit.LARGE_GRAPH_MAX_NODES` above
+:data:`~gnnaudit.audit.sensitivity.unit.LARGE_GRAPH_NODES` graph nodes); one forward pass for
+the probe.
 """
 
 from __future__ import annotations
@@ -42,11 +49,13 @@ from gnnaudit.audit.interventions import MAX_CATEGORIES, detect_kind, resolve_fe
 from gnnaudit.audit.report.section import Finding, ReportSection
 from gnnaudit.audit.report.thresholds import flip_flagged
 from gnnaudit.audit.sensitivity.flip import FlipOptions, sensitivity_results
+from gnnaudit.audit.sensitivity.options import MAX_NODES
 from gnnaudit.audit.sensitivity.receptive_field import (
     check_hops_option,
     node_scope_skip,
     resolve_num_hops,
 )
+from gnnaudit.audit.sensitivity.unit import LARGE_GRAPH_MAX_NODES, LARGE_GRAPH_NODES
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
 
@@ -242,9 +251,21 @@ class ProxyUnit(AuditUnit):
     def _with_flips(
         self, ctx: AuditContext, ranking: pd.DataFrame, notes: list[str]
     ) -> pd.DataFrame:
-        """``ranking`` with the top proxies' flip rates at both scopes (NaN for the others)."""
-        top = list(ranking["feature"].head(self.top))
+        """``ranking`` with the flip rates at both scopes of the top proxies that are strong
+        (NaN for the others: the flag needs a strong proxy, so a weak one's flip is not run)."""
+        head = ranking.head(self.top)
+        top = list(head["feature"][head["entropy_share"] >= PROXY_SHARE])
+        for scope in ("node", "graph"):
+            ranking[f"flip_{scope}"] = np.full(len(ranking), np.nan)
+            ranking[f"flagged_{scope}"] = np.zeros(len(ranking), dtype=bool)
+        if not top:
+            notes.append(
+                f"No flip test of a proxy: none of the top {self.top} explains "
+                f"{PROXY_SHARE:.0%} of the attribute's entropy."
+            )
+            return ranking
         specs = [resolve_feature(ctx.data, name) for name in top]
+        max_nodes = LARGE_GRAPH_MAX_NODES if ctx.num_nodes > LARGE_GRAPH_NODES else MAX_NODES
         for scope in ("node", "graph"):
             rates = np.full(len(ranking), np.nan)
             flags = np.zeros(len(ranking), dtype=bool)
@@ -253,12 +274,11 @@ class ProxyUnit(AuditUnit):
                 why = node_scope_skip(ctx.adapter, self.num_hops, self.hops_option, "ProxyUnit")
                 if why is not None:
                     notes.append(f"Node-scope flips of the proxies skipped: {why}")
-                    ranking[f"flip_{scope}"] = rates
-                    ranking[f"flagged_{scope}"] = flags
                     continue
                 hops = resolve_num_hops(ctx.adapter, self.num_hops)
             options = FlipOptions(
                 num_hops=hops,
+                max_nodes=max_nodes,
                 base_logits=ctx.logits,
                 progress=ctx.options.progress,
                 remote=ctx.remote,
