@@ -183,6 +183,7 @@ class NextStep:
     targets: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        """The step as a JSON-ready dict (``report.json``'s ``summary.next_step``)."""
         return {
             "text": self.text,
             "command": self.command,
