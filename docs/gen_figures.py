@@ -91,17 +91,20 @@ def _draw_report_charts(folder: Path, target: Path) -> list[tuple[str, str]]:
     from gnnaudit.audit.report.plots import PNG_KINDS, draw_figure
 
     report = AuditReport.from_json(folder)
-    charts = []
+    card = report.summary_card().chart  # the summary card's chart first, as in report.html
+    figures = [("summary", "Summary", 0, card)] if card is not None else []
     for section in report.sections:
-        for i, fig in enumerate(section.figures):
-            if fig.kind not in PNG_KINDS:
-                continue
-            png = draw_figure(fig.kind, fig.data, fig.title, fig.options)
-            if not png:
-                continue
-            name = f"{section.key}_{i}.png"
-            (target / name).write_bytes(base64.b64decode(png))
-            charts.append((name, f"{section.title}: {fig.title}"))
+        figures += [(section.key, section.title, i, f) for i, f in enumerate(section.figures)]
+    charts = []
+    for key, title, i, fig in figures:
+        if fig.kind not in PNG_KINDS:
+            continue
+        png = draw_figure(fig.kind, fig.data, fig.title, fig.options)
+        if not png:
+            continue
+        name = f"{key}_{i}.png"
+        (target / name).write_bytes(base64.b64decode(png))
+        charts.append((name, f"{title}: {fig.title}"))
     return charts
 
 
