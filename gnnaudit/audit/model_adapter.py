@@ -74,6 +74,27 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
     )
 
 
+def _refuse_changed_inputs(
+    name: str, given: tuple[torch.Tensor, torch.Tensor], before: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    """Restore ``given`` (the tensors the model was called with, the caller's own when already
+    on the device) from their copies ``before`` and raise when the model changed them in
+    place: every later pass would see changed inputs, and the caller's ``data`` with them."""
+    changed = [
+        arg for arg, now, was in zip(("x", "edge_index"), given, before, strict=True)
+        if not torch.equal(now, was)
+    ]  # fmt: skip
+    if not changed:
+        return
+    for now, was in zip(given, before, strict=True):
+        now.copy_(was)
+    raise InvalidInputError(
+        f"model {name} changed its input {' and '.join(changed)} in place during the first "
+        "forward pass (restored): the audit's counterfactual passes and the caller's data would "
+        "be corrupted; make forward leave its inputs unchanged (e.g. x = x * 2, not x.mul_(2))"
+    )
+
+
 class ModelAdapter:
     """Call a user's node classifier safely and uniformly (see the module docstring).
 
@@ -176,13 +197,16 @@ class ModelAdapter:
         ``to_cpu`` (default), on the CPU. An exception raised by the model itself propagates
         unchanged (it is the user's error, not invalid input), with a note naming ``stage``
         (:func:`~gnnaudit.errors.note_model_error`); a malformed output (not a tensor, wrong
-        shape, NaN) is an :class:`~gnnaudit.errors.InvalidInputError`.
+        shape, NaN) is an :class:`~gnnaudit.errors.InvalidInputError`, and so is a model that
+        changes its inputs in place (checked on the first call, against copies: one extra
+        copy of ``x`` and ``edge_index`` then; the inputs are restored before the error).
         """
         n = int(x.shape[0])
         self.calls += 1
         self.rows += n
         x_dev = x.to(self.device)
         ei_dev = edge_index.to(self.device)
+        inputs = (x_dev.clone(), ei_dev.clone()) if self.calls == 1 else None
         with self.eval_mode(), torch.no_grad():
             try:
                 out = self._call(x_dev, ei_dev)
@@ -191,6 +215,8 @@ class ModelAdapter:
             except Exception as exc:  # the user's model: its own error, marked with the stage
                 note_model_error(exc, stage)
                 raise
+        if inputs is not None:
+            _refuse_changed_inputs(self.name, (x_dev, ei_dev), inputs)
         if not isinstance(out, torch.Tensor):
             raise InvalidInputError(
                 f"model must return a tensor of logits of shape [{n}, num_classes], got "
