@@ -67,7 +67,9 @@ def test_first_layer_slices_make_the_model_blind(graph, arch):
 def test_a_later_layer_as_wide_as_the_input_is_left_alone(graph):
     torch.manual_seed(0)
     width = graph.num_features  # the hidden layer's weight is (F, F): also a candidate
-    model = NodeClassifier(graph.num_features, 2, backbone="gcn", hidden_channels=width, num_layers=3)
+    model = NodeClassifier(
+        graph.num_features, 2, backbone="gcn", hidden_channels=width, num_layers=3
+    )
     spec = resolve_sensitive_feature(graph, "gender")
     candidates = [n for n, p in model.named_parameters() if p.dim() == 2 and p.shape[-1] == width]
     assert len(candidates) >= 2
