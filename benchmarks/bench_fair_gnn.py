@@ -1,10 +1,26 @@
 """The fair-GNN field side by side on NIFTY's graphs: vanilla GNNs, FairFinetune, NIFTY, FairGNN.
 
-Methods (``--methods``): ``vanilla`` (gnnaudit's NodeClassifier, backbones ``--backbones``
-gcn / gin / sage), ``fairfinetune`` (:class:`gnnaudit.training.FairFinetune` on each vanilla
-model), ``nifty`` and ``fairgnn`` (their public reference code, run unmodified by
-``fair_gnn_reference.py``: see its docstring for the exact scripts, settings and the **shims**
-``dgl``, ``ipdb``, ``aif360.sklearn.metrics``, ``deeprobust`` and ``seaborn``).
+Methods (``--methods``):
+
+* ``vanilla``: gnnaudit's NodeClassifier, backbones ``--backbones`` gcn / gin / sage;
+* ``fairfinetune``: FairFinetune's own default remedy on each vanilla model,
+  ``FairFinetune.finetune(model, data, <sensitive column>, random_state=seed,
+  trainer_kwargs={"accelerator": "cpu"})`` and nothing else: it selects its candidate on the
+  validation nodes itself (targets cf / dsp / deo, input blinding tried first, AUROC budget 0.02;
+  ``gnnaudit/training/fair_finetune.py``, ``fair_runs.py``). The record keeps the chosen
+  candidate (``chosen``, from ``selection_``) and the whole ``selection`` table. ``--ff-options``
+  (a JSON dict of ``finetune`` keywords) runs a variant instead, recorded as method
+  ``fairfinetune:<json>`` so that it never mixes with the default;
+* ``nifty``: NIFTY's public reference code, run unmodified by ``fair_gnn_reference.py`` (see its
+  docstring for the script, the settings and the **shims** ``dgl``, ``ipdb``,
+  ``aif360.sklearn.metrics``, ``deeprobust``, ``seaborn`` and the ``GCNConv`` API shim);
+* ``fairgnn``: FairGNN as users install it, PyGDebias 1.1.1 (the ``pygdebias`` package), run
+  unmodified with its own defaults by ``fair_gnn_pygdebias.py`` in a benchmark environment of its
+  own (``--pygdebias``, default ``benchmarks/_env/pygdebias``, git-ignored; fetched with ``pip
+  download`` when missing, its pinned requirements not installed; shims ``dgl`` and ``gdown``;
+  see that file's docstring);
+* ``fairgnn_port``: the FairGNN **port** in NIFTY's repository (``baseline_fairGNN.py``, run by
+  ``fair_gnn_reference.py``), an extra row kept for comparison with earlier results.
 
 Getting the reference code (never vendored into this repository)::
 
@@ -20,32 +36,42 @@ the gnnaudit methods only (the reference scripts do not load them).
 Protocol, the same for every method:
 
 * split: NIFTY's (``load_nifty(..., split="nifty")``, seed 20, ``label_number`` 6000 for credit,
-  100 for bail / german), the split the reference scripts draw themselves (checked: the runs
-  record a mismatch of the test nodes as an error);
+  100 for bail / german), the split the reference scripts and PyGDebias's loaders draw
+  themselves (checked: a run whose test nodes differ is an error; PyGDebias's train and
+  validation nodes are checked too);
+* edges: ``load_nifty``'s, written to each reference run's ``dataset/<name>/<name>_edges.txt``;
 * inputs: NIFTY's feature scaling for credit and bail (every column but the sensitive one
-  min-max scaled to [-1, 1], ``feature_norm`` in NIFTY's ``utils.py``), raw features otherwise;
-* hidden size 16, dropout 0.5, Adam lr 1e-3, weight decay 1e-5, 1000 epochs (NIFTY's published
-  settings for its vanilla GNNs and for NIFTY); gnnaudit's backbones have two message-passing
-  layers and keep the weights of the best validation epoch;
-* FairFinetune: ``--ff-epochs`` (default 150) full-batch steps from the vanilla weights with
-  ``lambda_cf`` (default 2), both scopes, lr 0.005 (its defaults), on the sensitive column, for
-  each candidate of ``--ff-grid`` (default: ``lambda_cov`` 0 and 20 at ``lambda_cf`` 2, and
-  ``lambda_cov`` 20 at ``lambda_cf`` 10: the covariance term against the proxies' parity gap,
-  a heavier consistency term against what it does to CF); the
-  candidate is picked on the validation nodes (:func:`finetune_selected`: within
-  ``--auroc-budget`` = 1 AUROC point of the vanilla model, the lowest ΔSP + ΔEO + CF), so the
-  test nodes never steer it;
+  min-max scaled to [-1, 1], ``feature_norm`` in NIFTY's ``utils.py``; NIFTY's scripts scale
+  themselves), raw features otherwise; PyGDebias's FairGNN gets what its loaders give by
+  default: raw features (``is_normalize=False``);
+* gnnaudit's vanilla GNNs: hidden size 16, dropout 0.5, Adam lr 1e-3, weight decay 1e-5, 1000
+  epochs (NIFTY's published settings for its vanilla GNNs and for NIFTY), two message-passing
+  layers, the trainer's own epoch selection (best validation AUROC for a binary task); NIFTY
+  and the port: their README's settings, 1000 epochs; PyGDebias: its defaults (2000 epochs);
 * metrics on the test nodes with :func:`gnnaudit.audit.fairness.literature_metrics.
   literature_metrics` for every method (instability noise seeded with the run's seed);
 * seeds ``--seeds`` (default 5: 0..4) seed the weights / dropout of every method.
 
 Outputs: ``--json`` (one record per run: dataset, method, backbone, seed, auroc, f1, dsp, deo,
-cf, instability, fit_s; fairfinetune adds ``pretrain_s``, the reference runs add what their
-script printed), ``--md`` (mean ± sd per dataset / method / backbone, published figures beside,
-machine / date / command) and ``--png`` (Pareto plots). ``--resume`` keeps the records already
-in ``--json`` and runs only the missing ones, so a long protocol can run in pieces; every work
-item also leaves its records in ``<scratch>/_items/``, which ``--collect`` gathers (with
-``--resume``: added to the existing ``--json``) when a driver was stopped early.
+cf, instability, fit_s; fairfinetune adds ``pretrain_s``, ``chosen`` and ``selection``, the
+reference runs what their code printed), ``--md`` (``fair_gnn_report.py``: mean ± sd per
+dataset / method / backbone with the seeds and fit times of every row, the issue's goal
+computed from the records, published figures) and ``--png`` (Pareto plots).
+
+Queue: the work items run one at a time (``--jobs``), each in a fresh subprocess, in the order
+of :data:`PRIORITY` (gnnaudit's GCN, then PyGDebias's FairGNN, NIFTY, gnnaudit's GIN and SAGE,
+the port), seed by seed within each group. ``--resume`` keeps the records already in ``--json``
+and runs only the missing ones, so a long protocol can run in pieces; every work item also
+leaves its records in ``<scratch>/_items/``, which ``--collect`` gathers (with ``--resume``:
+added to the existing ``--json``) when a driver was stopped early. A queue of hours is best run
+from a snapshot of a commit (``git archive``; its ``benchmarks/bench_fair_gnn.py`` imports the
+snapshot's gnnaudit), with ``--json`` / ``--md`` / ``--png`` / ``--scratch`` / ``--pygdebias``
+pointing at the working copy, so that edits to the working tree never reach a running queue::
+
+    git archive HEAD | tar -x -C /work/scratch/fg_src
+    cd /work/main; OMP_NUM_THREADS=1 nohup nice -n 10 .venv/bin/python
+    /work/scratch/fg_src/benchmarks/bench_fair_gnn.py --resume
+    --json benchmarks/results/fair_gnn.json ... > fair_gnn.log 2>&1 &   (one line)
 """
 
 from __future__ import annotations
@@ -56,6 +82,7 @@ import logging
 import os
 import subprocess
 import sys
+import tarfile
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -69,6 +96,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from fair_gnn_pygdebias import VERSION as PYGDEBIAS_VERSION  # noqa: E402
+from fair_gnn_pygdebias import package_dir  # noqa: E402
 from fair_gnn_report import write_markdown, write_pareto  # noqa: E402
 
 from gnnaudit.audit.fairness.literature_metrics import literature_metrics  # noqa: E402
@@ -78,13 +107,13 @@ from gnnaudit.training import FairFinetune, train_node_classifier  # noqa: E402
 REFERENCE_DATASETS = ("credit", "bail", "german")
 NIFTY_SCALED = ("credit", "bail")
 SHARED_DATA = Path("/work/shared/datasets/nifty")
-#: FairFinetune candidates (on top of --lambda-cf / --ff-epochs), picked on validation
-FF_GRID: list[dict[str, Any]] = [
-    {"lambda_cov": 0.0},
-    {"lambda_cov": 20.0},
-    {"lambda_cf": 10.0, "lambda_cov": 20.0},
-]
+REFERENCES = ("nifty", "fairgnn", "fairgnn_port")
+#: queue order: work-item groups, each run seed by seed (then dataset by dataset)
+PRIORITY = ("ours_gcn", "fairgnn", "nifty", "ours_other", "fairgnn_port")
 VANILLA = {"hidden_channels": 16, "dropout": 0.5, "lr": 1e-3, "weight_decay": 1e-5}
+#: part of the vanilla cache's file names: bump when the trainer's result changes (the trainer
+#: keeps the best-validation-AUROC epoch since issue 36: older caches never match)
+MODEL_CACHE_TAG = "aurocsel"
 
 
 def feature_norm(x: torch.Tensor, keep: int) -> torch.Tensor:
@@ -128,10 +157,19 @@ def measure(model, data, seed: int, mask=None) -> dict[str, float]:
     )
 
 
+def ff_method(args: argparse.Namespace) -> str:
+    """``fairfinetune`` for the default remedy, ``fairfinetune:<json>`` for ``--ff-options``."""
+    if not args.ff_options:
+        return "fairfinetune"
+    return "fairfinetune:" + json.dumps(args.ff_options, sort_keys=True, separators=(",", ":"))
+
+
 def run_ours(data, name: str, backbone: str, seed: int, args) -> list[dict[str, Any]]:
-    """Vanilla training, then (if asked) FairFinetune from its weights: two records."""
+    """Vanilla training, then (if asked) FairFinetune's default remedy on it: two records."""
     records = []
-    cache = args.scratch / "_models" / f"{name}_{backbone}_{seed}_{args.epochs}.pt"
+    cache = (
+        args.scratch / "_models" / f"{name}_{backbone}_{seed}_{args.epochs}_{MODEL_CACHE_TAG}.pt"
+    )
     t0 = time.perf_counter()
     result = train_node_classifier(
         data,
@@ -157,59 +195,39 @@ def run_ours(data, name: str, backbone: str, seed: int, args) -> list[dict[str, 
             {**base, "method": "vanilla", **measure(model, data, seed), "fit_s": pretrain_s}
         )
     if "fairfinetune" in args.methods:
-        records.append(
-            {**base, **finetune_selected(model, data, seed, args), "pretrain_s": pretrain_s}
-        )
+        records.append({**base, **fairfinetune(model, data, seed, args), "pretrain_s": pretrain_s})
     return records
 
 
-def finetune_selected(model, data, seed: int, args) -> dict[str, Any]:
-    """FairFinetune with its options picked on the **validation** nodes (never the test nodes).
-
-    Every candidate of ``--ff-grid`` (each a dict of FairFinetune options on top of
-    ``lambda_cf`` / ``epochs``) fine-tunes the vanilla model; the candidates whose validation
-    AUROC stays within ``--auroc-budget`` (points) of the vanilla model's are *admissible*, and
-    the admissible one with the smallest validation ΔSP + ΔEO + CF is kept (none admissible: the
-    highest validation AUROC). The record holds the kept candidate's test metrics, its own fit
-    time (``fit_s``), the time of the whole selection (``select_s``) and every candidate's
-    validation metrics (``candidates``).
-    """
-    base_val = measure(model, data, seed, data.val_mask)
-    candidates, t_all = [], time.perf_counter()
-    for options in args.ff_grid:
-        opts = {"lambda_cf": args.lambda_cf, "epochs": args.ff_epochs, **args.ff_options, **options}
-        t0 = time.perf_counter()
-        tuned = FairFinetune.finetune(
-            model,
-            data,
-            int(data.sensitive_index),
-            random_state=seed,
-            trainer_kwargs={"accelerator": "cpu"},
-            **opts,
-        )
-        fit_s = time.perf_counter() - t0
-        val = measure(tuned, data, seed, data.val_mask)
-        candidates.append({"options": opts, "val": val, "fit_s": fit_s, "model": tuned})
-    budget = args.auroc_budget / 100.0
-    admissible = [c for c in candidates if c["val"]["auroc"] >= base_val["auroc"] - budget]
-    if admissible:
-        kept = min(admissible, key=lambda c: c["val"]["dsp"] + c["val"]["deo"] + c["val"]["cf"])
-    else:
-        kept = max(candidates, key=lambda c: c["val"]["auroc"])
+def fairfinetune(model, data, seed: int, args) -> dict[str, Any]:
+    """FairFinetune's default remedy (module docstring) on ``model``: its test metrics, its fit
+    time (the whole ``finetune`` call, its own validation selection included), the chosen
+    candidate and the selection table."""
+    t0 = time.perf_counter()
+    tuned = FairFinetune.finetune(
+        model,
+        data,
+        int(data.sensitive_index),
+        random_state=seed,
+        trainer_kwargs={"accelerator": "cpu"},
+        **args.ff_options,
+    )
+    fit_s = time.perf_counter() - t0
+    table = tuned.selection_
+    chosen = table.loc[table["chosen"].astype(bool), "candidate"]
     return {
-        "method": "fairfinetune",
-        **measure(kept["model"], data, seed),
-        "fit_s": kept["fit_s"],
-        "select_s": time.perf_counter() - t_all,
-        "options": kept["options"],
-        "vanilla_val": base_val,
-        "candidates": [{k: c[k] for k in ("options", "val", "fit_s")} for c in candidates],
+        "method": ff_method(args),
+        **measure(tuned, data, seed),
+        "fit_s": fit_s,
+        "chosen": str(chosen.iloc[0]) if len(chosen) else None,
+        "ff_options": args.ff_options,
+        "selection": json.loads(table.to_json(orient="records")),
     }
 
 
-def run_reference(data, name: str, method: str, seed: int, args) -> dict[str, Any]:
-    """One reference run in a subprocess (``fair_gnn_reference.py``), in a work folder holding
-    the csv and the edge file written from ``data`` (each unordered pair once)."""
+def reference_workdir(data, name: str, method: str, seed: int, args) -> Path:
+    """``<scratch>/_reference/<method>_<name>_<seed>`` holding ``dataset/<name>/<name>.csv``
+    and the edge file written from ``data`` (each unordered pair once)."""
     work = args.scratch / "_reference" / f"{method}_{name}_{seed}"
     ds = work / "dataset" / name
     ds.mkdir(parents=True, exist_ok=True)
@@ -221,22 +239,37 @@ def run_reference(data, name: str, method: str, seed: int, args) -> dict[str, An
         ei = data.edge_index.numpy()
         keep = ei[0] < ei[1]
         np.savetxt(edges, ei[:, keep].T, fmt="%d")
+    return work
+
+
+def run_reference(data, name: str, method: str, seed: int, args) -> dict[str, Any]:
+    """One reference run in a subprocess: ``fair_gnn_reference.py`` (``nifty``,
+    ``fairgnn_port``) or ``fair_gnn_pygdebias.py`` (``fairgnn``); the split is checked."""
+    work = reference_workdir(data, name, method, seed, args)
     out = work / "record.json"
-    cmd = [
-        sys.executable,
-        str(HERE / "fair_gnn_reference.py"),
-        "--method", method, "--dataset", name, "--seed", str(seed),
-        "--epochs", str(args.epochs), "--repo", str(args.reference_repo),
-        "--workdir", str(work), "--out", str(out), "--threads", str(args.threads),
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    common = ["--dataset", name, "--seed", str(seed), "--workdir", str(work), "--out", str(out)]
+    common += ["--threads", str(args.threads)]
+    if method == "fairgnn":
+        cmd = [sys.executable, str(HERE / "fair_gnn_pygdebias.py"), *common]
+        cmd += ["--package", str(package_dir(args.pygdebias))]
+        if args.fairgnn_epochs is not None:
+            cmd += ["--epochs", str(args.fairgnn_epochs)]
+    else:
+        cmd = [sys.executable, str(HERE / "fair_gnn_reference.py"), "--method", method, *common]
+        cmd += ["--epochs", str(args.epochs), "--repo", str(args.reference_repo)]
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent), "TQDM_DISABLE": "1"}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{method} on {name} failed:\n{proc.stderr[-3000:]}")
     rec = json.loads(out.read_text())
-    ours = sorted(int(i) for i in data.test_mask.nonzero().flatten())
-    if rec.pop("idx_test") != ours:
-        raise RuntimeError(f"{method} on {name}: the script's test nodes differ from split='nifty'")
+    for part, mask in (
+        ("test", data.test_mask),
+        ("val", data.val_mask),
+        ("train", data.train_mask),
+    ):
+        theirs = rec.pop(f"idx_{part}", None)
+        if theirs is not None and theirs != sorted(int(i) for i in mask.nonzero().flatten()):
+            raise RuntimeError(f"{method} on {name}: its {part} nodes differ from split='nifty'")
     return {"dataset": name, "method": method, "backbone": "gcn", "seed": seed, **rec}
 
 
@@ -245,10 +278,10 @@ def key(r: dict[str, Any]) -> tuple:
 
 
 def work_items(args: argparse.Namespace) -> list[tuple[str, str, str, int]]:
-    """``(dataset, kind, backbone, seed)`` in priority order: per seed, per dataset, the
-    reference methods and gnnaudit's GCN first, then the other backbones; longest first."""
+    """``(dataset, kind, backbone, seed)`` in the queue's order (:data:`PRIORITY`: a group
+    for every seed before the next group; within a seed, the datasets in ``--datasets`` order)."""
     ours = [m for m in ("vanilla", "fairfinetune") if m in args.methods]
-    refs = [m for m in ("nifty", "fairgnn") if m in args.methods]
+    refs = [m for m in REFERENCES if m in args.methods]
     items = []
     for seed in args.seed_values:
         for name in args.datasets:
@@ -256,25 +289,38 @@ def work_items(args: argparse.Namespace) -> list[tuple[str, str, str, int]]:
                 items += [(name, m, "gcn", seed) for m in refs]
             if ours:
                 items += [(name, "ours", bb, seed) for bb in args.backbones]
-    cost = {"nifty": 0, "ours": 1, "fairgnn": 2}  # longest first within a priority level
-    items.sort(key=lambda it: (it[3], it[2] != "gcn", cost[it[1]]))
-    return items
+
+    def group(it: tuple[str, str, str, int]) -> int:
+        kind = it[1] if it[1] != "ours" else ("ours_gcn" if it[2] == "gcn" else "ours_other")
+        return PRIORITY.index(kind)
+
+    return sorted(items, key=lambda it: (group(it), it[3]))  # stable: datasets keep their order
+
+
+def item_methods(item: tuple[str, str, str, int], args: argparse.Namespace) -> list[str]:
+    """The record methods one work item produces."""
+    if item[1] != "ours":
+        return [item[1]]
+    return [m if m == "vanilla" else ff_method(args) for m in ("vanilla", "fairfinetune")
+            if m in args.methods]  # fmt: skip
 
 
 def run_item(item: tuple[str, str, str, int], args: argparse.Namespace) -> list[dict[str, Any]]:
     """One work item in a fresh subprocess of this script (isolated, one thread)."""
     name, kind, bb, seed = item
-    variant = [args.ff_options, args.ff_grid, args.auroc_budget]
-    tag = f"_ff{zlib.crc32(json.dumps(variant, sort_keys=True).encode()):08x}"
-    default = not args.ff_options and args.ff_grid == FF_GRID and args.auroc_budget == 1.0
-    tag = "" if default or kind != "ours" else tag
+    tag = ""
+    if kind == "ours" and args.ff_options:
+        tag = f"_ff{zlib.crc32(json.dumps(args.ff_options, sort_keys=True).encode()):08x}"
     out = args.scratch / "_items" / f"{name}_{kind}_{bb}_{seed}{tag}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(Path(__file__).resolve()), *args.argv]
     cmd += ["--worker-item", f"{name}:{kind}:{bb}:{seed}", "--worker-out", str(out)]
+    t0 = time.perf_counter()
+    logging.info("start %s", item)
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        logging.error("%s failed:\n%s", item, proc.stderr[-3000:])
+        logging.error("%s failed after %.0f s:\n%s", item, time.perf_counter() - t0,
+                      proc.stderr[-3000:])  # fmt: skip
         return []
     return json.loads(out.read_text())
 
@@ -289,31 +335,44 @@ def worker(args: argparse.Namespace) -> None:
     Path(args.worker_out).write_text(json.dumps(records))
 
 
+def ensure_pygdebias(env: Path) -> None:
+    """Download and unpack the ``pygdebias`` sdist into ``env`` when it is not there (``pip
+    download --no-deps``: its pinned requirements are never installed)."""
+    if (package_dir(env) / "debiasing" / "FairGNN.py").exists():
+        return
+    env.mkdir(parents=True, exist_ok=True)
+    sdist = env / f"pygdebias-{PYGDEBIAS_VERSION}.tar.gz"
+    if not sdist.exists():
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", f"pygdebias=={PYGDEBIAS_VERSION}",
+             "--no-deps", "--no-binary", ":all:", "-d", str(env)],
+            check=True,
+        )  # fmt: skip
+    with tarfile.open(sdist) as tar:
+        tar.extractall(env, filter="data")
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--datasets", default="credit,bail")
-    p.add_argument("--methods", default="vanilla,fairfinetune,nifty,fairgnn")
+    p.add_argument("--methods", default="vanilla,fairfinetune,nifty,fairgnn,fairgnn_port")
     p.add_argument("--backbones", default="gcn,gin,sage")
     p.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
     p.add_argument("--seed-list", default=None, help="explicit seeds, e.g. 0,3")
-    p.add_argument("--epochs", type=int, default=1000)
-    p.add_argument("--ff-epochs", type=int, default=150)
-    p.add_argument("--lambda-cf", type=float, default=2.0)
-    p.add_argument("--ff-option", action="append", default=[], help="FairFinetune key=value")
+    p.add_argument("--epochs", type=int, default=1000, help="vanilla, nifty, fairgnn_port")
     p.add_argument(
-        "--ff-grid",
-        default=json.dumps(FF_GRID),
-        help="JSON list of FairFinetune option dicts, picked on the validation nodes",
+        "--fairgnn-epochs", type=int, default=None, help="PyGDebias FairGNN (default: its 2000)"
     )
     p.add_argument(
-        "--auroc-budget",
-        type=float,
-        default=1.0,
-        help="validation AUROC points a FairFinetune candidate may lose to the vanilla model",
+        "--ff-options",
+        type=json.loads,
+        default={},
+        help="JSON dict of FairFinetune.finetune keywords (a variant, not the default remedy)",
     )
     p.add_argument("--data", type=Path, default=SHARED_DATA)
     p.add_argument("--scratch", type=Path, default=HERE / "_data")
     p.add_argument("--reference-repo", type=Path, default=Path("/work/scratch/nifty"))
+    p.add_argument("--pygdebias", type=Path, default=HERE / "_env" / "pygdebias")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", type=Path, default=HERE / "results" / "fair_gnn.json")
     p.add_argument("--md", type=Path, default=HERE / "results" / "fair_gnn.md")
@@ -337,12 +396,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     a.seed_values = (
         [int(s) for s in a.seed_list.split(",")] if a.seed_list else list(range(a.seeds))
     )
-    a.ff_options = {}
-    for item in a.ff_option:
-        k, v = item.split("=", 1)
-        a.ff_options[k] = json.loads(v) if v[:1] in '0123456789-[{tf"' else v
-    a.ff_grid = json.loads(a.ff_grid)
+    if not isinstance(a.ff_options, dict):
+        p.error("--ff-options must be a JSON object")
     a.scratch = a.scratch.resolve()
+    a.pygdebias = a.pygdebias.resolve()
     return a
 
 
@@ -362,10 +419,12 @@ def main(argv: list[str] | None = None) -> None:
         write_pareto(records, args.png)
         return
     if (
-        any(m in args.methods for m in ("nifty", "fairgnn"))
+        any(m in args.methods for m in ("nifty", "fairgnn_port"))
         and not (args.reference_repo / "nifty_sota_gnn.py").exists()
     ):
         raise SystemExit(f"no NIFTY repository at {args.reference_repo}: see the docstring")
+    if "fairgnn" in args.methods:
+        ensure_pygdebias(args.pygdebias)
     datasets = []
     for name in args.datasets:
         if (args.data / name).is_dir():
@@ -378,18 +437,14 @@ def main(argv: list[str] | None = None) -> None:
     todo = [
         it
         for it in work_items(args)
-        if not all(
-            (it[0], m, it[2], it[3]) in done
-            for m in (("vanilla", "fairfinetune") if it[1] == "ours" else (it[1],))
-            if it[1] != "ours" or m in args.methods
-        )
+        if not all((it[0], m, it[2], it[3]) in done for m in item_methods(it, args))
     ]
-    logging.info("%d work items, %d parallel jobs", len(todo), args.jobs)
+    logging.info("%d work items, %d parallel jobs: %s", len(todo), args.jobs, todo)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = {pool.submit(run_item, it, args): it for it in todo}
         for fut in as_completed(futures):
             for r in fut.result():
-                records.append(r)
+                records = [q for q in records if key(q) != key(r)] + [r]
                 logging.info("%s", {k: r[k] for k in list(r)[:11]})
             save(records, args)
             write_markdown(records, args.md, command)
@@ -399,8 +454,6 @@ def main(argv: list[str] | None = None) -> None:
 def collect_items(records: list[dict[str, Any]], args: argparse.Namespace) -> None:
     """Add the per-item results of earlier (or parallel) runs to ``records`` and save them."""
     for f in sorted((args.scratch / "_items").glob("*.json")):
-        if "_ff" in f.stem:  # FairFinetune variants (--ff-option) are collected apart
-            continue
         for r in json.loads(f.read_text()):
             if key(r) not in {key(q) for q in records}:
                 records.append(r)

@@ -1,7 +1,8 @@
-"""Run NIFTY's and FairGNN's public reference scripts unmodified, then measure their models.
+"""Run NIFTY's public reference scripts (NIFTY, its FairGNN port) unmodified, then measure them.
 
 Used by ``bench_fair_gnn.py`` (one subprocess per run): ``python fair_gnn_reference.py
---method nifty|fairgnn --dataset credit|bail|german --seed S --repo DIR --workdir DIR --out FILE``.
+--method nifty|fairgnn_port --dataset credit|bail|german --seed S --repo DIR --workdir DIR
+--out FILE``.
 
 The reference code is NIFTY's repository (Agarwal et al. 2021), fetched, never vendored::
 
@@ -10,12 +11,14 @@ The reference code is NIFTY's repository (Agarwal et al. 2021), fetched, never v
 * ``nifty``: ``nifty_sota_gnn.py --model ssf --encoder gcn`` with the README's published
   settings (``--drop_edge_rate_1 0.001 --drop_edge_rate_2 0.001 --drop_feature_rate_1 0.1
   --drop_feature_rate_2 0.1 --dropout 0.5 --hidden 16 --lr 1e-3 --epochs 1000 --sim_coeff 0.6``).
-* ``fairgnn``: ``baseline_fairGNN.py`` (FairGNN, Dai & Wang 2021, as ported to PyG by NIFTY's
+* ``fairgnn_port``: ``baseline_fairGNN.py`` (FairGNN, Dai & Wang 2021, as ported to PyG by NIFTY's
   authors for credit / bail / german: the graphs NIFTY's paper compares FairGNN on) with the
   README's settings (``--dropout 0.5 --hidden 16 --lr 1e-3 --epochs 1000 --model gcn``; its
   defaults ``--num-hidden 32 --alpha 4 --beta 0.01``, ``sens_number`` = ``label_number`` as the
   script sets per dataset). FairGNN's own repository (EnyanDai/FairGNN) loads only NBA and
-  Pokec, through DGL; it is not run here.
+  Pokec, through DGL; it is not run here. The FairGNN users install, PyGDebias's, is run by
+  ``fair_gnn_pygdebias.py`` (method ``fairgnn`` of ``bench_fair_gnn.py``); this port is the
+  benchmark's extra row ``fairgnn_port``.
 
 The scripts run in ``--workdir`` (they read ``./dataset/<name>/<name>.csv`` and
 ``<name>_edges.txt`` and write their checkpoints there) through ``runpy.run_path`` as
@@ -63,14 +66,14 @@ import sys
 import time
 from pathlib import Path
 
-SCRIPTS = {"nifty": "nifty_sota_gnn.py", "fairgnn": "baseline_fairGNN.py"}
+SCRIPTS = {"nifty": "nifty_sota_gnn.py", "fairgnn_port": "baseline_fairGNN.py"}
 PUBLISHED_ARGS = {
     "nifty": (
         "--drop_edge_rate_1 0.001 --drop_edge_rate_2 0.001 --drop_feature_rate_1 0.1 "
         "--drop_feature_rate_2 0.1 --dropout 0.5 --hidden 16 --lr 1e-3 --epochs {epochs} "
         "--model ssf --encoder gcn --sim_coeff 0.6"
     ),
-    "fairgnn": "--dropout 0.5 --hidden 16 --lr 1e-3 --epochs {epochs} --model gcn",
+    "fairgnn_port": "--dropout 0.5 --hidden 16 --lr 1e-3 --epochs {epochs} --model gcn",
 }
 _RAISE = (
     "def {0}(*args, **kwargs):\n    raise NotImplementedError('shim: {1}.{0} is not provided')\n"
@@ -189,7 +192,7 @@ def run(method: str, dataset: str, seed: int, repo: Path, workdir: Path, epochs:
     sys.path[:0] = [str(shims), str(repo)]
     os.chdir(workdir)
     spent: list[float] = []
-    _timed_loaders("fairgnn_utils" if method == "fairgnn" else "utils", spent)
+    _timed_loaders("fairgnn_utils" if method == "fairgnn_port" else "utils", spent)
     argv = PUBLISHED_ARGS[method].format(epochs=epochs).split()
     sys.argv = [SCRIPTS[method], *argv, "--dataset", dataset, "--seed", str(seed)]
     out = io.StringIO()

@@ -1,4 +1,5 @@
-"""Tables and Pareto plots of ``bench_fair_gnn.py`` records (mean ± sd over seeds)."""
+"""Tables and Pareto plots of ``bench_fair_gnn.py`` records (mean ± sd over seeds), with the
+goal of issue 36 computed from the records."""
 
 from __future__ import annotations
 
@@ -12,7 +13,20 @@ import numpy as np
 import pandas as pd
 
 METRICS = ("auroc", "f1", "dsp", "deo", "cf", "instability", "fit_s")
-ORDER = {"vanilla": 0, "fairfinetune": 1, "nifty": 2, "fairgnn": 3}
+ORDER = {"vanilla": 0, "fairfinetune": 1, "nifty": 2, "fairgnn": 3, "fairgnn_port": 4}
+#: how each method is labelled in the tables (the records keep the short names)
+LABELS = {
+    "vanilla": "vanilla (gnnaudit)",
+    "fairfinetune": "fairfinetune (default remedy)",
+    "nifty": "nifty (NIFTY repo)",
+    "fairgnn": "fairgnn (PyGDebias 1.1.1)",
+    "fairgnn_port": "fairgnn_port (NIFTY repo's port, extra row)",
+}
+#: the goal's peers: FairFinetune must be within 1 AUROC point of the best of them and at or
+#: below both on ΔSP, ΔEO and CF
+PEERS = ("nifty", "fairgnn")
+GOAL_SEEDS = 5
+AUROC_SLACK = 0.01
 
 #: figures the reference repository publishes (NIFTY README, German, seed 1, one run); the
 #: credit / bail tables of the papers were not available to this benchmark's author, so none
@@ -23,46 +37,116 @@ PUBLISHED = [
     ("german", "fairgnn (NIFTY README, FairGCN)", 0.7549, 0.8251, 0.2763, 0.1723, None, 0.0440),
 ]
 
+NOTES = """\
+## Notes
+
+- **Rows.** `fairfinetune` is FairFinetune's own default remedy:
+  `FairFinetune.finetune(model, data, <sensitive column>, random_state=seed,
+  trainer_kwargs={"accelerator": "cpu"})` on the vanilla GCN / GIN / SAGE of the same seed; it
+  picks its candidate on the validation nodes itself (targets cf, dsp, deo; input blinding
+  first; AUROC budget 0.02). Each record keeps the chosen candidate (`chosen`) and its
+  selection table. Its fit s is the whole `finetune` call; `pre-train s` is the vanilla
+  model's. `fairgnn` is the FairGNN users install: PyGDebias 1.1.1 (`pygdebias` on the package
+  registry), run unmodified with its defaults (2000 epochs, its loaders' raw features, the
+  attribute known on the training nodes; shims `dgl` and `gdown`,
+  `benchmarks/fair_gnn_pygdebias.py`), measured on the weights of the epoch it selects.
+  `fairgnn_port` is **the port** of FairGNN in NIFTY's repository (`baseline_fairGNN.py`),
+  kept as an extra row; it is not the goal's FairGNN.
+- **Protocol.** NIFTY's split (seed 20) for every method, checked against each reference run;
+  the same edges; every model measured by the same function
+  (`gnnaudit.audit.fairness.literature_metrics.literature_metrics`) on the test nodes.
+- **Instability** adds N(0, 1) noise to the inputs as each model gets them: PyGDebias's raw
+  features have large scales, so its instability is not comparable with the scaled rows'.
+- **Earlier records.** The `nifty` and `fairgnn_port` records of seeds 0-1 (credit `nifty`:
+  0-2) come from the run of 2026-11-27 (same scripts, split and metric function). Its
+  `vanilla` and `fairfinetune` records were dropped: the trainer now keeps the epoch of the
+  best validation AUROC, and `fairfinetune` is now FairFinetune's own default remedy instead
+  of the benchmark's grid.
+- **Fit times** are wall seconds on 2 CPU cores shared with other jobs (one thread per run,
+  `nice`): indicative only.
+"""
+
+
+def method_label(method: str) -> str:
+    if method.startswith("fairfinetune:"):
+        return f"fairfinetune variant `{method.split(':', 1)[1]}`"
+    return LABELS.get(method, method)
+
+
+def _seeds(values: Any) -> str:
+    """``0-4`` / ``0,2,3``: the seeds of a row."""
+    s = sorted({int(v) for v in values})
+    if s and s == list(range(s[0], s[-1] + 1)) and len(s) > 2:
+        return f"{s[0]}-{s[-1]}"
+    return ",".join(map(str, s))
+
 
 def summary(records: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per dataset / method / backbone: runs and mean ± sd of every metric."""
+    """One row per dataset / method / backbone: runs, seeds and mean ± sd of every metric."""
     df = pd.DataFrame(records)
     rows = []
     for (d, m, b), g in df.groupby(["dataset", "method", "backbone"], sort=False):
-        row: dict[str, Any] = {"dataset": d, "method": m, "backbone": b, "runs": len(g)}
-        for k in METRICS:
-            v = g[k].to_numpy(dtype=float)
-            row[k] = v.mean()
-            row[k + "_sd"] = v.std(ddof=1) if v.size > 1 else float("nan")
+        row: dict[str, Any] = {
+            "dataset": d,
+            "method": m,
+            "backbone": b,
+            "runs": len(g),
+            "seeds": _seeds(g["seed"]),
+        }
+        for k in (*METRICS, "pretrain_s"):
+            v = g[k].to_numpy(dtype=float) if k in g else np.full(len(g), np.nan)
+            row[k] = np.nanmean(v) if np.isfinite(v).any() else float("nan")
+            row[k + "_sd"] = np.nanstd(v, ddof=1) if np.isfinite(v).sum() > 1 else float("nan")
         rows.append(row)
     out = pd.DataFrame(rows)
-    out["_o"] = out["method"].map(ORDER)
-    return out.sort_values(["dataset", "_o", "backbone"]).drop(columns="_o")
+    out["_o"] = out["method"].map(lambda m: ORDER.get(m.split(":")[0], len(ORDER)))
+    return out.sort_values(["dataset", "_o", "backbone", "method"]).drop(columns="_o")
 
 
 def _cell(mean: float, sd: float, pct: bool) -> str:
+    if np.isnan(mean):
+        return ""
     f = 100.0 if pct else 1.0
-    fmt = "{:.2f}" if pct else "{:.1f}"
+    fmt = "{:.2f}" if pct else "{:.0f}"
     if np.isnan(sd):
         return fmt.format(mean * f)
     return f"{fmt.format(mean * f)} ± {fmt.format(sd * f)}"
 
 
 def markdown_table(table: pd.DataFrame) -> str:
-    head = "| dataset | method | backbone | runs | AUROC | F1 | ΔSP | ΔEO | CF | instab. | fit s |"
-    lines = [head, "|" + "---|" * 11]
+    head = (
+        "| dataset | method | backbone | runs | seeds | AUROC | F1 | ΔSP | ΔEO | CF | instab. "
+        "| fit s | pre-train s |"
+    )
+    lines = [head, "|" + "---|" * 13]
     for _, r in table.iterrows():
         cells = [_cell(r[k], r[k + "_sd"], k != "fit_s") for k in METRICS]
+        cells.append(_cell(r["pretrain_s"], r["pretrain_s_sd"], False))
         lines.append(
-            f"| {r['dataset']} | {r['method']} | {r['backbone']} | {r['runs']} | "
-            + " | ".join(cells)
-            + " |"
+            f"| {r['dataset']} | {method_label(r['method'])} | {r['backbone']} | {r['runs']} | "
+            f"{r['seeds']} | " + " | ".join(cells) + " |"
         )
     return "\n".join(lines)
 
 
+def chosen_table(records: list[dict[str, Any]]) -> str:
+    """How often FairFinetune's default remedy chose each candidate, per graph and backbone."""
+    df = pd.DataFrame(records)
+    if "chosen" not in df:
+        return "(no FairFinetune record yet)"
+    df = df[df["method"] == "fairfinetune"]
+    if df.empty:
+        return "(no FairFinetune record yet)"
+    lines = ["| dataset | backbone | chosen candidate (seed) |", "|---|---|---|"]
+    for (d, b), g in df.groupby(["dataset", "backbone"], sort=True):
+        picks = ", ".join(f"{c} ({s})" for c, s in zip(g["chosen"], g["seed"], strict=True))
+        lines.append(f"| {d} | {b} | {picks} |")
+    return "\n".join(lines)
+
+
 def write_markdown(records: list[dict[str, Any]], path: Path, command: str) -> None:
-    """``path``: machine, date, command, the summary table (metrics in %), published figures."""
+    """``path``: machine, date, command, the summary table (metrics in %), the goal, the chosen
+    candidates, published figures and notes."""
     pub = ["| dataset | source | AUROC | F1 | ΔSP | ΔEO | CF | instab. |", "|" + "---|" * 8]
     for d, src, *vals in PUBLISHED:
         pub.append(
@@ -79,63 +163,83 @@ def write_markdown(records: list[dict[str, Any]], path: Path, command: str) -> N
         f"- command: `{command}`",
         f"- records: {len(records)}",
         "",
-        "Metrics in % of the test nodes (mean ± sd over seeds; one value when one run); "
-        "fit s = seconds of training (fairfinetune: the fine-tuning only, its vanilla "
-        "pre-training is the vanilla row's time).",
+        "Metrics in % of the test nodes (mean ± sd over the seeds listed; one value when one "
+        "run); fit s = seconds of training (fairfinetune: the `finetune` call, its own "
+        "validation selection included; pre-train s: its vanilla model).",
         "",
-        markdown_table(summary(records)),
+        markdown_table(summary(records)) if records else "(no records)",
         "",
-        "## Goal check: FairFinetune against NIFTY and FairGNN (GCN, means over seeds)",
+        "## Goal (issue 36), computed from the records",
         "",
-        "Goal (issue 24): FairFinetune ≤ theirs on ΔSP, ΔEO and CF at an AUROC no more than 1 "
-        "point below theirs, and a faster fit. fit: FairFinetune's kept candidate alone / with "
-        "its vanilla pre-training / its whole validation selection.",
+        goal_text(records),
         "",
-        goal_table(records),
+        "## FairFinetune's chosen candidates",
+        "",
+        chosen_table(records) if records else "(no records)",
         "",
         "## Published figures",
         "",
         "\n".join(pub),
         "",
+        NOTES,
     ]
     path.write_text("\n".join(text))
 
 
-def _verdict(ours: float, theirs: float, lower_is_better: bool = True, slack: float = 0.0) -> str:
-    """``wins`` / ``ties`` / ``**loses**``; with a ``slack``, a result worse than theirs but
-    within it reads ``within {slack}`` (meets the goal without beating them)."""
-    better = ours < theirs if lower_is_better else ours > theirs
-    ok = ours <= theirs + slack if lower_is_better else ours >= theirs - slack
-    word = "wins" if better else ("ties" if ours == theirs else None)
-    if word is None:
-        word = f"within {100 * slack:g} pt" if ok and slack else "**loses**"
-    return f"{word} ({100 * ours:.2f} vs {100 * theirs:.2f})"
+def _verdict(ours: float, target: float, lower_is_better: bool) -> tuple[bool, str]:
+    ok = ours <= target if lower_is_better else ours >= target
+    sign = "≤" if lower_is_better else "≥"
+    word = "met" if ok else "**not met**"
+    return ok, f"{word} ({100 * ours:.2f} {sign} {100 * target:.2f})"
 
 
-def goal_table(records: list[dict[str, Any]]) -> str:
-    """Per dataset and competitor: does FairFinetune (GCN) meet the goal, metric by metric."""
+def goal_text(records: list[dict[str, Any]]) -> str:
+    """Per graph: FairFinetune (GCN) against the goal of issue 36, from whatever seeds exist.
+
+    AUROC at least the best peer's (NIFTY, PyGDebias FairGNN) minus 1 point; ΔSP, ΔEO and CF at
+    or below the lower of the two; means over the seeds each row has (the goal asks for 5)."""
+    head = [
+        "Goal: on credit and bail, FairFinetune (GCN, default remedy) has AUROC within 1 point of "
+        "the best peer and ΔSP, ΔEO and CF at or below both NIFTY and PyGDebias FairGNN "
+        f"(means over {GOAL_SEEDS} seeds). Computed here with the seeds each row has; a row with "
+        f"fewer than {GOAL_SEEDS} is provisional.",
+        "",
+        "| graph | seeds (fairfinetune / nifty / fairgnn) | AUROC ≥ best peer − 1 pt | ΔSP ≤ both "
+        "| ΔEO ≤ both | CF ≤ both | goal |",
+        "|" + "---|" * 7,
+    ]
+    if not records:
+        return "\n".join([*head, "| (no records) | | | | | | |"])
     df = pd.DataFrame(records)
     df = df[df["backbone"] == "gcn"]
-    head = "| graph | vs | AUROC (within 1 pt) | ΔSP | ΔEO | CF | fit s (ours: kept / +pre-training / selection) |"
-    lines = [head, "|" + "---|" * 7]
-    for d, g in df.groupby("dataset", sort=True):
-        ff = g[g["method"] == "fairfinetune"]
-        if ff.empty:
-            continue
-        m = ff[["auroc", "dsp", "deo", "cf", "fit_s"]].mean()
-        pre = float(ff["pretrain_s"].mean()) if "pretrain_s" in ff else float("nan")
-        sel = float(ff["select_s"].mean()) if "select_s" in ff else float(m["fit_s"])
-        for other in ("nifty", "fairgnn"):
-            o = g[g["method"] == other]
-            if o.empty:
-                continue
-            t = o[["auroc", "dsp", "deo", "cf", "fit_s"]].mean()
-            fit = f"{m['fit_s']:.0f} / {m['fit_s'] + pre:.0f} / {sel + pre:.0f} vs {t['fit_s']:.0f}"
+    lines = list(head)
+    for d in sorted(df["dataset"].unique()):
+        g = df[df["dataset"] == d]
+        by = {m: g[g["method"] == m] for m in ("fairfinetune", *PEERS)}
+        counts = " / ".join(str(by[m]["seed"].nunique()) for m in ("fairfinetune", *PEERS))
+        missing = [m for m, sub in by.items() if sub.empty]
+        if missing:
             lines.append(
-                f"| {d} | {other} | {_verdict(m['auroc'], t['auroc'], False, 0.01)} | "
-                f"{_verdict(m['dsp'], t['dsp'])} | {_verdict(m['deo'], t['deo'])} | "
-                f"{_verdict(m['cf'], t['cf'])} | {fit} |"
+                f"| {d} | {counts} | no {', '.join(missing)} record | | | | not computed |"
             )
+            continue
+        mean = {m: sub[["auroc", "dsp", "deo", "cf"]].mean() for m, sub in by.items()}
+        ff = mean["fairfinetune"]
+        best = max(PEERS, key=lambda m: mean[m]["auroc"])
+        cells, oks = [], []
+        ok, txt = _verdict(ff["auroc"], mean[best]["auroc"] - AUROC_SLACK, False)
+        cells.append(f"{txt}, best: {best}")
+        oks.append(ok)
+        for k in ("dsp", "deo", "cf"):
+            low = min(PEERS, key=lambda m, k=k: mean[m][k])
+            ok, txt = _verdict(ff[k], mean[low][k], True)
+            cells.append(f"{txt}, lower: {low}")
+            oks.append(ok)
+        n_min = min(sub["seed"].nunique() for sub in by.values())
+        verdict = "**met**" if all(oks) else "not met"
+        if n_min < GOAL_SEEDS:
+            verdict += f" (provisional: {n_min} of {GOAL_SEEDS} seeds)"
+        lines.append(f"| {d} | {counts} | " + " | ".join(cells) + f" | {verdict} |")
     return "\n".join(lines)
 
 
@@ -146,10 +250,13 @@ def write_pareto(records: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if not records:
+        return
     table = summary(records)
     datasets = list(dict.fromkeys(table["dataset"]))
     fig, axes = plt.subplots(len(datasets), 2, figsize=(10, 4 * len(datasets)), squeeze=False)
     colours = {"vanilla": "C0", "fairfinetune": "C1", "nifty": "C2", "fairgnn": "C3"}
+    colours["fairgnn_port"] = "C4"
     markers = {"gcn": "o", "gin": "D", "sage": "^"}
     for i, d in enumerate(datasets):
         sub = table[table["dataset"] == d]
@@ -165,7 +272,7 @@ def write_pareto(records: list[dict[str, Any]], path: Path) -> None:
                     color=colours.get(r["method"], "k"),
                     markersize=10,
                     linestyle="none",
-                    label=f"{r['method']} ({r['backbone']})",
+                    label=f"{r['method']} ({r['backbone']}, {r['runs']} seeds)",
                 )
             ax.set_xlabel(f"{label} (%), lower is better")
             ax.set_ylabel("AUROC (%)")
