@@ -104,6 +104,13 @@ def test_section_in_all_three_formats(report):
     )
     assert ("dsp" in targets) == ("statistical parity" in flagged) or not flagged
     assert "flagged" in section.summary or "all three" in section.summary
+    # the remedy says what it returned; a blinded candidate changes no decision with gender
+    chosen = section.data["settings"]["chosen"]
+    assert chosen and f"({chosen})" in section.summary
+    assert ("blinded to gender" in section.summary) == chosen.startswith("blind ")
+    if chosen.startswith("blind "):
+        after = table.set_index(["metric", "scope"])["after"]
+        assert after[("flip rate", "node")] == 0 and after[("flip rate", "graph")] == 0
     tradeoff = section.tables["tradeoff"]
     assert sorted(tradeoff["lambda_cf"].unique()) == [0.0, 1.0, 2.0]
     payload = json.loads((out / "report.json").read_text())

@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -247,8 +247,9 @@ class MitigationResult(AuditResult):
             [
                 f"A copy of the model was fine-tuned against the gaps of {name} "
                 f"({s.get('targets_reason', 'targets ' + ', '.join(s.get('targets', ())))}; "
-                f"FairFinetune with lambda_cf = {s['lambda_cf']:g}, {s['epochs']} epochs, "
-                "selected on the validation nodes within its AUROC budget) and audited again.",
+                f"FairFinetune, {s['epochs']} epochs, selected on the validation nodes within "
+                "its AUROC budget) and audited again.",
+                _remedy_sentence(s, name),
                 self._sentence(
                     "flip rate",
                     "node",
@@ -303,14 +304,43 @@ class MitigationResult(AuditResult):
         )
 
 
+def _chosen_candidate(model: torch.nn.Module) -> str:
+    """The name of the candidate :meth:`FairFinetune.finetune` returned (its ``selection_``)."""
+    table = getattr(model, "selection_", None)
+    if not isinstance(table, pd.DataFrame) or "chosen" not in table:
+        return ""
+    return str(table.loc[table["chosen"].astype(bool), "candidate"].iloc[0])
+
+
+def _remedy_sentence(settings: Mapping[str, Any], name: str) -> str:
+    """What the returned candidate is, in words (blinded, a consistency run, the model as
+    given)."""
+    chosen = str(settings.get("chosen", ""))
+    lam = settings.get("lambda_cf")
+    weight = f"lambda_cf = {lam:g}" if isinstance(lam, int | float) else "its default weights"
+    if chosen.startswith("blind"):
+        return (
+            f"The chosen candidate ({chosen}) is blinded to {name}: its input weights of {name} "
+            "are 0, so changing it changes no decision; the other weights were fine-tuned for "
+            "the task and the targeted gaps."
+        )
+    if chosen == "vanilla":
+        return "No fine-tuned candidate was fairer within the AUROC budget: the model as given."
+    return f"The chosen candidate ({chosen}) was fine-tuned with {weight}." if chosen else ""
+
+
 class MitigationUnit(AuditUnit):
     """Audit unit: fine-tune a copy of the model with :class:`FairFinetune` and compare.
 
     Parameters
     ----------
-    lambda_cf, lambda_ev, epochs : :meth:`FairFinetune.finetune` settings of the mitigated model.
-    grid : ``lambda_cf`` values of the trade-off figure (``lambda_cf`` itself is always
-        included; empty: no figure beyond that point).
+    lambda_cf : weight of the consistency term; None (default): FairFinetune's default remedy
+        (input blinding first, the consistency term at
+        :data:`~gnnaudit.training.fair_finetune.DEFAULT_LAMBDA_CF` when it runs); a value asks
+        for consistency runs at that weight (no blinding).
+    lambda_ev, epochs : :meth:`FairFinetune.finetune` settings of the mitigated model.
+    grid : ``lambda_cf`` values of the trade-off figure (``lambda_cf``, or its default, is
+        always included; empty: no figure beyond that point).
     finetune_kwargs : further :meth:`FairFinetune.finetune` options (``scopes``, ``lr`` ...).
     """
 
@@ -320,13 +350,15 @@ class MitigationUnit(AuditUnit):
 
     def __init__(
         self,
-        lambda_cf: float = DEFAULT_LAMBDA_CF,
+        lambda_cf: float | None = None,
         lambda_ev: float = 0.0,
         epochs: int = DEFAULT_EPOCHS,
         grid: Sequence[float] = DEFAULT_GRID,
         **finetune_kwargs: Any,
     ) -> None:
-        self.lambda_cf = check_float("lambda_cf", lambda_cf, minimum=0.0)
+        self.lambda_cf = (
+            None if lambda_cf is None else check_float("lambda_cf", lambda_cf, minimum=0.0)
+        )
         self.lambda_ev = check_float("lambda_ev", lambda_ev, minimum=0.0)
         self.epochs = epochs
         self.grid = tuple(check_float("grid entry", g, minimum=0.0) for g in grid)
@@ -361,7 +393,7 @@ class MitigationUnit(AuditUnit):
             targets, reason = tuple(kwargs.pop("targets")), "targets as given"
         sensitive = spec.columns[0] if len(spec.columns) == 1 else list(spec.columns)
 
-        def tune(lam: float, **extra: Any) -> torch.nn.Module:
+        def tune(lam: float | None, **extra: Any) -> torch.nn.Module:
             try:
                 return FairFinetune.finetune(
                     model,
@@ -396,6 +428,7 @@ class MitigationUnit(AuditUnit):
         said = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
         for text in said:
             logger.warning("mitigation: %s", text)
+        chosen = _chosen_candidate(mitigated)
         after = measure(mitigated, opts.n_boot)
         tradeoff = self._tradeoff(tune, measure)
         settings = {
@@ -404,6 +437,7 @@ class MitigationUnit(AuditUnit):
             "epochs": self.epochs,
             "targets": list(targets),
             "targets_reason": reason,
+            "chosen": chosen,
             "warnings": said,
             **{
                 k: v
@@ -426,7 +460,8 @@ class MitigationUnit(AuditUnit):
         """Flip rate and accuracy of the consistency term alone (``targets=("cf",)``, no
         selection) at each ``lambda_cf`` of the grid: the trade-off figure."""
         rows = []
-        for lam in sorted(set(self.grid) | {self.lambda_cf}):
+        own = DEFAULT_LAMBDA_CF if self.lambda_cf is None else self.lambda_cf
+        for lam in sorted(set(self.grid) | {own}):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
                 metrics = measure(tune(lam, targets=("cf",), select=False), 1)
