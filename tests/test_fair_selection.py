@@ -103,6 +103,27 @@ def test_lowest_gap_sum_within_budget_wins():
     assert _chosen(select_candidate(table, ("cf", "dsp", "deo"), 0.25)) == "step 20"
 
 
+def test_a_candidate_that_raises_no_gap_is_preferred():
+    table = _table(
+        [
+            (0.80, 0.05, 0.05, 0.10),  # vanilla, sum 0.20
+            (0.80, 0.09, 0.06, 0.00),  # sum 0.15, ΔSP up 0.04 > NO_WORSE_TOL: not no-worse
+            (0.80, 0.055, 0.06, 0.04),  # sum 0.155, each gap within 0.01 of vanilla: chosen
+        ]
+    )
+    out = select_candidate(table, ("cf", "dsp", "deo"), 0.02)
+    assert out["no_worse"].tolist() == [True, False, True]
+    assert _chosen(out) == "step 20"
+    # without a no-worse fine-tuned candidate the lowest sum within budget, a gap rising
+    table.loc[2, "val_deo"] = 0.2
+    out = select_candidate(table, ("cf", "dsp", "deo"), 0.02)
+    assert out["no_worse"].tolist() == [True, False, False] and _chosen(out) == "step 10"
+    with pytest.warns(UserWarning, match=r"ΔSP \(val_dsp\) 0.0500 vanilla vs 0.0900 chosen"):
+        warn_unless_fairer(out, ("cf", "dsp", "deo"), 0.02)
+    # untargeted gaps do not count
+    assert select_candidate(table, "cf", 0.02)["no_worse"].all()
+
+
 def test_ties_are_deterministic():
     table = _table([(0.8, 0.1, 0.1, 0.0), (0.8, 0.2, 0.0, 0.0), (0.8, 0.0, 0.2, 0.0)])
     assert _chosen(select_candidate(table, ("dsp", "deo"), 0.0)) == "vanilla"  # all 0.2

@@ -440,7 +440,7 @@ class FairFinetune(L.LightningModule):
         run's final weights). A ``UserWarning`` says when it lowers no targeted gap. The module
         carries ``selection_``, a DataFrame, one row per candidate: ``candidate``
         (``"vanilla"``, ``"[blind ][cov=<w> ]step <k>"``), ``step``, ``val_auroc``, ``val_dsp``,
-        ``val_deo``, ``val_cf``, ``gap_sum`` (targeted), ``within_budget``, ``chosen`` (one row).
+        ``val_deo``, ``val_cf``, ``gap_sum`` (targeted), ``within_budget``, ``no_worse``, ``chosen`` (one row).
 
         ``random_state`` seeds Lightning (dropout, the consistency draws); ``options``: the
         other constructor arguments (``lambda_cov, lambda_eo, scopes, divergence, lr,

@@ -26,9 +26,13 @@ with fewer than two groups among its nodes (0 in the sum below), AUROC with one 
 
 **Rule** (:func:`select_candidate`): with :math:`A_0` the vanilla validation AUROC and
 :math:`\varepsilon` = ``max_auroc_drop``, a candidate is *within budget* when
-:math:`\mathrm{AUROC} \ge A_0 - \varepsilon` (all when :math:`A_0` is NaN); among those the
-lowest ``gap_sum`` (sum of the *targeted* gaps) wins, ties to the earlier row (vanilla first).
-The vanilla model is always within budget: on validation the result is never less fair.
+:math:`\mathrm{AUROC} \ge A_0 - \varepsilon` (all when :math:`A_0` is NaN), and *no worse*
+when none of its targeted gaps exceeds the vanilla model's by more than :data:`NO_WORSE_TOL`
+(NaN counts as 0). Among the candidates within budget and no worse the lowest ``gap_sum`` (sum
+of the *targeted* gaps) wins; when no fine-tuned candidate is both, the lowest ``gap_sum``
+within budget (one gap may then rise: the warning names it); ties to the earlier row (vanilla
+first). The vanilla model is always within budget and no worse: on validation the result is
+never less fair in sum.
 
 **Warning** (:func:`warn_unless_fairer`): a ``UserWarning`` when the vanilla model is chosen
 (for its targeted gaps above 0) or a targeted gap of the chosen one is above the vanilla
@@ -69,6 +73,7 @@ __all__ = [
     "DEFAULT_MAX_AUROC_DROP",
     "DEFAULT_N_CANDIDATES",
     "DEFAULT_LAMBDA_GRID",
+    "NO_WORSE_TOL",
     "check_targets",
     "resolve_sensitive_feature",
     "set_sensitive",
@@ -86,8 +91,11 @@ logger = logging.getLogger(__name__)
 TARGETS: tuple[str, ...] = ("cf", "dsp", "deo")
 #: columns of the ``selection_`` table
 SELECTION_COLUMNS: list[str] = (
-    "candidate step val_auroc val_dsp val_deo val_cf gap_sum within_budget chosen".split()
-)
+    "candidate step val_auroc val_dsp val_deo val_cf gap_sum within_budget no_worse chosen"
+).split()
+#: a "no worse" candidate's targeted validation gaps exceed the vanilla model's by at most this
+#: (one point: below the sampling noise of a gap on a few hundred validation nodes)
+NO_WORSE_TOL = 0.01
 #: default largest loss of validation AUROC a candidate may have against the vanilla model
 DEFAULT_MAX_AUROC_DROP = 0.02
 #: default number of fine-tuning snapshots per run (besides the vanilla model)
@@ -201,7 +209,8 @@ def select_candidate(
 ) -> pd.DataFrame:
     """The rule of the module docstring applied to ``table`` (columns ``candidate, step,
     val_auroc, val_dsp, val_deo, val_cf``; row 0 is the vanilla model): a copy with
-    ``gap_sum``, ``within_budget`` and ``chosen`` added (:data:`SELECTION_COLUMNS`).
+    ``gap_sum``, ``within_budget``, ``no_worse`` and ``chosen`` added
+    (:data:`SELECTION_COLUMNS`).
     ``select=False`` marks the last row chosen (the final weights) whatever the rule says."""
     targets = check_targets(targets)
     max_auroc_drop = check_float("max_auroc_drop", max_auroc_drop, minimum=0.0, maximum=1.0)
@@ -218,7 +227,11 @@ def select_candidate(
     within = np.nan_to_num(auroc, nan=-np.inf) >= floor
     within[0] = True  # the vanilla model is always a candidate (NaN AUROC included)
     out["within_budget"] = within
-    gaps = np.where(within, out["gap_sum"].to_numpy(dtype=float), np.inf)
+    each = out[[f"val_{t}" for t in targets]].astype(float).fillna(0.0).to_numpy()
+    no_worse = (each <= each[0] + NO_WORSE_TOL).all(axis=1)
+    out["no_worse"] = no_worse
+    pool = within & no_worse if (within & no_worse)[1:].any() else within
+    gaps = np.where(pool, out["gap_sum"].to_numpy(dtype=float), np.inf)
     best = int(np.argmin(gaps)) if select else len(out) - 1  # argmin: the first minimum
     out["chosen"] = np.arange(len(out)) == best
     return out[SELECTION_COLUMNS]
