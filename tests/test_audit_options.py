@@ -12,7 +12,7 @@ import torch
 import gnnaudit
 from gnnaudit.audit import AuditOptions, EvidencePairsUnit, ModelQuality, SensitivityUnit
 from gnnaudit.audit.pipeline import AuditConfig, RunSettings, default_units, run_audit
-from gnnaudit.audit.pipeline.config import option_names, split_options
+from gnnaudit.audit.pipeline.config import build_configs, option_names
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
 
@@ -29,33 +29,40 @@ def graph():
     return data, predict
 
 
-def test_run_audit_signature_keeps_what_every_unit_shares():
+def test_run_audit_takes_typed_config_objects():
     params = inspect.signature(run_audit).parameters
     assert len(params) <= 10
     assert list(params)[:4] == ["model", "data", "sensitive", "units"]
-    assert {"mask", "random_state", "progress", "device"} <= set(params)
-    assert params["options"].kind is inspect.Parameter.VAR_KEYWORD
+    assert {"mask", "config", "options", "settings"} <= set(params)
+    assert params["config"].annotation == "AuditConfig | None"
+    assert params["options"].annotation == "AuditOptions | None"
+    assert params["settings"].annotation == "RunSettings | None"
+    assert params["shorthand"].kind is inspect.Parameter.VAR_KEYWORD
 
 
 def test_option_names_are_the_dataclass_fields():
     names = option_names()
-    assert names["units"] == tuple(f.name for f in dataclasses.fields(AuditConfig))
-    assert names["run"] == tuple(f.name for f in dataclasses.fields(RunSettings))
+    assert names["config"] == tuple(f.name for f in dataclasses.fields(AuditConfig))
+    assert names["settings"] == tuple(f.name for f in dataclasses.fields(RunSettings))
     shared = {f.name for f in dataclasses.fields(AuditOptions)}
-    assert set(names["shared"]) == shared - {"random_state", "progress", "device", "extra"}
-    # audit_model keeps no list of its own: everything but out / force / transform (applied
-    # to a copy of the graph before the audit) and root (where data given as a dataset name
-    # is loaded from) goes to run_audit
+    assert set(names["options"]) == shared - {"extra"}
+    # audit_model: run_audit's parameters plus out / force / transform (applied to a copy of
+    # the graph before the audit) and root (where data given as a dataset name is loaded from)
     params = inspect.signature(gnnaudit.audit_model).parameters
     assert set(params) == {
         "model",
         "data",
         "sensitive",
+        "units",
+        "mask",
+        "config",
+        "options",
+        "settings",
         "out",
         "force",
         "transform",
         "root",
-        "options",
+        "shorthand",
     }
 
 
@@ -65,6 +72,90 @@ def test_unknown_option_raises_naming_it(graph):
         run_audit(None, data, predict_fn=predict, bogus_option=1, progress=False)
     with pytest.raises(InvalidInputError, match="bogus_option"):
         gnnaudit.audit_model(None, data, predict_fn=predict, bogus_option=1, progress=False)
+
+
+def test_a_misspelt_keyword_names_its_close_matches(graph, tmp_path):
+    data, predict = graph
+    with pytest.raises(InvalidInputError, match=r"'top_pair' \(did you mean top_pairs"):
+        run_audit(None, data, predict_fn=predict, top_pair=3)
+    with pytest.raises(InvalidInputError, match=r"'n_boots' \(did you mean n_boot"):
+        run_audit(None, data, settings=RunSettings(predict_fn=predict), n_boots=30)
+    with pytest.raises(InvalidInputError, match=r"'setting' \(did you mean settings"):
+        run_audit(None, data, setting=RunSettings(predict_fn=predict))
+    # audit_model refuses before any work (the folder is not created), suggesting its own
+    # parameters too
+    with pytest.raises(InvalidInputError, match=r"'outt' \(did you mean out\?"):
+        gnnaudit.audit_model(None, data, predict_fn=predict, outt=tmp_path / "r")
+    with pytest.raises(InvalidInputError, match=r"'nope'"):
+        gnnaudit.audit_model(None, data, out=tmp_path / "r", nope=1)
+    assert not (tmp_path / "r").exists()
+
+
+def test_config_objects_and_their_shorthand_give_the_same_report(graph):
+    data, predict = graph
+    units = [ModelQuality()]
+    typed = run_audit(
+        None,
+        data,
+        units=units,
+        options=AuditOptions(k=4, n_boot=20, random_state=3, progress=False),
+        settings=RunSettings(predict_fn=predict, dataset_name="g"),
+    )
+    flat = run_audit(
+        None,
+        data,
+        units=units,
+        k=4,
+        n_boot=20,
+        random_state=3,
+        progress=False,
+        predict_fn=predict,
+        dataset_name="g",
+    )
+    assert typed.config == flat.config and typed.dataset == flat.dataset
+    assert typed.config["k"] == 4 and typed.config["random_state"] == 3
+    # a keyword updates the object given with it
+    mixed = run_audit(
+        None,
+        data,
+        units=units,
+        options=AuditOptions(k=4, n_boot=20, progress=False),
+        settings=RunSettings(predict_fn=predict),
+        k=6,
+    )
+    assert mixed.config["k"] == 6 and mixed.config["n_boot"] == 20
+    with pytest.raises(InvalidInputError, match="options must be an AuditOptions"):
+        run_audit(None, data, options={"k": 3}, predict_fn=predict)
+    with pytest.raises(InvalidInputError, match="settings must be a RunSettings"):
+        run_audit(None, data, settings={"predict_fn": predict})
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"shared_dir": "/tmp/store"},
+        {"num_parts": 4},
+        {"partition": "metis"},
+        {"model_loader": print},
+        {"num_parts": 2, "partition": "contiguous"},
+    ],
+)
+def test_client_settings_without_a_client_are_refused_by_name(graph, given):
+    data, predict = graph
+    pattern = ", ".join(given) + " act only with client="
+    with pytest.raises(InvalidInputError, match=pattern):
+        run_audit(None, data, units=[ModelQuality()], predict_fn=predict, **given)
+    with pytest.raises(InvalidInputError, match=pattern):
+        RunSettings(**given)
+    assert RunSettings(client=object(), **given).client is not None  # checked by the session
+
+
+def test_progress_is_automatic_unless_given():
+    assert AuditOptions(progress=False).progress is False
+    assert AuditOptions(progress=True).progress is True
+    assert isinstance(AuditOptions().progress, bool)  # None resolved: whether stderr is a tty
+    with pytest.raises(InvalidInputError, match="progress must be True, False or None"):
+        AuditOptions(progress="yes")
 
 
 @pytest.mark.parametrize(
@@ -114,11 +205,15 @@ def test_default_units_from_a_config():
 
 def test_options_update_the_config_and_reach_the_report(graph):
     data, predict = graph
-    shared, run, cfg = split_options(
-        {"k": 4, "top_pairs": 2, "dataset_name": "g"}, units_given=False, config=AuditConfig(bins=3)
+    cfg, opts, run = build_configs(
+        {"k": 4, "top_pairs": 2, "dataset_name": "g"}, config=AuditConfig(bins=3)
     )
-    assert shared == {"k": 4} and run.dataset_name == "g"
+    assert opts.k == 4 and run.dataset_name == "g"
     assert (cfg.top_pairs, cfg.bins) == (2, 3)
+    # bins= given as a keyword also bins a continuous sensitive attribute, unless options say
+    assert build_configs({"bins": 3})[1].sensitive_bins == 3
+    assert build_configs({"bins": 3}, options=AuditOptions(sensitive_bins=5))[1].sensitive_bins == 5
+    assert build_configs({}, config=AuditConfig(bins=3))[1].sensitive_bins is None
     report = run_audit(
         None,
         data,

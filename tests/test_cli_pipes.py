@@ -63,16 +63,18 @@ def test_missing_input_fails_before_torch_is_imported(tmp_path):
 
 def test_progress_defaults_to_whether_stderr_is_a_terminal(monkeypatch):
     """Python entry points draw bars only on a terminal (no escape junk in logs)."""
-    import inspect
+    import dataclasses
     import io
 
     import pytest
 
     from gnnaudit._validation import resolve_progress
-    from gnnaudit.audit.pipeline import run_audit
+    from gnnaudit.audit import AuditOptions
     from gnnaudit.errors import InvalidInputError
 
-    assert inspect.signature(run_audit).parameters["progress"].default is None
+    # run_audit's progress= is a field of its options (None: automatic)
+    fields = {f.name: f for f in dataclasses.fields(AuditOptions)}
+    assert fields["progress"].default is None
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -32,6 +32,7 @@ from gnnaudit._validation import (
     check_float,
     check_int,
     check_seed,
+    resolve_progress,
 )
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.audit.search.evidence import BACKENDS
@@ -61,7 +62,8 @@ class AuditOptions:
     random_state : seed of every random choice (bootstrap, permutations, approximate search).
     n_boot : bootstrap resamples for confidence intervals.
     confidence : confidence level of the intervals (0.95 = 95%).
-    progress : tqdm progress bars.
+    progress : tqdm progress bars; ``None`` (the default): only when standard error is a
+        terminal (resolved to True / False when the options are built).
     device : where the model runs (``"auto"``: where it already is).
     sensitive_bins : quantile bins for a continuous sensitive attribute (None: a continuous
         attribute is refused; see :mod:`gnnaudit.audit.sensitive`).
@@ -75,7 +77,7 @@ class AuditOptions:
     random_state: int = 0
     n_boot: int = 1000
     confidence: float = 0.95
-    progress: bool = True
+    progress: bool | None = None
     device: Any = "auto"
     sensitive_bins: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -92,8 +94,8 @@ class AuditOptions:
         )
         if self.sensitive_bins is not None:
             check_int("sensitive_bins", self.sensitive_bins, minimum=2, maximum=100)
-        if not isinstance(self.progress, bool):
-            raise InvalidInputError(f"progress must be True or False, got {self.progress!r}")
+        # frozen: the automatic choice is resolved once, here
+        object.__setattr__(self, "progress", resolve_progress("progress", self.progress))
 
     def rng(self, offset: int = 0) -> np.random.Generator:
         """A fresh generator seeded by ``random_state`` (+ ``offset`` for independent streams)."""
@@ -356,7 +358,7 @@ class AuditContext:
             backend=opts.backend,
             index_params=opts.index_params,
             random_state=opts.random_state,
-            progress=opts.progress,
+            progress=bool(opts.progress),
             client=client,
         ).fit(data, predictions=self.predictions, mask=self.nodes)
 

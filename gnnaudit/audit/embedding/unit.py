@@ -241,7 +241,7 @@ class EmbeddingStructureUnit(AuditUnit):
                 sensitive=ctx.sensitive,
                 evidence=evidence,
                 mask=ctx.nodes,
-                progress=ctx.options.progress,
+                progress=bool(ctx.options.progress),
             )
         except (InvalidInputError, InfeasibleError) as err:
             # the data cannot support this analysis (too few nodes or groups for the clusters):

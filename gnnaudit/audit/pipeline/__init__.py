@@ -1,11 +1,15 @@
 """The audit's entry point: :func:`audit_model` / :func:`run_audit` from a model and a graph to
-the report, with its options (:class:`AuditConfig`, :class:`RunSettings`).
+the report, with its options as typed objects (``config=`` :class:`AuditConfig`, ``options=``
+:class:`AuditOptions`, ``settings=`` :class:`RunSettings`, or their fields as flat keywords).
 
 - :mod:`~gnnaudit.audit.pipeline.run`: :func:`audit_model` (a dataset name or a graph, the
   model's preprocessing, the report folder) and :func:`run_audit` (options, the shared
-  context, the units in order, the report);
+  context, the units in order);
 - :mod:`~gnnaudit.audit.pipeline.config`: :class:`AuditConfig` (the default units' options),
-  :class:`RunSettings` (how the model is called, the Dask client), :func:`default_units`;
+  :class:`RunSettings` (how the model is called, the Dask client), :func:`default_units`, the
+  flat-keyword shorthand (:func:`~gnnaudit.audit.pipeline.config.build_configs`);
+- :mod:`~gnnaudit.audit.pipeline.assemble`: the report of a finished audit (verdict,
+  configuration, run information);
 - :mod:`~gnnaudit.audit.pipeline.registry`: the units another package provides by name
   (:mod:`gnnaudit.training` registers fine-tuning on evidences and the mitigation, which
   need Lightning; the pipeline imports training only when one of them is asked for);
@@ -18,6 +22,7 @@ report, the search, the statistics' subpackages and, with a client only,
 ``gnnaudit.training.run_audit`` ...) still work, with a DeprecationWarning, until 0.3.0.
 """
 
+from gnnaudit.audit.context import AuditOptions
 from gnnaudit.audit.pipeline.config import AuditConfig, RunSettings, default_units
 from gnnaudit.audit.pipeline.registry import build_unit, register_unit, registered_units
 from gnnaudit.audit.pipeline.run import (
@@ -32,6 +37,7 @@ __all__ = [
     "audit_model",
     "run_audit",
     "AuditConfig",
+    "AuditOptions",
     "RunSettings",
     "default_units",
     "apply_transform",

@@ -8,21 +8,26 @@ Options live where they act:
   naming the unit it configures (``metadata["unit"]``); :func:`default_units` builds the list
   from it;
 * :class:`~gnnaudit.audit.AuditOptions` holds what every unit shares through the context (the
-  evidence search, the bootstrap, the seed);
-* :class:`RunSettings` holds how the model is called and how the report is labelled.
+  evidence search, the bootstrap, the seed, the device, progress bars);
+* :class:`RunSettings` holds how the model is called, how the report is labelled and, with a
+  Dask client, how the cluster is used.
 
 :func:`~gnnaudit.audit.pipeline.run_audit` and :func:`~gnnaudit.audit.pipeline.audit_model`
-accept the fields of the three as keyword options (:func:`option_names`); a name none of them
-has, or a default-unit option given together with an explicit ``units=`` list (no unit in the
-list would use it), is an :class:`~gnnaudit.errors.InvalidInputError` naming it. The two units
-that need Lightning (fine-tuning on evidences, mitigation) come from :mod:`gnnaudit.training`
-through :mod:`~gnnaudit.audit.pipeline.registry`, imported only when asked for.
+take the three as the parameters ``config=``, ``options=`` and ``settings=``. Their fields are
+also accepted as flat keywords, a shorthand that :func:`build_configs` turns into the three
+objects (:func:`option_names` lists them); a keyword none of them has is an
+:class:`~gnnaudit.errors.InvalidInputError` naming it and its close matches
+(:func:`check_keywords`), and so is a default-unit option given together with an explicit
+``units=`` list (no unit in the list would use it). The two units that need Lightning
+(fine-tuning on evidences, mitigation) come from :mod:`gnnaudit.training` through
+:mod:`~gnnaudit.audit.pipeline.registry`, imported only when asked for.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+import difflib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,18 +52,22 @@ __all__ = [
     "RunSettings",
     "default_units",
     "option_names",
-    "split_options",
+    "check_keywords",
+    "build_configs",
     "SHARED_OPTIONS",
+    "CLIENT_SETTINGS",
     "ALWAYS_USED_UNIT_OPTIONS",
 ]
 
-#: the fields of :class:`~gnnaudit.audit.AuditOptions` given as keyword options (``random_state``,
-#: ``progress`` and ``device`` are named parameters of ``run_audit``; ``extra`` is internal)
-SHARED_OPTIONS = tuple(
-    f.name
-    for f in dataclasses.fields(AuditOptions)
-    if f.name not in ("random_state", "progress", "device", "extra")
-)
+#: the fields of :class:`~gnnaudit.audit.AuditOptions` accepted as flat keywords (``extra`` is
+#: internal)
+SHARED_OPTIONS = tuple(f.name for f in dataclasses.fields(AuditOptions) if f.name != "extra")
+
+#: the parameters of ``run_audit`` besides the shorthand
+RUN_AUDIT_PARAMETERS = ("sensitive", "units", "mask", "config", "options", "settings")
+
+#: the :class:`RunSettings` that act only with a Dask ``client``: refused without one
+CLIENT_SETTINGS = ("shared_dir", "num_parts", "partition", "model_loader")
 
 #: default-unit options that also act on an explicit ``units=`` list (``embedding=True``
 #: appends the embedding audit to it)
@@ -154,11 +163,14 @@ class RunSettings:
         most 16M edges each: one per worker below that; see
         :func:`~gnnaudit.audit.distributed.session.default_num_parts`).
     partition : with ``client``, how nodes are assigned to partitions: ``"contiguous"`` (ranges
-        of node ids, the default), ``"metis"`` (a METIS k-way partition, the ``metis`` extra)
-        or one partition id per node.
+        of node ids; None, the default, means it), ``"metis"`` (a METIS k-way partition, the
+        ``metis`` extra) or one partition id per node.
     model_loader : with ``client``, a picklable function the workers call to build the model
         (e.g. ``functools.partial(load_node_classifier, path)`` with a checkpoint on the shared
         path); default: the model is sent to each worker once.
+
+    The four settings that act only with ``client`` (:data:`CLIENT_SETTINGS`) are refused
+    without one, naming them: they would otherwise be silently ignored.
     """
 
     forward_kwargs: Mapping[str, Any] | None = None
@@ -169,8 +181,19 @@ class RunSettings:
     client: Any = None
     shared_dir: Any = None
     num_parts: int | None = None
-    partition: Any = "contiguous"
+    partition: Any = None
     model_loader: Callable[[], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.client is not None:
+            return
+        given = [name for name in CLIENT_SETTINGS if getattr(self, name) is not None]
+        if given:
+            raise InvalidInputError(
+                f"{', '.join(given)} act only with client= (a dask.distributed.Client: the "
+                "audit on a cluster) and no client was given; pass client=... or leave "
+                f"{'it' if len(given) == 1 else 'them'} out"
+            )
 
 
 def _field_names(cls: Any) -> tuple[str, ...]:
@@ -178,38 +201,78 @@ def _field_names(cls: Any) -> tuple[str, ...]:
 
 
 def option_names() -> dict[str, tuple[str, ...]]:
-    """The keyword options of ``run_audit`` / ``audit_model`` by group (derived from the
-    dataclasses' fields): ``"shared"`` (:class:`~gnnaudit.audit.AuditOptions`), ``"run"``
-    (:class:`RunSettings`) and ``"units"`` (:class:`AuditConfig`)."""
+    """The keyword shorthand of ``run_audit`` / ``audit_model`` by the parameter it builds
+    (derived from the dataclasses' fields): ``"config"`` (:class:`AuditConfig`),
+    ``"options"`` (:class:`~gnnaudit.audit.AuditOptions`) and ``"settings"``
+    (:class:`RunSettings`)."""
     return {
-        "shared": SHARED_OPTIONS,
-        "run": _field_names(RunSettings),
-        "units": _field_names(AuditConfig),
+        "config": _field_names(AuditConfig),
+        "options": SHARED_OPTIONS,
+        "settings": _field_names(RunSettings),
     }
 
 
-def split_options(
-    options: Mapping[str, Any], *, units_given: bool, config: AuditConfig | None = None
-) -> tuple[dict[str, Any], RunSettings, AuditConfig]:
-    """``options`` as ``(shared, run, config)``: the keyword arguments of
-    :class:`~gnnaudit.audit.AuditOptions`, the :class:`RunSettings` and the
-    :class:`AuditConfig` (``config`` updated by the options naming its fields).
+def check_keywords(
+    given: Iterable[str], known: Iterable[str], *, what: str = "audit option", hint: str = ""
+) -> None:
+    """Raise :class:`~gnnaudit.errors.InvalidInputError` naming every name of ``given`` not in
+    ``known``, each with its close matches among ``known`` (a misspelt keyword is never
+    silently dropped)."""
+    candidates = sorted(set(known))
+    unknown = sorted(set(given) - set(candidates))
+    if not unknown:
+        return
+    named = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+        named.append(f"{name!r}" + (f" (did you mean {' or '.join(close)}?)" if close else ""))
+    raise InvalidInputError(
+        f"unknown {what}(s) {', '.join(named)}; known: {', '.join(candidates)}{hint}"
+    )
 
-    Raises :class:`~gnnaudit.errors.InvalidInputError` naming every unknown option, and every
-    default-unit option (also ``config=``) given with an explicit unit list, which no unit in
-    it would use.
+
+def _checked(name: str, value: Any, cls: type) -> Any:
+    if value is not None and not isinstance(value, cls):
+        article = "an" if cls.__name__[0] in "AEIOU" else "a"
+        raise InvalidInputError(
+            f"{name} must be {article} {cls.__name__}, got {type(value).__name__}"
+        )
+    return value
+
+
+def build_configs(
+    shorthand: Mapping[str, Any],
+    *,
+    config: AuditConfig | None = None,
+    options: AuditOptions | None = None,
+    settings: RunSettings | None = None,
+    units_given: bool = False,
+) -> tuple[AuditConfig, AuditOptions, RunSettings]:
+    """The ``(config, options, settings)`` of one audit: the objects given (default: each
+    class's defaults), updated by the flat keywords of ``shorthand`` naming their fields
+    (:func:`option_names`).
+
+    An explicit ``bins=`` also sets ``sensitive_bins`` when neither names it (quantile bins of
+    a continuous sensitive attribute, the same meaning). Raises
+    :class:`~gnnaudit.errors.InvalidInputError` naming every unknown keyword (with its close
+    matches), an object of the wrong class, and every default-unit option (also ``config=``)
+    given with an explicit unit list, which no unit in it would use.
     """
     groups = option_names()
-    known = {name for names in groups.values() for name in names}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise InvalidInputError(
-            f"unknown audit option(s) {unknown}; known: {sorted(known)} (unit options go to the "
-            "unit's constructor, e.g. SensitivityUnit(scopes=...))"
-        )
-    if config is not None and not isinstance(config, AuditConfig):
-        raise InvalidInputError(f"config must be an AuditConfig, got {type(config).__name__}")
-    unit_options = {k: v for k, v in options.items() if k in groups["units"]}
+    check_keywords(
+        shorthand,
+        # run_audit's own parameters are among the close matches a misspelt keyword gets
+        [*(name for names in groups.values() for name in names), *RUN_AUDIT_PARAMETERS],
+        hint=" (unit options go to the unit's constructor, e.g. SensitivityUnit(scopes=...))",
+    )
+    _checked("config", config, AuditConfig)
+    _checked("options", options, AuditOptions)
+    _checked("settings", settings, RunSettings)
+    flat = dict(shorthand)
+    bins_set = options is not None and options.sensitive_bins is not None
+    if "bins" in flat and "sensitive_bins" not in flat and not bins_set:
+        flat["sensitive_bins"] = flat["bins"]
+    unit_options = {k: v for k, v in flat.items() if k in groups["config"]}
     if units_given:
         unused = sorted(k for k in unit_options if k not in ALWAYS_USED_UNIT_OPTIONS)
         if unused or config is not None:
@@ -219,9 +282,16 @@ def split_options(
                 f"option(s) {named} configure the default units, but units= was given and no "
                 "unit in it uses them: configure the units themselves"
             )
-    shared = {k: v for k, v in options.items() if k in groups["shared"]}
-    run = RunSettings(**{k: v for k, v in options.items() if k in groups["run"]})
-    return shared, run, dataclasses.replace(config or AuditConfig(), **unit_options)
+    return (
+        dataclasses.replace(config or AuditConfig(), **unit_options),
+        dataclasses.replace(
+            options or AuditOptions(), **{k: v for k, v in flat.items() if k in groups["options"]}
+        ),
+        dataclasses.replace(
+            settings or RunSettings(),
+            **{k: v for k, v in flat.items() if k in groups["settings"]},
+        ),
+    )
 
 
 def default_units(config: AuditConfig | None = None, **options: Any) -> list[AuditUnit]:
@@ -236,12 +306,7 @@ def default_units(config: AuditConfig | None = None, **options: Any) -> list[Aud
     """
     if config is not None and not isinstance(config, AuditConfig):
         raise InvalidInputError(f"config must be an AuditConfig, got {type(config).__name__}")
-    unknown = sorted(set(options) - set(_field_names(AuditConfig)))
-    if unknown:
-        raise InvalidInputError(
-            f"default_units got unknown option(s) {unknown}; known: "
-            f"{sorted(_field_names(AuditConfig))}"
-        )
+    check_keywords(options, _field_names(AuditConfig), what="default_units option")
     cfg = dataclasses.replace(config or AuditConfig(), **options)
     units: list[AuditUnit] = [
         ModelQuality(),

@@ -2,12 +2,14 @@
 
 :func:`audit_model` is the user-facing call (any ``nn.Module`` or callable ``(x, edge_index) ->
 logits``, any PyG graph, optional report folder). :func:`run_audit` is the same with the list of
-audit units to run; its signature keeps only what every unit shares (the audited nodes, the
-seed, the device, progress bars) and takes the rest as keyword options, the fields of
-:class:`~gnnaudit.audit.pipeline.config.AuditConfig` (the default units' options),
-:class:`~gnnaudit.audit.AuditOptions` (evidence search, bootstrap) and
-:class:`~gnnaudit.audit.pipeline.config.RunSettings` (how the model is called); an option no
-unit uses raises, naming it. Both build one
+audit units to run. Both take the audit's options as three typed objects:
+``config=`` (:class:`~gnnaudit.audit.pipeline.config.AuditConfig`, the default units' options),
+``options=`` (:class:`~gnnaudit.audit.AuditOptions`, what every unit shares: the evidence
+search, the intervals, the seed, the device, progress bars) and ``settings=``
+(:class:`~gnnaudit.audit.pipeline.config.RunSettings`, how the model is called, the report's
+labels, the Dask client); their fields are also accepted as flat keywords, a documented
+shorthand that builds the objects, and any other keyword raises, naming it and its close
+matches. Both build one
 :class:`~gnnaudit.audit.context.AuditContext` (one forward pass, one evidence search) and run
 the units in order (:func:`~gnnaudit.audit.unit.run_units`); each unit contributes a report
 section and findings, and the verdict is composed from the findings.
@@ -45,31 +47,33 @@ and restores the caller's thread counts afterwards.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import platform
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from gnnaudit._aliases import renamed_keywords
-from gnnaudit._threads import ThreadChoice, thread_limits
-from gnnaudit._validation import resolve_progress
+from gnnaudit._threads import thread_limits
 from gnnaudit.audit.context import AuditContext, AuditOptions
 from gnnaudit.audit.embedding.unit import EmbeddingStructureUnit
 from gnnaudit.audit.fairness.feature_units import drop_units
+from gnnaudit.audit.pipeline.assemble import build_report
 from gnnaudit.audit.pipeline.config import (
+    RUN_AUDIT_PARAMETERS,
     AuditConfig,
     RunSettings,
+    build_configs,
+    check_keywords,
     default_units,
-    split_options,
+    option_names,
 )
 from gnnaudit.audit.report.audit_report import REPORT_FILES, AuditReport
-from gnnaudit.audit.report.verdict import compose_verdict, not_run_sentences
 from gnnaudit.audit.sensitivity.unit import receptive_field_unknown
-from gnnaudit.audit.unit import AuditUnit, UnitsOutcome, describe_units, run_units
+from gnnaudit.audit.unit import AuditUnit, run_units
 from gnnaudit.errors import InvalidInputError
 
 __all__ = [
@@ -84,6 +88,14 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: the KS radius of :class:`~gnnaudit.audit.AuditOptions` when none is given
+_DEFAULT_NUM_HOPS = next(
+    f.default for f in dataclasses.fields(AuditOptions) if f.name == "num_hops"
+)
+
+#: the parameters of :func:`audit_model` besides the shorthand (suggested for a misspelt keyword)
+_AUDIT_MODEL_PARAMETERS = (*RUN_AUDIT_PARAMETERS, "out", "force", "transform", "root")
 
 #: every file ``audit_model(out=...)`` may write (checked against ``out`` before the audit)
 REPORT_OUTPUTS = (*REPORT_FILES.values(), "mitigated_model.pt")
@@ -121,31 +133,6 @@ def resolve_finetune(finetune: bool | None, model: Any, num_nodes: int) -> tuple
     )
 
 
-def _model_description(ctx: AuditContext, model_info: Mapping[str, Any] | None) -> dict[str, Any]:
-    target = ctx.adapter.model
-    hp = dict(getattr(target, "hparams", {}) or {})
-    desc: dict[str, Any] = {"class": ctx.adapter.name, "device": str(ctx.adapter.device)}
-    desc.update({k: v for k, v in hp.items() if isinstance(v, (int, float, str, bool))})
-    if isinstance(target, torch.nn.Module):
-        desc["parameters"] = int(sum(p.numel() for p in target.parameters()))
-    desc.update(dict(model_info or {}))
-    desc.update(ctx.accuracies)
-    return desc
-
-
-def _versions() -> dict[str, str]:
-    import torch_geometric
-
-    from gnnaudit._version import __version__
-
-    return {
-        "gnnaudit": __version__,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_geometric": torch_geometric.__version__,
-    }
-
-
 @renamed_keywords(aliases={"sensitive_features": "sensitive"})
 def run_audit(
     model: Any,
@@ -155,10 +142,9 @@ def run_audit(
     *,
     mask: Any = None,
     config: AuditConfig | None = None,
-    random_state: int = 0,
-    progress: bool | None = None,
-    device: Any = "auto",
-    **options: Any,
+    options: AuditOptions | None = None,
+    settings: RunSettings | None = None,
+    **shorthand: Any,
 ) -> AuditReport:
     """Audit ``model`` on ``data`` with a list of audit units and return the report.
 
@@ -181,51 +167,48 @@ def run_audit(
     units : the statistics to run, each configured by its own constructor (default:
         :func:`default_units` built from ``config``).
     mask : the audited nodes (default ``data.mask``, else ``data.test_mask``, else all).
-    config : the default units' options (:class:`AuditConfig`); only without ``units``.
-    random_state : seed of every random choice (bootstrap, permutations, approximate search).
-    progress : tqdm bars; ``None`` (default): only when standard error is a terminal.
-    device : where the model runs (``"auto"``: where it already is).
-    **options : by name, the fields of
-
-        * :class:`AuditConfig` (``ks``, ``top_pairs``, ``proxies``, ``proxy_top``,
-          ``min_support``, ``bins``, ``model_hops``, ``finetune``, ``finetune_kwargs``,
-          ``embedding``, ``embedding_kwargs``, ``mitigate``, ``mitigate_kwargs``): they
-          update ``config``; with ``units`` given only ``embedding`` / ``embedding_kwargs``
-          (appending the embedding audit), the others raise, as no unit would use them.
-          ``finetune=None``: automatic, see :func:`resolve_finetune`;
-        * :class:`~gnnaudit.audit.AuditOptions` (``k``, ``backend``, ``num_hops``, ``alpha``,
-          ``index_params``: the counterfactual-evidence search, ``backend`` default
-          ``"auto"``, recorded in ``run_info["evidence_backend"]``; ``num_hops`` is its KS
-          radius, not ``model_hops``, see :class:`~gnnaudit.audit.AuditOptions`; ``n_boot``,
-          ``confidence``: the intervals; ``sensitive_bins``: quantile bins of a continuous
-          sensitive attribute, by default the ``bins`` given explicitly, else none: such an
-          attribute is refused with a message suggesting bins), shared by every unit;
-        * :class:`RunSettings` (``forward_kwargs``, ``predict_fn``: how the model is called;
-          ``threads``: CPU threads for the duration of the audit, recorded in
-          ``run_info["threads"]``, the caller's counts restored afterwards; ``dataset_name``,
-          ``model_info``: text for the report; ``client``: a ``dask.distributed.Client`` on
-          whose workers the model's forward passes and the KS embedding run, with
-          ``shared_dir``, ``num_parts``, ``partition``, ``model_loader``, see
-          :mod:`gnnaudit.audit.distributed.session`; the findings equal those of the
-          audit in one process, and ``run_info["distributed"]`` records workers,
-          partitions, passes and bytes moved).
-
-        Any other name is an :class:`~gnnaudit.errors.InvalidInputError` naming it.
+    config : :class:`AuditConfig`, the default units' options (``ks``, ``top_pairs``,
+        ``proxies``, ``proxy_top``, ``min_support``, ``bins``, ``model_hops``, ``finetune``,
+        ``embedding``, ``mitigate`` and their ``*_kwargs``); only without ``units`` (with
+        ``units`` given, only ``embedding`` / ``embedding_kwargs``, passed as keywords,
+        append the embedding audit). ``finetune=None``: automatic, see
+        :func:`resolve_finetune`.
+    options : :class:`~gnnaudit.audit.AuditOptions`, what every unit shares: the evidence
+        search (``k``, ``backend``, default ``"auto"``, recorded in
+        ``run_info["evidence_backend"]``; ``num_hops``, its KS radius, not ``model_hops``;
+        ``alpha``, ``index_params``), the intervals (``n_boot``, ``confidence``), the seed of
+        every random choice (``random_state``), where the model runs (``device``, ``"auto"``:
+        where it already is), tqdm bars (``progress``; None: only when standard error is a
+        terminal) and ``sensitive_bins`` (quantile bins of a continuous sensitive attribute;
+        by default the ``bins`` given as a keyword, else none: such an attribute is refused
+        with a message suggesting bins).
+    settings : :class:`RunSettings`, how the model is called (``forward_kwargs``,
+        ``predict_fn``), CPU ``threads`` for the duration of the audit (recorded in
+        ``run_info["threads"]``, the caller's counts restored afterwards), text for the report
+        (``dataset_name``, ``model_info``) and the Dask path: ``client``, a
+        ``dask.distributed.Client`` on whose workers the model's forward passes and the KS
+        embedding run, with ``shared_dir``, ``num_parts``, ``partition``, ``model_loader``
+        (refused without a client), see :mod:`gnnaudit.audit.distributed.session`; the
+        findings equal those of the audit in one process, and ``run_info["distributed"]``
+        records workers, partitions, passes and bytes moved.
+    **shorthand : the fields of the three objects as flat keywords, e.g.
+        ``run_audit(model, data, k=5, top_pairs=3, random_state=1, progress=False)``: each
+        builds (or updates the given) ``config``, ``options`` or ``settings`` by its name
+        (:func:`~gnnaudit.audit.pipeline.config.build_configs`). Any other name is an
+        :class:`~gnnaudit.errors.InvalidInputError` naming it and its close matches.
     """
-    shared, run, cfg = _parsed_options(model, units, config, options)
+    cfg, opts, run = build_configs(
+        shorthand, config=config, options=options, settings=settings, units_given=units is not None
+    )
+    if units is None:
+        _check_model_hops(model, opts, run, cfg, explicit="num_hops" in shorthand)
     with thread_limits(run.threads, num_nodes=getattr(data, "num_nodes", None)) as threads:
-        audit_options = AuditOptions(
-            random_state=random_state,
-            progress=resolve_progress("progress", progress),
-            device=device,
-            **shared,
-        )
         ctx = AuditContext(
             model,
             data,
             mask=mask,
             sensitive=sensitive,
-            options=audit_options,
+            options=opts,
             forward_kwargs=run.forward_kwargs,
             predict_fn=run.predict_fn,
             # the Dask set-up only with a client: a local audit never imports it (nor dask)
@@ -233,7 +216,7 @@ def run_audit(
         )
         chosen = _choose_units(ctx, units, cfg)
         outcome = run_units(ctx, chosen)
-    return _report(ctx, chosen, outcome, run, threads)
+    return build_report(ctx, chosen, outcome, run, threads)
 
 
 def _distributed(model: Any, data: Any, run: RunSettings, config: AuditConfig) -> Any:
@@ -248,7 +231,7 @@ def _distributed(model: Any, data: Any, run: RunSettings, config: AuditConfig) -
         data,
         shared_dir=run.shared_dir,
         num_parts=run.num_parts,
-        partition=run.partition,
+        partition="contiguous" if run.partition is None else run.partition,
         model_loader=run.model_loader,
         model_hops=config.model_hops,
         forward_kwargs=run.forward_kwargs,
@@ -256,33 +239,21 @@ def _distributed(model: Any, data: Any, run: RunSettings, config: AuditConfig) -
     )
 
 
-def _parsed_options(
-    model: Any, units: Sequence[AuditUnit] | None, config: AuditConfig | None, options: dict
-) -> tuple[dict[str, Any], RunSettings, AuditConfig]:
-    """``run_audit``'s ``**options`` split by the object they configure (shared audit options,
-    run settings, the default units' config) and checked together."""
-    if "bins" in options and "sensitive_bins" not in options:
-        # an explicit bins= also bins a continuous sensitive attribute (the same meaning:
-        # quantile bins of continuous values); without it such an attribute is refused
-        options["sensitive_bins"] = options["bins"]
-    shared, run, cfg = split_options(options, units_given=units is not None, config=config)
-    if units is None:
-        _check_model_hops(model, shared, run, cfg)
-    return shared, run, cfg
-
-
 def _check_model_hops(
-    model: Any, shared: Mapping[str, Any], run: RunSettings, config: AuditConfig
+    model: Any, options: AuditOptions, run: RunSettings, config: AuditConfig, *, explicit: bool
 ) -> None:
     """Refuse ``num_hops`` given without ``model_hops`` for a model whose receptive field cannot
     be inferred: the user most likely meant the model's hops, and the default sensitivity unit
-    would skip its node-scope test (it reads ``model_hops``, not the KS radius ``num_hops``)."""
-    if "num_hops" not in shared or config.model_hops is not None:
+    would skip its node-scope test (it reads ``model_hops``, not the KS radius ``num_hops``).
+    ``num_hops`` counts as given when passed as a keyword (``explicit``) or when ``options``
+    holds another value than the default."""
+    given = explicit or options.num_hops != _DEFAULT_NUM_HOPS
+    if not given or config.model_hops is not None:
         return
     why = receptive_field_unknown(model, run.predict_fn)
     if why is None:
         return
-    hops = shared["num_hops"]
+    hops = options.num_hops
     raise InvalidInputError(
         f"num_hops={hops!r} sets the evidence search's KS radius (the hops of the "
         "counterfactual-evidence embedding), not the model's receptive field; the node-scope "
@@ -308,62 +279,6 @@ def _choose_units(
         logger.info(note)
         ctx.notes.append(note)
     return default_units(config, finetune=finetune)
-
-
-def _report(
-    ctx: AuditContext,
-    units: Sequence[AuditUnit],
-    outcome: UnitsOutcome,
-    run: RunSettings,
-    threads: ThreadChoice,
-) -> AuditReport:
-    """The report of a finished audit: findings, verdict, sections, configuration, run
-    information and the checkpoints the units produced."""
-    checkpoints: dict[str, Any] = {}
-    for result in outcome.results.values():
-        checkpoints.update(getattr(result, "checkpoints", {}) or {})
-    verdict = compose_verdict(
-        outcome.findings,
-        sensitive_name=[a.name for a in ctx.attributes],
-        degenerate_reason=ctx.degenerate_reason,
-        not_inputs=[a.name for a in ctx.attributes if a.column is None],
-        not_run=not_run_sentences(outcome.sections) if ctx.attributes else (),
-    )
-    options = ctx.options
-    config = {
-        "k": options.k,
-        "backend": options.backend,
-        "num_hops": options.num_hops,
-        "alpha": options.alpha,
-        "random_state": options.random_state,
-        "n_boot": options.n_boot,
-        "confidence": options.confidence,
-        "units": [u["unit"] for u in describe_units(units)],
-    }
-    run_info: dict[str, Any] = {
-        "seconds": {key: round(v, 3) for key, v in outcome.seconds.items()},
-        "model_calls": {key: w["model_calls"] for key, w in outcome.work.items()},
-        "model_passes": {key: w["passes"] for key, w in outcome.work.items()},
-        "versions": _versions(),
-        "threads": threads.as_dict(),
-    }
-    if "evidence" in vars(ctx):  # fitted by a unit (a cached property): the backend it built
-        run_info["evidence_backend"] = ctx.evidence.backend_
-    if ctx.distributed is not None:
-        run_info["distributed"] = ctx.distributed.summary()
-    if ctx.notes:
-        run_info["notes"] = list(ctx.notes)
-    return AuditReport(
-        title="GNN audit",
-        dataset=ctx.dataset_summary(run.dataset_name),
-        model=_model_description(ctx, run.model_info),
-        config=config,
-        findings=outcome.findings,
-        verdict=verdict,
-        sections=outcome.sections,
-        run_info=run_info,
-        checkpoints=checkpoints,
-    )
 
 
 def apply_transform(data: Any, transform: Any) -> Any:
@@ -398,16 +313,21 @@ def apply_transform(data: Any, transform: Any) -> Any:
 
 
 @renamed_keywords(aliases={"sensitive_features": "sensitive"})
-def audit_model(
+def audit_model(  # noqa: PLR0913  # the entry point: run_audit's parameters plus the report folder's
     model: Any,
     data: Any,
     sensitive: Any = None,
     *,
+    units: Sequence[AuditUnit] | None = None,
+    mask: Any = None,
+    config: AuditConfig | None = None,
+    options: AuditOptions | None = None,
+    settings: RunSettings | None = None,
     out: str | Path | None = None,
     force: bool = False,
     transform: Any = None,
     root: str | Path | None = None,
-    **options: Any,
+    **shorthand: Any,
 ) -> AuditReport:
     """Audit a user's model on a user's graph in one call; write the report when ``out`` is set.
 
@@ -423,22 +343,32 @@ def audit_model(
     in :func:`run_audit` (``sensitive_features=`` is an alias). ``data`` may also
     name a fair-GNN graph (``"credit"``, ``"bail"``, ``"german"``, ``"nba"``, ``"pokec_z"``,
     ``"pokec_n"``), loaded from ``root`` (default ``$GNNAUDIT_DATA``) as ``gnnaudit audit
-    --dataset NAME --root DIR`` loads it (:func:`~gnnaudit.audit.pipeline.named_graph.named_graph`).
+    --dataset NAME --root DIR`` loads it (:func:`~gnnaudit.audit.pipeline.named_graph.named_graph`;
+    the report's dataset name is then that name unless ``settings`` or ``dataset_name=``
+    gives one).
 
-    Every other keyword is an option of :func:`run_audit`, under the same names: ``mask``,
-    ``units``, ``config``, ``random_state``, ``progress``, ``device`` (where the model runs and
-    the KS propagation and exact search compute; ``"auto"``: the model's device), and the
-    fields of :class:`AuditConfig` (``finetune``, ``mitigate``, ``embedding`` ...),
-    :class:`~gnnaudit.audit.AuditOptions` (``k``, ``backend`` ...) and :class:`RunSettings`
-    (``forward_kwargs``, ``predict_fn``, ``threads`` ...); an unknown name is an
-    :class:`~gnnaudit.errors.InvalidInputError` naming it.
+    ``units``, ``mask``, ``config`` (:class:`AuditConfig`), ``options``
+    (:class:`~gnnaudit.audit.AuditOptions`: ``k``, ``backend``, ``random_state``, ``device``
+    (where the model runs and the KS propagation and exact search compute; ``"auto"``: the
+    model's device), ``progress`` ...) and ``settings`` (:class:`RunSettings`:
+    ``forward_kwargs``, ``predict_fn``, ``threads``, ``client`` ...) are those of
+    :func:`run_audit`, and so is the flat-keyword ``**shorthand`` for their fields
+    (``audit_model(model, data, finetune=True, k=5)``); an unknown keyword is an
+    :class:`~gnnaudit.errors.InvalidInputError` naming it and its close matches, raised before
+    any work.
 
     Example::
 
         report = gnnaudit.audit_model(my_gcn, data, sensitive="gender", out="audit/")
         print(report.verdict)
         report = gnnaudit.audit_model(credit_gcn, "credit", root="data/nifty")
+        report = gnnaudit.audit_model(
+            my_gcn, data, config=AuditConfig(mitigate=True), options=AuditOptions(k=5)
+        )
     """
+    # audit_model's own parameters are among the close matches a misspelt keyword gets
+    known = [name for names in option_names().values() for name in names]
+    check_keywords(shorthand, [*known, *_AUDIT_MODEL_PARAMETERS])
     if not isinstance(force, bool):
         raise InvalidInputError(f"force must be True or False, got {force!r}")
     if out is not None:  # a bad destination fails now, not after the audit
@@ -448,12 +378,23 @@ def audit_model(
     if isinstance(data, str):
         from gnnaudit.audit.pipeline.named_graph import named_graph
 
-        options.setdefault("dataset_name", data)
+        if settings is None or settings.dataset_name is None:
+            shorthand.setdefault("dataset_name", data)
         data = named_graph(data, root)
     elif root is not None:
         raise InvalidInputError("root= is for data given as a dataset name, e.g. 'credit'")
     data = apply_transform(data, transform)
-    report = run_audit(model, data, sensitive, **options)
+    report = run_audit(
+        model,
+        data,
+        sensitive,
+        units,
+        mask=mask,
+        config=config,
+        options=options,
+        settings=settings,
+        **shorthand,
+    )
     if out is not None:
         report.save(out, force=force)
     return report

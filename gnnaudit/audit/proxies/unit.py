@@ -280,7 +280,7 @@ class ProxyUnit(AuditUnit):
                 num_hops=hops,
                 max_nodes=max_nodes,
                 base_logits=ctx.logits,
-                progress=ctx.options.progress,
+                progress=bool(ctx.options.progress),
                 remote=ctx.remote,
             )
             results, _ = sensitivity_results(

@@ -395,7 +395,7 @@ class SensitivityUnit(AuditUnit):
                 sensitive=ctx.sensitive,
                 confidence=ctx.options.confidence,
                 base_logits=ctx.logits,
-                progress=ctx.options.progress,
+                progress=bool(ctx.options.progress),
                 client=self.client,
                 remote=ctx.remote,
             )
