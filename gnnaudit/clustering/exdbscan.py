@@ -123,6 +123,7 @@ class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
     def __init__(
         self,
         eps: float = 0.5,
+        *,
         min_samples: int = 5,
         metric: str = "euclidean",
         n_counterfactuals: int = 5,

@@ -207,6 +207,7 @@ class TreeClustering(TreeFitSteps, DenseInputTagsMixin, ClusterMixin, BaseEstima
     def __init__(  # noqa: PLR0913  # estimator: mirrors its documented parameters
         self,
         n_clusters: int = 2,
+        *,
         depth: int = 3,
         objective: str = "md-ms",
         epsilon: float = 0.1,

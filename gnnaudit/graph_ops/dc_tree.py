@@ -126,6 +126,7 @@ class DCTree:
     def __init__(
         self,
         min_samples: int = 5,
+        *,
         mst_method: Literal["auto", "dense", "boruvka"] = "auto",
         dense_max_n: int = DENSE_MAX_N,
         progress: bool = False,

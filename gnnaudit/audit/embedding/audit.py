@@ -153,12 +153,12 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
     def __init__(  # noqa: PLR0913  # estimator: mirrors its documented parameters
         self,
         min_samples: int | None = None,
+        *,
         eps: float | None = None,
         n_clusters: int | None = None,
         depth: int = 3,
         n_counterfactuals: int = 3,
         random_state: int = 0,
-        *,
         layer: str | None = None,
         max_nodes: int = 10_000,
         tree_nodes: int = 120,

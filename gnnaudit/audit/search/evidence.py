@@ -155,6 +155,7 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
     def __init__(
         self,
         num_hops: int = 3,
+        *,
         alpha: float = 0.5,
         backend: str = "exact",
         index_params: Mapping[str, Any] | None = None,

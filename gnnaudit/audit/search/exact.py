@@ -133,6 +133,7 @@ class ExactSearcher(EvidenceSearcher):
     def __init__(
         self,
         block_bytes: int = 64 * 2**20,
+        *,
         progress: bool = False,
         random_state: Any = None,
         device: Any = None,

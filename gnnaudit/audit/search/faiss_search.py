@@ -114,6 +114,7 @@ class FaissSearcher(EvidenceSearcher):
     def __init__(
         self,
         index_type: str = "hnsw",
+        *,
         M: int = 48,
         ef_search: int = 32,
         ef_construction: int = 80,

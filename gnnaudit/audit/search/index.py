@@ -145,6 +145,7 @@ class IndexSearcher(EvidenceSearcher):
     def __init__(  # noqa: PLR0913  # estimator-like index: mirrors its documented parameters
         self,
         n_partitions: int = 50,
+        *,
         n_clusters: int = 10,
         theta: float = math.pi / 3,
         weighted: bool = True,

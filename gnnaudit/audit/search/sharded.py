@@ -171,6 +171,7 @@ class ShardedSearcher(EvidenceSearcher):
     def __init__(  # noqa: PLR0913  # backend: mirrors its documented index_params
         self,
         n_shards: int | None = None,
+        *,
         shard_rows: int | None = None,
         nlist: int | None = None,
         nprobe: int | None = None,

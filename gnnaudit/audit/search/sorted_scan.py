@@ -155,6 +155,7 @@ class SortedSimilaritySearcher(EvidenceSearcher):
     def __init__(
         self,
         max_nodes: int = DEFAULT_MAX_NODES,
+        *,
         block_bytes: int = 64 * 2**20,
         progress: bool = False,
         random_state: Any = None,
