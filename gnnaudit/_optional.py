@@ -6,8 +6,10 @@ requirements:
 ========== ============== ===================================================================
 module     extra          used by
 ========== ============== ===================================================================
-faiss      ``faiss``      the ``"faiss"`` evidence search backend; k-means cells of the late
-                          Boruvka rounds of the mutual-reachability MST (numpy otherwise)
+faiss      ``faiss``      the ``"faiss"`` and ``"sharded"`` evidence search backends and the
+                          spherical k-means of the paper's index (``"index"``); k-means cells
+                          of the late Boruvka rounds of the mutual-reachability MST (numpy
+                          otherwise)
 networkx   ``diagnosis``  the cannot-link clique search of the tree diagnosis (colouring
                           cores otherwise)
 matplotlib ``plots``      the PNG figures of the audit report (tables and notes otherwise)

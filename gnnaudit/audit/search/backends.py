@@ -20,7 +20,24 @@ __all__ = [
     "make_searcher",
 ]
 
-#: Backend names accepted by ``CounterfactualEvidence(backend=...)``.
+#: Backend names accepted by ``CounterfactualEvidence(backend=...)``. Each is kept because a
+#: measurement shows it ahead somewhere (``benchmarks/results/``):
+#:
+#: * ``"exact"``: the reference, and the fastest below the faiss crossover (``"auto"`` below
+#:   :data:`AUTO_FAISS_MIN_NODES`; ``search_crossover.md``);
+#: * ``"faiss"``: an IVF / HNSW index per class, 3-18x faster per query than exact from 50,000
+#:   nodes at recall@10 >= 0.95 (``search_crossover.md``, ``faiss_tuning.md``);
+#: * ``"sorted"``: one sort of the similarity order answers every later search with new
+#:   predictions: an audit-callback epoch (new predictions, local top-10 of every node, global
+#:   top-10) took 1.7 / 9.7 / 20 ms against 44 / 144 / 509 ms for a fresh exact search at
+#:   679 / 2,000 / 4,000 nodes (``epoch_times`` of ``benchmarks/bench_evidence.py``, clustered
+#:   unit vectors, one thread); the callback's overhead is 17 % of an epoch (``audit.md``);
+#: * ``"sharded"``: faiss shards for 1M nodes and Dask workers, recall@10 0.9997 against
+#:   0.9925 for ``"faiss"``, and 23 MB of IVF-PQ index against 252 MB
+#:   (``sharded_search.md``);
+#: * ``"index"``: the paper's index (LocalCE-I), slower than exact at every measured size and
+#:   kept as the paper's method, with its measured recall in
+#:   :mod:`~gnnaudit.audit.search.index`.
 BACKENDS: tuple[str, ...] = ("exact", "sorted", "index", "faiss", "sharded", "auto")
 
 #: ``backend="auto"`` picks ``"faiss"`` (IVF, :mod:`~gnnaudit.audit.search.faiss_search` defaults)
@@ -76,8 +93,8 @@ def make_searcher(
             "backend='auto' depends on the data: resolve it with resolve_backend(backend, "
             "n_nodes, n_dims) before make_searcher"
         )
-    if backend in ("faiss", "sharded"):  # asked for by name: a missing faiss names its extra
-        require("faiss", f"backend={backend!r} (a faiss evidence search)")
+    if backend in ("faiss", "sharded", "index"):  # a missing faiss names its extra
+        require("faiss", f"backend={backend!r} (a faiss index or faiss k-means)")
     params = dict(index_params or {})
     try:
         if backend == "exact":

@@ -1,14 +1,19 @@
 r"""The paper's index for counterfactual-evidence search (LocalCE-I, CE paper Sec. 5.1).
 
-Build: supplementary partitions from weighted spherical k-means rounds, each node's index
-entry the partition that serves it best (Eq. 8-10 and the ``entry`` rules, ablations
-``weighted`` / ``supplementary``: :mod:`gnnaudit.audit.search.index_build`).
+Build: supplementary partitions from weighted spherical k-means rounds (faiss
+``Kmeans(spherical=True)``: the ``faiss`` extra), each node's index entry the partition that
+serves it best (Eq. 8-10 and the ``entry`` rules, ablations ``weighted`` / ``supplementary``:
+:mod:`gnnaudit.audit.search.index_build`); the member tables and the probe geometry the
+queries read: :mod:`gnnaudit.audit.search.index_cells`.
 
-Measured crossover (``benchmarks/results/search_crossover.md``, clustered unit embeddings,
-3 classes, 5,000-100,000 nodes x d = 16 / 128, one thread): the index (defaults) was slower
-than the exact blocked search at every size, 0.07-0.27x per batched query and 0.2-0.8x per
-single query, with 1-56 s of build, at recall@10 0.999-1.000. It has no crossover in this
-range; it is kept for fidelity to the paper and ``backend="auto"`` never picks it.
+Kept as the paper's method, not for speed. Measured recall@10 of the defaults against the
+exact search (``benchmarks/results/evidence.md``): 0.944 on Cora (d = 1433, a KS embedding
+with almost no k-means structure), 0.916 on a 20,000 x 500 synthetic PubMed-like embedding,
+1.000 on 20,000 x 500 clustered data; 0.999-1.000 on clustered data of 5,000-100,000 nodes
+(``search_crossover.md``). Measured crossover (``search_crossover.md``, clustered unit
+embeddings, 3 classes, d = 16 / 128, one thread): the index was slower than the exact blocked
+search at every size, 0.07-0.27x per batched query and 0.2-0.8x per single query, with 1-56 s
+of build. ``backend="auto"`` never picks it.
 
 Local query (Alg. 2, top-k, with a bound-based multi-probe): a query scans its entry cluster
 first (exact inner products, candidates of another predicted class only), as in the paper.
@@ -70,7 +75,8 @@ from gnnaudit.audit.search.base import (
     make_rng,
     unknown_params,
 )
-from gnnaudit.audit.search.index_build import ANGLE_SLACK, build_partitions, cell_layout
+from gnnaudit.audit.search.index_build import build_partitions
+from gnnaudit.audit.search.index_cells import ANGLE_SLACK, cell_layout, probe_bounds, probe_order
 from gnnaudit.audit.search.results import ProbedLocalEvidence
 from gnnaudit.audit.search.spherical_caps import cap_intersection_ratio
 from gnnaudit.audit.search.topk import (
@@ -93,17 +99,6 @@ _GEMV_ROWS = 4  # groups of at most this many queries use one matrix-vector prod
 _BOUND_TOL = 1e-5  # a cluster is skipped only if its bound is below the k-th best - this
 
 
-def _probe_order(csim: np.ndarray, entry: Any) -> np.ndarray:
-    """Clusters in probe order: the entry cluster first, then by decreasing similarity of the
-    query to the centroid (stable). ``csim``: ``(n_clusters,)`` or ``(q, n_clusters)``."""
-    key = -csim.astype(np.float64)
-    if key.ndim == 1:
-        key[entry] = -np.inf
-        return np.argsort(key, kind="stable")
-    key[np.arange(key.shape[0]), entry] = -np.inf
-    return np.argsort(key, axis=1, kind="stable")
-
-
 # ----------------------------------------------------------------------------- searcher
 class IndexSearcher(EvidenceSearcher):
     """LocalCE-I: supplementary partitions from weighted spherical k-means (see module doc).
@@ -115,7 +110,7 @@ class IndexSearcher(EvidenceSearcher):
     theta : cap radius of the similar field, radians in (0, pi) (paper default pi/3).
     weighted : weight the k-means rounds by Eq. 10 (False = ablation "w/o WC").
     supplementary : build ``n_partitions`` partitions (False = ablation "w/o SP": one).
-    n_iter : Lloyd iterations per k-means round (each round stops early at convergence).
+    n_iter : Lloyd iterations per k-means round.
     n_probe : clusters of the entry partition every query scans at least (default 1).
     max_probe : clusters scanned at most; between ``n_probe`` and ``max_probe`` the cap bound
         decides (see the module doc). Default 7; ``max_probe=1`` is the paper's query rule.
@@ -229,6 +224,7 @@ class IndexSearcher(EvidenceSearcher):
         self.classes_, cls = np.unique(space.predictions, return_inverse=True)
         self.class_index_ = cls.astype(np.int64)
         cells = cell_layout(labels, parts.own_cos, k_cl, self.class_index_, self.classes_.size)
+        self.cells_ = cells
         self.members_ = cells.members
         self.member_angle_ = cells.member_angle
         self.cell_offsets_ = cells.cell_offsets
@@ -294,46 +290,6 @@ class IndexSearcher(EvidenceSearcher):
             out_s[live], out_p[live] = s, p
         return out_s, out_p, probed, certified
 
-    def _candidates(self, p: int, j: int, skip: int, lo: float, hi: float) -> np.ndarray:
-        """Positions of the members of cluster ``j`` of partition ``p`` not of class ``skip``
-        (``-1``: every class) whose angle to the centroid lies in ``[lo, hi]``: one
-        sub-slice per class cell of the partition's member table."""
-        n_cls = self.classes_.size
-        off = self.cell_offsets_[p]
-        mem, ang = self.members_[p], self.member_angle_[p]
-        if lo <= 0.0 and hi >= self.cluster_radius_[p, j]:  # the annulus covers the cluster
-            first, last = off[j * n_cls], off[(j + 1) * n_cls]
-            if skip < 0:
-                return mem[first:last]
-            b, e = off[j * n_cls + skip], off[j * n_cls + skip + 1]
-            if b == first:
-                return mem[e:last]
-            if e == last:
-                return mem[first:b]
-            return np.concatenate((mem[first:b], mem[e:last]))
-        parts = []
-        for c in range(n_cls):
-            a, b = off[j * n_cls + c], off[j * n_cls + c + 1]
-            if c == skip or a == b:
-                continue
-            if lo > 0.0 or hi < math.pi:  # annulus of the triangle inequality
-                seg = ang[a:b]
-                a, b = a + int(np.searchsorted(seg, lo)), a + int(np.searchsorted(seg, hi, "right"))
-            if b > a:
-                parts.append(mem[a:b])
-        if not parts:
-            return mem[:0]
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-    @staticmethod
-    def _probe_bounds(csim: np.ndarray, rad: np.ndarray, n_cand: np.ndarray) -> np.ndarray:
-        """Cap bound on the similarity of any candidate of each cluster:
-        :math:`\\cos(\\max(0, \\angle(x_q, \\mu_j) - r_j))` (``-inf``: no candidate)."""
-        ang = np.arccos(np.clip(csim.astype(np.float64), -1.0, 1.0))
-        with np.errstate(invalid="ignore"):
-            bound = np.cos(np.maximum(0.0, ang - rad))
-        return np.where(n_cand > 0, bound, -np.inf)
-
     def _search_one(self, qpos: int, k: int) -> tuple[np.ndarray, np.ndarray, int, bool]:
         """One query, scalar fast path (same answer as :meth:`_search_many`)."""
         x = self.space_.embedding
@@ -341,8 +297,8 @@ class IndexSearcher(EvidenceSearcher):
         p = int(self.entry_partition_[qpos])
         c = int(self.class_index_[qpos])
         csim = self.centroids_[p] @ xq
-        bound = self._probe_bounds(csim, self.probe_radius_[p, :, c], self.n_candidates_[p, :, c])
-        order = _probe_order(csim, int(self.entry_cluster_[qpos]))
+        bound = probe_bounds(csim, self.probe_radius_[p, :, c], self.n_candidates_[p, :, c])
+        order = probe_order(csim, int(self.entry_cluster_[qpos]))
         rest = np.maximum.accumulate(bound[order][::-1])[::-1]
         need = min(k, int(self.n_total_[c]))
         if need == 0:
@@ -363,7 +319,7 @@ class IndexSearcher(EvidenceSearcher):
                 delta = math.acos(max(-1.0, float(best_s[need - 1]) - _BOUND_TOL))
                 a_q = math.acos(min(1.0, max(-1.0, float(csim[j]))))
                 lo, hi = a_q - delta - 2 * ANGLE_SLACK, a_q + delta + 2 * ANGLE_SLACK
-            mem = self._candidates(p, j, c, lo, hi)
+            mem = self.cells_.candidates(p, j, c, lo, hi)
             if mem.size == 0:
                 continue
             all_s = np.concatenate((best_s, x[mem] @ xq))
@@ -396,10 +352,8 @@ class IndexSearcher(EvidenceSearcher):
             csim[rows] = x[ql[rows]] @ self.centroids_[p].T
         cl = np.arange(k_cl)[None, :]
         pi, ci = part[:, None], qcls[:, None]
-        bound = self._probe_bounds(
-            csim, self.probe_radius_[pi, cl, ci], self.n_candidates_[pi, cl, ci]
-        )
-        order = _probe_order(csim, self.entry_cluster_[ql])
+        bound = probe_bounds(csim, self.probe_radius_[pi, cl, ci], self.n_candidates_[pi, cl, ci])
+        order = probe_order(csim, self.entry_cluster_[ql])
         rest = np.take_along_axis(bound, order, axis=1)
         rest = np.maximum.accumulate(rest[:, ::-1], axis=1)[:, ::-1]
         need = np.minimum(k, self.n_total_[qcls])
@@ -471,7 +425,7 @@ class IndexSearcher(EvidenceSearcher):
             grp = srt[a:e]
             gcls = qcls[rows[grp]]
             skip = int(gcls[0]) if (gcls == gcls[0]).all() else -1
-            mem = self._candidates(p, j, skip, float(lo[grp].min()), float(hi[grp].max()))
+            mem = self.cells_.candidates(p, j, skip, float(lo[grp].min()), float(hi[grp].max()))
             if mem.size == 0:
                 continue
             xm = x[mem]

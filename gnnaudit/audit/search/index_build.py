@@ -1,4 +1,5 @@
-r"""The build of the paper's index (LocalCE-I, CE paper Sec. 5.1; the queries are in
+r"""The partitions of the paper's index (LocalCE-I, CE paper Sec. 5.1; the member tables the
+queries read are in :mod:`gnnaudit.audit.search.index_cells`, the queries in
 :mod:`gnnaudit.audit.search.index`).
 
 Build (Alg. "supplementary partitioning" + "weighted clustering"), on the unit-normalised
@@ -23,7 +24,8 @@ embedding :math:`x^{agg}` (cosine geometry throughout):
    the next centroids toward them. Each round starts from a fresh k-means++ seeding drawn with
    probability :math:`\propto w_v (1 - \cos(x_v, \text{nearest seed}))` (a new random
    partition that favours the badly served nodes), followed by ``n_iter`` weighted Lloyd
-   iterations.
+   iterations (faiss ``Kmeans(spherical=True)``,
+   :func:`~gnnaudit.audit.search.spherical_kmeans.weighted_lloyd`).
 3. Index entry of v: :math:`C^*[v] = \arg\min_i w^i_v` and v's cluster there. Equal weights
    (in high dimension :math:`w_v` saturates: in d = 500 it exceeds 0.99 for every node
    farther than about 0.4 rad from its centroid) are broken by the largest cosine to the centroid, which
@@ -53,10 +55,7 @@ from tqdm.auto import trange
 
 from gnnaudit.audit.search.spherical_kmeans import kmeanspp_seeds, weighted_lloyd
 
-__all__ = ["Partitions", "CellLayout", "build_partitions", "cell_layout", "ANGLE_SLACK"]
-
-#: radians: arccos of a float32 cosine off by <= 1e-5 is off by < this
-ANGLE_SLACK = 5e-3
+__all__ = ["Partitions", "build_partitions"]
 
 
 @dataclass(frozen=True)
@@ -108,7 +107,7 @@ def build_partitions(
     for t in trange(n_part, desc="index partitions", disable=not progress, leave=False):
         seed_w = w_round if weighted else np.ones(m)
         c0 = kmeanspp_seeds(x, k_cl, seed_w, rng)
-        cent, lab, cos, cos2 = weighted_lloyd(x, c0, seed_w, n_iter)
+        cent, lab, cos, cos2 = weighted_lloyd(x, c0, seed_w, n_iter, seed=t)
         w = weight_of_cos(cos)
         labels[t], cents[t], weights[t], own_cos[t] = lab, cent, w, cos
         if entry == "weight":
@@ -122,58 +121,3 @@ def build_partitions(
         # the next round favours nodes still badly served
         w_round = np.minimum(w_round, w) if t else w
     return Partitions(labels, cents, weights, own_cos, entry_part, entry_w)
-
-
-@dataclass(frozen=True)
-class CellLayout:
-    """Member tables and cap radii of every (partition, cluster, class) cell (see
-    :func:`cell_layout`)."""
-
-    members: np.ndarray
-    member_angle: np.ndarray
-    cell_offsets: np.ndarray
-    cluster_radius: np.ndarray
-    probe_radius: np.ndarray
-    n_candidates: np.ndarray
-    n_total: np.ndarray
-
-
-def cell_layout(
-    labels: np.ndarray, own_cos: np.ndarray, k_cl: int, class_index: np.ndarray, n_classes: int
-) -> CellLayout:
-    """Member tables and cap radii of every (partition, cluster, class) cell.
-
-    ``members[p]``: positions sorted by (cluster, class, angle to the centroid), so the
-    candidates of a query of class c in cluster j are contiguous slices (``cell_offsets[p]``
-    their bounds) and the members within an angle range of a cell are a sub-slice
-    (``member_angle[p]`` the sorted angles). ``probe_radius[p, j, c]``: the largest angle
-    between the centroid of cluster j and a member of a class other than c (plus a rounding
-    slack), ``n_candidates`` the number of such members. Memory:
-    ``O(n_partitions * (m + n_clusters * n_classes))``.
-    """
-    n_part, m = labels.shape
-    n_cls = n_classes
-    cell = labels.astype(np.int64) * n_cls + class_index[None, :]
-    ang = np.arccos(np.clip(own_cos.astype(np.float64), -1.0, 1.0))
-    members = np.stack([np.lexsort((ang[p], cell[p])) for p in range(n_part)])
-    member_angle = np.take_along_axis(ang, members, axis=1)
-    counts = np.stack([np.bincount(c, minlength=k_cl * n_cls) for c in cell])
-    cell_offsets = np.concatenate([np.zeros((n_part, 1), np.int64), counts.cumsum(axis=1)], axis=1)
-    radius = np.full((n_part, k_cl * n_cls), -np.inf)
-    for p in range(n_part):  # max angle per cell: the last member of each sorted cell
-        nz = np.flatnonzero(counts[p])
-        radius[p, nz] = member_angle[p, cell_offsets[p, nz + 1] - 1]
-    radius3 = radius.reshape(n_part, k_cl, n_cls)
-    cluster_radius = radius3.max(axis=2) + ANGLE_SLACK  # (-inf: empty cluster)
-    counts3 = counts.reshape(n_part, k_cl, n_cls)
-    probe_radius = np.full_like(radius3, -np.inf)
-    for c in range(n_cls):
-        others = np.delete(radius3, c, axis=2)
-        if others.shape[2]:
-            probe_radius[:, :, c] = others.max(axis=2) + ANGLE_SLACK
-    n_candidates = counts3.sum(axis=2, keepdims=True) - counts3
-    sizes = np.bincount(class_index, minlength=n_cls)
-    n_total = (m - sizes).astype(np.int64)
-    return CellLayout(
-        members, member_angle, cell_offsets, cluster_radius, probe_radius, n_candidates, n_total
-    )
