@@ -157,3 +157,35 @@ def test_transform_writes_mst_and_keeps_input():
     assert float(out.mst_weight.sum()) / 2 == pytest.approx(tree.mst_.total_weight, rel=1e-5)
     with pytest.raises(InvalidInputError, match="no attribute"):
         DCTreeTransform(attr="pos")(data)
+
+
+def test_dendrogram_equals_scipy_single_linkage_and_disjoint_set():
+    """The dendrogram of the MST is scipy's single linkage of the mutual-reachability
+    distances (heights and merge sizes; no ties on continuous data), and its union-find pass
+    merges as scipy's ``DisjointSet`` does."""
+    from scipy.cluster.hierarchy import DisjointSet, linkage
+    from scipy.spatial.distance import squareform
+
+    from gnnaudit.graph_ops.dc_tree import _single_linkage
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(60, 3))
+    tree = DCTree(min_samples=4, mst_method="dense").fit(X)
+    d = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+    cd = core_distances(X, 4)
+    reach = np.maximum(d, np.maximum(cd[:, None], cd[None, :]))
+    np.fill_diagonal(reach, 0.0)
+    ref = linkage(squareform(reach, checks=False), method="single")
+    np.testing.assert_allclose(tree.linkage_[:, 2], ref[:, 2])
+    np.testing.assert_array_equal(tree.linkage_[:, 3], ref[:, 3])
+
+    mst = tree.mst_
+    children, _, sizes = _single_linkage(60, mst)
+    order = np.argsort(mst.weight, kind="stable")
+    ds, node_of = DisjointSet(range(60)), list(range(60))
+    for t, (u, v) in enumerate(zip(mst.u[order], mst.v[order], strict=True)):
+        a, b = ds[int(u)], ds[int(v)]
+        assert {children[t, 0], children[t, 1]} == {node_of[a], node_of[b]}
+        ds.merge(a, b)
+        assert sizes[t] == ds.subset_size(a)
+        node_of[ds[a]] = 60 + t

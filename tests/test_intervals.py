@@ -60,3 +60,19 @@ def test_coverage_is_at_least_nominal():
         k = rng.binomial(200, p, size=2000)
         lo, hi = binomial_intervals(k, np.full(k.shape, 200), 0.95)
         assert ((lo <= p) & (p <= hi)).mean() >= 0.95
+
+
+@pytest.mark.parametrize("method", ["clopper-pearson", "wilson"])
+@pytest.mark.parametrize("confidence", [0.8, 0.95, 0.999])
+def test_closed_forms_equal_scipy_binomtest(method, confidence):
+    """The vectorised intervals are scipy's ``binomtest(k, n).proportion_ci`` (exact /
+    Wilson), computed for whole arrays at once."""
+    from scipy.stats import binomtest
+
+    scipy_method = {"clopper-pearson": "exact", "wilson": "wilson"}[method]
+    pairs = [(k, n) for n in (1, 2, 7, 30, 679) for k in sorted({0, 1, n // 3, n - 1, n})]
+    k, n = np.array(pairs).T
+    lo, hi = binomial_intervals(k, n, confidence, method=method)
+    for i, (kk, nn) in enumerate(pairs):
+        ci = binomtest(int(kk), int(nn)).proportion_ci(confidence, method=scipy_method)
+        assert (lo[i], hi[i]) == pytest.approx((ci.low, ci.high), abs=1e-9)

@@ -312,3 +312,23 @@ def test_audit_model_takes_a_dataset_name(tmp_path, monkeypatch) -> None:
         audit_model(model, "credits", root=root, units=units)
     with pytest.raises(InvalidInputError, match="dataset name"):
         audit_model(model, data, root=root, units=units)
+
+
+def test_f1_from_confusion_counts_is_sklearn_f1_of_the_resample() -> None:
+    """The bootstrap's replicate form: F1 from the confusion counts of a resample equals
+    ``f1_score`` of the resampled nodes (binary and macro)."""
+    from gnnaudit.audit.fairness.literature_intervals import _f1_classes, _f1_from_confusion
+
+    rng = np.random.default_rng(4)
+    for n_classes in (2, 4):
+        y, pred = rng.integers(0, n_classes, 60), rng.integers(0, n_classes, 60)
+        for _ in range(20):
+            idx = rng.integers(0, 60, 60)
+            cells = np.bincount(y[idx] * n_classes + pred[idx], minlength=n_classes**2)
+            got = _f1_from_confusion(
+                cells.reshape(1, n_classes, n_classes), _f1_classes(y, pred, n_classes)
+            )[0]
+            average = "binary" if n_classes == 2 else "macro"
+            labels = None if n_classes == 2 else np.union1d(y, pred)
+            want = f1_score(y[idx], pred[idx], average=average, labels=labels, zero_division=0.0)
+            assert got == pytest.approx(want)

@@ -27,6 +27,13 @@ Wilson score interval (``method="wilson"``, approximate, shorter)
         \frac{\hat p + \frac{z^2}{2n} \pm z \sqrt{\frac{\hat p (1 - \hat p)}{n}
         + \frac{z^2}{4n^2}}}{1 + \frac{z^2}{n}}.
 
+Both are the intervals of ``scipy.stats.binomtest(k, n).proportion_ci(confidence,
+method="exact" | "wilson")``, computed here in closed form for whole arrays at once
+(:func:`binomial_intervals`; the tests check them against scipy). Kept because scipy's exact
+interval solves one root per bound and per rate: on 1,433 rates of 679 trials (a sensitivity
+unit's features on Cora) it took 8.3 s against 8 ms here, with the same bounds within 5e-13
+(Wilson within 1e-16).
+
 A rate estimated on a uniform sample without replacement of a finite population (the
 node-scope sample of the flip test) gets the same interval: the hypergeometric spread is
 smaller than the binomial one, so the interval is conservative. ``n = 0`` gives ``(nan, nan)``.

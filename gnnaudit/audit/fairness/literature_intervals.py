@@ -1,5 +1,11 @@
 r"""Seeded percentile-bootstrap intervals of AUROC and F1 over the audited nodes, vectorised.
 
+The estimates are scikit-learn's (``roc_auc_score``, ``f1_score``). The bootstrap replicates
+are computed here, for every replicate at once, because scikit-learn scores one sample per
+call: 1,000 replicates of 1,000 nodes took 5.9 s with ``roc_auc_score(sample_weight=...)``
+against 0.3 s here, and 3.9 s with ``f1_score`` against 1 ms from the confusion counts, for
+the same values (the tests check each replicate form against scikit-learn).
+
 Both resample the ``m`` audited nodes with replacement ``n_boot`` times (the ordinary
 nonparametric bootstrap) and take the ``(1 - c) / 2`` and ``(1 + c) / 2`` quantiles of the
 replicates (:func:`~gnnaudit.audit.bootstrap.finite_interval`; a replicate whose statistic is
@@ -34,6 +40,7 @@ predictions of the audited nodes (scikit-learn's default label set).
 from __future__ import annotations
 
 import numpy as np
+from sklearn.metrics import f1_score, roc_auc_score
 
 from gnnaudit.audit.bootstrap import finite_interval
 from gnnaudit.errors import InvalidInputError
@@ -61,6 +68,14 @@ def weighted_auc(score: np.ndarray, positive: np.ndarray, weights: np.ndarray) -
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
 
 
+def _auc(score: np.ndarray, positive: np.ndarray) -> float:
+    """``roc_auc_score``; NaN without a positive or without a negative."""
+    positive = np.asarray(positive, dtype=bool)
+    if positive.all() or not positive.any():
+        return float("nan")
+    return float(roc_auc_score(positive, score))
+
+
 def _resample_counts(rng: np.random.Generator, rows: int, m: int) -> np.ndarray:
     """``(rows, m)`` counts of each node in ``rows`` resamples of size ``m``."""
     idx = rng.integers(0, m, size=(rows, m)) + (np.arange(rows) * m)[:, None]
@@ -82,10 +97,7 @@ def auroc_interval(
     if not scores or len(scores) != len(positives):
         raise InvalidInputError("auroc_interval needs one positives array per score array")
     m = scores[0].size
-    ones = np.ones((1, m))
-    estimate = float(
-        np.mean([weighted_auc(s, p, ones)[0] for s, p in zip(scores, positives, strict=True)])
-    )
+    estimate = float(np.mean([_auc(s, p) for s, p in zip(scores, positives, strict=True)]))
     draws = np.empty(n_boot, dtype=np.float64)
     rows = max(1, max_cells // max(1, m))
     for start in range(0, n_boot, rows):
@@ -117,10 +129,11 @@ def _f1_classes(y: np.ndarray, pred: np.ndarray, n_classes: int) -> np.ndarray:
 
 
 def f1_value(y: np.ndarray, pred: np.ndarray, n_classes: int) -> float:
-    """F1 of class 1 (``n_classes == 2``) or the macro F1 (module docstring)."""
-    confusion = np.bincount(y * n_classes + pred, minlength=n_classes * n_classes)
-    confusion = confusion.reshape(1, n_classes, n_classes)
-    return float(_f1_from_confusion(confusion, _f1_classes(y, pred, n_classes))[0])
+    """F1 of class 1 (``n_classes == 2``) or the macro F1 (module docstring):
+    ``sklearn.metrics.f1_score`` with ``zero_division=0``."""
+    if n_classes == 2:
+        return float(f1_score(y, pred, labels=[0, 1], pos_label=1, zero_division=0.0))
+    return float(f1_score(y, pred, average="macro", zero_division=0.0))
 
 
 def f1_interval(
