@@ -18,7 +18,8 @@ transformation of the same embedding:
 2. **Fair alternative** (dc-tree). FairDen on the same embeddings, same ``minPts`` and dc-tree,
    ``n_clusters`` clusters (default: DBSCAN's number of clusters, at least 2). Its balance and
    DCSI beside DBSCAN's: how far the model's own grouping is from a fair one.
-3. **Readable description** (constraint graph). A :class:`~gnnaudit.clustering.TreeClustering`
+3. **Readable description** (constraint graph; :mod:`gnnaudit.audit.embedding.description`).
+   A :class:`~gnnaudit.clustering.TreeClustering`
    tree of depth ``<= depth`` on the *input features* of at most ``tree_nodes`` sampled
    clustered nodes; must-links join nodes of one embedding cluster that the dc-tree joins at
    its lowest levels; cannot-links come from the evidence pairs (``evidence``; up to a quarter
@@ -38,6 +39,7 @@ is ``O(n * neighbours)`` for DBSCAN, ``O(n * minPts)`` for the dc-tree and FairD
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import warnings
@@ -46,33 +48,30 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
-from sklearn.metrics import adjusted_rand_score
 
 from gnnaudit._aliases import deprecated_attribute, renamed_keywords
 from gnnaudit._params import InstanceOf, Integer, Real, validate_parameters
 from gnnaudit._validation import check_int
 from gnnaudit.audit.context import resolve_nodes
+from gnnaudit.audit.embedding.description import ClusterView, describe_clusters
 from gnnaudit.audit.embedding.node_embeddings import forward_with_embeddings
 from gnnaudit.audit.embedding.parts import (
     balance_permutation_test,
     cluster_table,
-    evidence_positions,
     feature_differences,
     knee_eps,
-    lowest_merge_pairs,
     min_cluster_size,
     nearest_other_cluster,
     split_eps,
-    tree_sample,
 )
 from gnnaudit.audit.search.estimator_tags import GraphInputTagsMixin
 from gnnaudit.audit.search.evidence_table import graph_user_ids
 from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.audit.sensitive import resolve_sensitive
-from gnnaudit.clustering import ExDBSCAN, FairDen, TreeClustering
+from gnnaudit.clustering import ExDBSCAN, FairDen
 from gnnaudit.clustering.metrics import balance, dcsi, group_mix, noise_fraction
 from gnnaudit.errors import GnnAuditError, InvalidInputError, NotFittedError
-from gnnaudit.graph_ops import ConstraintGraph, CoreGraph, DCTree
+from gnnaudit.graph_ops import CoreGraph, DCTree
 
 __all__ = ["EmbeddingAudit", "COMPARISON_COLUMNS", "COUNTERPART_COLUMNS"]
 
@@ -349,73 +348,26 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
     # ------------------------------------------------------------------ tree
     def _tree(self, evidence: Any) -> None:
         t0 = time.perf_counter()
-        self.tree_, self.tree_rules_, self.tree_note_ = None, "", ""
-        self.tree_ari_ = self.tree_ari_all_ = float("nan")
-        self.constraints_held_ = self.constraints_total_ = 0
-        self.must_link_ = self.cannot_link_ = np.empty((0, 2), dtype=np.int64)
-        self.evidence_cannot_links_ = 0
-        self.tree_nodes_ = np.empty(0, dtype=np.int64)
-        cl_all = evidence_positions(evidence, self.nodes_)
-        if self.n_clusters_ < 2:
-            self.tree_note_ = (
-                f"no tree: DBSCAN found {self.n_clusters_} density cluster(s) in the embeddings, "
-                "so there is no grouping to describe"
-            )
-            self.timings_["tree"] = time.perf_counter() - t0
-            return
-        sample, cl_local = tree_sample(
-            cl_all, self.labels_, int(self.tree_nodes), int(self.max_constraints), self._rng(2)
+        view = ClusterView(
+            self.nodes_,
+            self.labels_,
+            self.n_clusters_,
+            self.dc_tree_,
+            self.input_features_,
+            self.feature_names_,
         )
-        labels = self.labels_[sample]
-        self.evidence_cannot_links_ = len(cl_local)
-        room = max(0, int(self.max_constraints) - len(cl_local))
-        cross = lowest_merge_pairs(self.dc_tree_, sample, labels, room // 3, same=False)
-        ml_local = lowest_merge_pairs(self.dc_tree_, sample, labels, room - len(cross))
-        cl_local = np.concatenate([cl_local.reshape(-1, 2), cross]).astype(np.int64)
-        graph = ConstraintGraph(sample.size, ml_local)
-        if len(cl_local):  # a cannot-link inside a must-link component would be infeasible
-            keep = graph.component_of(cl_local[:, 0]) != graph.component_of(cl_local[:, 1])
-            cl_local = cl_local[keep]
-        X = self.input_features_[self.nodes_[sample]]
-        k_tree = int(min(np.unique(labels[labels >= 0]).size, 2**self.depth))
-        k_tree = max(k_tree, 2)
-        for attempt in range(3):  # halve the constraints when no tree honours them
-            est = TreeClustering(
-                n_clusters=k_tree,
-                depth=self.depth,
-                min_clusters=2,
-                solver="lsu",
-                time_limit=float(self.tree_time_limit),
-                random_state=self.random_state,
-            )
-            est.fit(X, must_link=ml_local, cannot_link=cl_local)
-            if est.labels_ is not None:
-                break
-            logger.info("tree attempt %d: %s; halving the constraints", attempt, est.status_)
-            ml_local = ml_local[: len(ml_local) // 2]
-            cl_local = cl_local[: len(cl_local) // 2]
-        self.tree_nodes_ = self.nodes_[sample]
-        self.must_link_ = self.tree_nodes_[ml_local] if len(ml_local) else ml_local
-        self.cannot_link_ = self.tree_nodes_[cl_local] if len(cl_local) else cl_local
-        self.tree_status_ = est.status_
-        if est.labels_ is None:
-            self.tree_note_ = (
-                f"no tree: the MaxSAT solver returned {est.status_!r} within "
-                f"{self.tree_time_limit} s even with halved constraints"
-            )
-            self.timings_["tree"] = time.perf_counter() - t0
-            return
-        self.tree_ = est
-        self.tree_rules_ = est.export_text(self.feature_names_)
-        tl = est.labels_
-        held = int(np.sum(tl[ml_local[:, 0]] == tl[ml_local[:, 1]])) if len(ml_local) else 0
-        held += int(np.sum(tl[cl_local[:, 0]] != tl[cl_local[:, 1]])) if len(cl_local) else 0
-        self.constraints_held_, self.constraints_total_ = held, len(ml_local) + len(cl_local)
-        clustered = labels >= 0
-        self.tree_ari_ = float(adjusted_rand_score(labels[clustered], tl[clustered]))
-        every = np.flatnonzero(self.labels_ >= 0)
-        routed = est.predict(self.input_features_[self.nodes_[every]])
-        self.tree_ari_all_ = float(adjusted_rand_score(self.labels_[every], routed))
+        found = describe_clusters(
+            view,
+            evidence,
+            depth=int(self.depth),
+            tree_nodes=int(self.tree_nodes),
+            max_constraints=int(self.max_constraints),
+            time_limit=float(self.tree_time_limit),
+            random_state=self.random_state,
+            rng=self._rng(2),
+        )
+        for f in dataclasses.fields(found):  # tree_, tree_rules_, must_link_ ...
+            setattr(self, f"{f.name}_", getattr(found, f.name))
         self.timings_["tree"] = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ counterparts

@@ -7,19 +7,18 @@ Each function does one job on arrays of the audited nodes' embeddings ``Z`` (n, 
   radius of the dc-tree at which two sizeable clusters exist;
 * :func:`cluster_table` -- per cluster size, prediction mix, accuracy and sensitive balance;
 * :func:`balance_permutation_test` -- the balance under random group labels;
-* :func:`lowest_merge_pairs` -- constraint pairs from the lowest dc-tree merges;
 * :func:`nearest_other_cluster` -- the cluster of the nearest core not in a node's own cluster;
 * :func:`feature_differences` -- input features of query / counterpart pairs, differences marked.
+
+The readable description (the constrained tree) is in
+:mod:`gnnaudit.audit.embedding.description`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
-from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.clustering.metrics import balance, group_mix
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops import CoreGraph, DCTree
@@ -30,11 +29,8 @@ __all__ = [
     "min_cluster_size",
     "cluster_table",
     "balance_permutation_test",
-    "lowest_merge_pairs",
     "nearest_other_cluster",
     "feature_differences",
-    "evidence_positions",
-    "tree_sample",
     "CLUSTER_COLUMNS",
     "DIFF_SCALE",
 ]
@@ -172,43 +168,6 @@ def balance_permutation_test(
     return observed, min(p, 1.0)
 
 
-def lowest_merge_pairs(
-    tree: DCTree, positions: np.ndarray, labels: np.ndarray, budget: int, *, same: bool = True
-) -> np.ndarray:
-    """Pairs (indices into ``positions``, rows of the dc-tree's points) of smallest dc-distance.
-
-    ``same=True`` (must-links): pairs inside one cluster (``labels >= 0``); each cluster gets a
-    share of ``budget`` proportional to its number of nodes (at least one pair) and takes its
-    pairs of smallest dc-distance, i.e. the nodes the dc-tree joins at its lowest levels.
-    ``same=False`` (cannot-links): pairs of two different clusters, the ``budget`` of smallest
-    dc-distance overall (the closest nodes the clustering still separates). Ties by index.
-    Memory ``O(len(positions)^2)``; callers cap ``positions``.
-    """
-    m = positions.size
-    if budget <= 0 or m < 2:
-        return np.empty((0, 2), dtype=np.int64)
-    iu, ju = np.triu_indices(m, 1)
-    both = (labels[iu] >= 0) & (labels[ju] >= 0)
-    keep = both & ((labels[iu] == labels[ju]) if same else (labels[iu] != labels[ju]))
-    iu, ju = iu[keep], ju[keep]
-    if iu.size == 0:
-        return np.empty((0, 2), dtype=np.int64)
-    dc = tree.distance(positions[iu], positions[ju])
-    if not same:
-        chosen = np.lexsort((ju, iu, dc))[:budget]
-        return np.stack([iu[chosen], ju[chosen]], axis=1).astype(np.int64)
-    cl = labels[iu]
-    order = np.lexsort((ju, iu, dc, cl))
-    cl_sorted = cl[order]
-    start = np.searchsorted(cl_sorted, cl_sorted, side="left")
-    rank = np.arange(order.size) - start
-    clusters, members = np.unique(labels[labels >= 0], return_counts=True)
-    quota = np.maximum(1, np.floor(budget * members / members.sum())).astype(np.int64)
-    within = rank < quota[np.searchsorted(clusters, cl_sorted)]
-    chosen = order[within][:budget]
-    return np.stack([iu[chosen], ju[chosen]], axis=1).astype(np.int64)
-
-
 def nearest_other_cluster(cg: CoreGraph, positions: np.ndarray) -> np.ndarray:
     """Cluster of the nearest core point outside each node's own cluster (-1 when none).
 
@@ -262,56 +221,3 @@ def feature_differences(
             "differs": (np.abs(diff) > tol[None, :]).ravel(),
         }
     )
-
-
-def evidence_positions(evidence: Any, nodes: np.ndarray) -> np.ndarray:
-    """Evidence pairs (a GlobalEvidence or its DataFrame) as positions into the ascending
-    ``nodes`` (pairs with both nodes among them), best first."""
-    if evidence is None:
-        return np.empty((0, 2), dtype=np.int64)
-    if isinstance(evidence, pd.DataFrame):
-        evidence = GlobalEvidence.from_frame(evidence)
-    if not isinstance(evidence, GlobalEvidence):
-        raise InvalidInputError(
-            "evidence must be a GlobalEvidence or a DataFrame with node_u, node_v columns, "
-            f"got {type(evidence).__name__}"
-        )
-    u, v = np.asarray(evidence.node_u), np.asarray(evidence.node_v)
-    pu, pv = np.searchsorted(nodes, u), np.searchsorted(nodes, v)
-    pu, pv = np.minimum(pu, nodes.size - 1), np.minimum(pv, nodes.size - 1)
-    ok = (nodes[pu] == u) & (nodes[pv] == v) & (u != v)
-    return np.stack([pu[ok], pv[ok]], axis=1).astype(np.int64)
-
-
-def tree_sample(
-    cl_pairs: np.ndarray,
-    labels: np.ndarray,
-    cap: int,
-    max_constraints: int,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the tree's nodes (at most ``cap``: the endpoints of the first evidence
-    cannot-links ``cl_pairs``, the rest stratified by DBSCAN cluster ``labels``) and the
-    cannot-link pairs among them (local ids)."""
-    budget = min(max_constraints // 4, cap // 4)
-    chosen = np.unique(cl_pairs[:budget].ravel())
-    while chosen.size > cap // 2 and budget > 0:
-        budget //= 2
-        chosen = np.unique(cl_pairs[:budget].ravel())
-    cl_pairs = cl_pairs[:budget]
-    clustered = np.flatnonzero(labels >= 0)
-    rest = np.setdiff1d(clustered, chosen)
-    room = max(0, cap - chosen.size)
-    if rest.size > room:  # stratified by cluster: proportional, at least 2 each
-        labs = labels[rest]
-        ids, counts = np.unique(labs, return_counts=True)
-        quota = np.maximum(2, np.floor(room * counts / counts.sum())).astype(np.int64)
-        keys = rng.random(rest.size)
-        order = np.lexsort((keys, labs))
-        start = np.searchsorted(labs[order], labs[order], side="left")
-        rank = np.arange(order.size) - start
-        take = order[rank < quota[np.searchsorted(ids, labs[order])]]
-        rest = np.sort(rest[take])
-    sample = np.union1d(chosen, rest)
-    local = np.searchsorted(sample, cl_pairs) if cl_pairs.size else cl_pairs
-    return sample, local.reshape(-1, 2)
