@@ -45,6 +45,11 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_array, check_choice, check_int
+from gnnaudit.audit.fairness.discrimination_arrays import (
+    DISCRIMINATION_COLUMNS,
+    arrays_to_table,
+    score_arrays,
+)
 from gnnaudit.audit.fairness.feature_coding import FeatureCoding, code_features
 from gnnaudit.audit.fairness.feature_units import MODEL_UNITS, FeatureUnits, units_note
 from gnnaudit.audit.report.section import Figure, ReportSection
@@ -78,128 +83,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-#: Columns of the table :func:`discrimination_scores` returns.
-DISCRIMINATION_COLUMNS = ["feature", "value", "score", "baseline", "lift", "support"]
-
-#: memory bound (number of array cells) of one feature chunk of the (q, k, F) comparison
-CHUNK_CELLS = 8_000_000
-
-
-def score_arrays(
-    coding: FeatureCoding,
-    queries: np.ndarray,
-    evidence: np.ndarray,
-    pred: np.ndarray,
-    test_nodes: np.ndarray,
-    *,
-    min_support: int = 1,
-) -> dict[str, np.ndarray]:
-    """Array core of :func:`discrimination_scores` (no validation, unsorted; the audit callback
-    calls it every epoch, so it stays cheap).
-
-    ``queries`` (q,) node ids; ``evidence`` (q, k) evidence node ids padded with -1 (each row
-    with at least one evidence); ``pred`` (n,) predictions (valid on ``test_nodes``);
-    ``test_nodes`` the candidate pool of the baseline. Returns arrays ``column`` (position in
-    ``coding``), ``code``, ``score``, ``baseline``, ``support``.
-
-    Memory: the comparison runs in feature chunks of at most :data:`CHUNK_CELLS` cells of a
-    (q, k, F) array.
-    """
-    empty = {
-        "column": np.zeros(0, dtype=np.int64),
-        "code": np.zeros(0, dtype=np.int64),
-        "score": np.zeros(0),
-        "baseline": np.zeros(0),
-        "support": np.zeros(0, dtype=np.int64),
-    }
-    n_cols = coding.codes.shape[1]
-    if queries.size == 0 or n_cols == 0:
-        return empty
-    valid = evidence >= 0
-    n_valid = valid.sum(axis=1)
-    if np.any(n_valid == 0):
-        raise InvalidInputError("every query needs at least one evidence")
-    ev_safe = np.where(valid, evidence, 0)
-
-    pool_pred = pred[test_nodes]
-    classes, pool_cls = np.unique(pool_pred, return_inverse=True)
-    q_cls = np.clip(np.searchsorted(classes, pred[queries]), 0, max(classes.size - 1, 0))
-    if classes.size == 0 or np.any(classes[q_cls] != pred[queries]):
-        raise InvalidInputError(
-            "evidence queries have predicted classes that no test node of the candidate pool has"
-        )
-    class_size = np.bincount(pool_cls, minlength=classes.size)
-    n_cand = test_nodes.size - class_size[q_cls]
-    if np.any(n_cand <= 0):
-        raise InvalidInputError(
-            "some query with evidences has no candidate in the test pool (mask/predictions do "
-            "not match the evidence)"
-        )
-
-    codes = coding.codes
-    chunk = max(1, CHUNK_CELLS // max(1, evidence.size))
-    ds_v = np.empty((queries.size, n_cols), dtype=np.float64)
-    for s in range(0, n_cols, chunk):
-        cq = codes[queries, s : s + chunk]  # (q, F)
-        ce = codes[:, s : s + chunk][ev_safe]  # (q, k, F)
-        mism = (ce != cq[:, None, :]) & valid[:, :, None]
-        ds_v[:, s : s + chunk] = mism.sum(axis=1) / n_valid[:, None]
-
-    n_cls = classes.size
-    col_o, code_o, sc, bs, sup = [], [], [], [], []
-    for j in range(n_cols):
-        nv = len(coding.labels[j])
-        node_code = codes[:, j].astype(np.int64)
-        q_code = node_code[queries]
-        counts = np.bincount(pool_cls * nv + node_code[test_nodes], minlength=n_cls * nv)
-        counts = counts.reshape(n_cls, nv)
-        total = counts.sum(axis=0)
-        same = total[q_code] - counts[q_cls, q_code]
-        base_v = 1.0 - same / n_cand
-        support = np.bincount(q_code, minlength=nv)
-        score = np.bincount(q_code, weights=ds_v[:, j], minlength=nv)
-        base = np.bincount(q_code, weights=base_v, minlength=nv)
-        held = np.flatnonzero(support >= min_support)
-        col_o.append(np.full(held.size, j, dtype=np.int64))
-        code_o.append(held.astype(np.int64))
-        sc.append(score[held] / support[held])
-        bs.append(base[held] / support[held])
-        sup.append(support[held])
-    return {
-        "column": np.concatenate(col_o),
-        "code": np.concatenate(code_o),
-        "score": np.concatenate(sc),
-        "baseline": np.concatenate(bs),
-        "support": np.concatenate(sup).astype(np.int64),
-    }
-
-
-def arrays_to_table(arrays: dict[str, np.ndarray], coding: FeatureCoding) -> pd.DataFrame:
-    """Sorted discrimination DataFrame (:data:`DISCRIMINATION_COLUMNS`) of :func:`score_arrays`
-    output: by ``score`` descending as in the paper, ties by larger ``lift``, then feature and
-    value."""
-    cols, codes = arrays["column"], arrays["code"]
-    table = pd.DataFrame(
-        {
-            "feature": pd.Series([coding.names[c] for c in cols], dtype=object),
-            "value": pd.Series(
-                [coding.labels[c][v] for c, v in zip(cols, codes, strict=True)], dtype=object
-            ),
-            "score": arrays["score"].astype(np.float64),
-            "baseline": arrays["baseline"].astype(np.float64),
-            "lift": (arrays["score"] - arrays["baseline"]).astype(np.float64),
-            "support": arrays["support"].astype(np.int64),
-        },
-        columns=DISCRIMINATION_COLUMNS,
-    )
-    table["_order"] = cols * 100_000 + codes
-    table = table.sort_values(
-        ["score", "lift", "feature", "_order"],
-        ascending=[False, False, True, True],
-        kind="stable",
-    )
-    return table.drop(columns="_order").reset_index(drop=True)
 
 
 def discrimination_scores(
