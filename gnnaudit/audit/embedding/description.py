@@ -167,6 +167,7 @@ def _score(
     out.tree = est
     out.tree_rules = est.export_text(view.feature_names)
     tl = est.labels_
+    assert tl is not None  # a fitted tree (checked by the caller)
     held = int(np.sum(tl[ml_local[:, 0]] == tl[ml_local[:, 1]])) if len(ml_local) else 0
     held += int(np.sum(tl[cl_local[:, 0]] != tl[cl_local[:, 1]])) if len(cl_local) else 0
     out.constraints_held, out.constraints_total = held, len(ml_local) + len(cl_local)

@@ -115,8 +115,6 @@ def error_verification(
     hypergeometric test of the module docstring. Rows with no pair at all are dropped.
     Cost O(P log P) for P = max(ks) pairs.
     """
-    from scipy.stats import hypergeom
-
     y = check_class_array("y_true", y_true)
     pred = check_class_array("y_pred", y_pred)
     n = pred.shape[0]
@@ -129,11 +127,19 @@ def error_verification(
     ks_list = sorted({check_int("ks entry", v, minimum=1) for v in ks})
     if not ks_list:
         raise InvalidInputError("ks must hold at least one positive integer, got an empty list")
-    n_boot = check_int("n_boot", n_boot, minimum=1, maximum=MAX_RESAMPLES)
+    check_int("n_boot", n_boot, minimum=1, maximum=MAX_RESAMPLES)
+    pairs, test_nodes = _pairs_and_test_nodes(evidence, node_ids, mask, ks_list[-1], n)
+    return _accuracy_rows(pairs, test_nodes, pred == y, ks_list, confidence)
 
+
+def _pairs_and_test_nodes(
+    evidence: Any, node_ids: Any, mask: Any, k: int, n: int
+) -> tuple[GlobalEvidence, np.ndarray]:
+    """The top ``k`` global evidence pairs (of a fitted estimator, or the pairs given) and the
+    test nodes (the estimator's, or ``mask``), checked against ``n`` nodes."""
     if is_estimator(evidence):
         test_nodes = fitted_test_nodes(evidence)
-        pairs = evidence.search_global(k=ks_list[-1])
+        pairs = evidence.search_global(k=k)
     else:
         pairs = _pairs(evidence, node_ids, n)
         if mask is None:
@@ -145,13 +151,26 @@ def error_verification(
         raise InvalidInputError(
             f"test node ids reach {test_nodes.max()} but y_pred has {n} entries"
         )
-    correct = pred == y
-    overall = float(correct[test_nodes].mean())
-    total_correct = int(correct[test_nodes].sum())
-
     u, v = pairs.node_u, pairs.node_v
     if u.size and (min(u.min(), v.min()) < 0 or max(u.max(), v.max()) >= n):
         raise InvalidInputError(f"evidence holds node ids outside [0, {n - 1}]")
+    return pairs, test_nodes
+
+
+def _accuracy_rows(
+    pairs: GlobalEvidence,
+    test_nodes: np.ndarray,
+    correct: np.ndarray,
+    ks: list[int],
+    confidence: float,
+) -> pd.DataFrame:
+    """One row per ``k`` of ``ks``: the accuracy on the nodes of the top-k pairs, its exact
+    interval and hypergeometric p-value, beside the accuracy on the test set."""
+    from scipy.stats import hypergeom
+
+    overall = float(correct[test_nodes].mean())
+    total_correct = int(correct[test_nodes].sum())
+    u, v = pairs.node_u, pairs.node_v
     # first pair index in which each distinct node appears -> cumulative counts per k
     flat = np.stack([u, v], axis=1).ravel()
     nodes, first = np.unique(flat, return_index=True)
@@ -159,11 +178,10 @@ def error_verification(
     order = np.argsort(first_pair, kind="stable")
     first_pair = first_pair[order]
     cum_correct = np.concatenate([[0], np.cumsum(correct[nodes[order]])])
-
     rows = []
     if u.size == 0:
         logger.warning("no global evidence pair exists; the error verification table is empty")
-    for k in ks_list:
+    for k in ks:
         used = min(k, u.size)
         if used == 0:
             continue

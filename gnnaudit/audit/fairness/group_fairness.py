@@ -216,6 +216,40 @@ def _evaluated(
     return pred, y, s
 
 
+def _group_table(
+    pred: np.ndarray, y: np.ndarray | None, s: np.ndarray, positive_class: int
+) -> tuple[pd.DataFrame, tuple[np.ndarray, ...], np.ndarray, list[Any]]:
+    """The per-group table (``group, size, positives, accuracy, positive_rate,
+    true_positive_rate``), the counts ``(positive predictions, size, positives, true
+    positives, true-positive rate)`` per group, each node's group index and the group names;
+    at least two groups, else an :class:`~gnnaudit.errors.InvalidInputError`."""
+    groups, code = np.unique(s, return_inverse=True)
+    code = code.reshape(-1)
+    g = groups.size
+    if g < 2:
+        raise InvalidInputError(
+            f"sensitive_features takes the single value {groups[0]!r} on the evaluated nodes; "
+            "group fairness needs at least two groups"
+        )
+    size, pos_pred, positives, tp, tpr, accuracy = _group_counts(pred, y, code, g, positive_class)
+    group_values: list[Any] = (
+        [str(v) for v in groups]
+        if groups.dtype.kind in "OUS"
+        else [int(v) if float(v).is_integer() else float(v) for v in groups]
+    )
+    table = pd.DataFrame(
+        {
+            "group": group_values,
+            "size": size.astype(np.int64),
+            "positives": positives.astype(np.int64),
+            "accuracy": accuracy,
+            "positive_rate": pos_pred / size,
+            "true_positive_rate": tpr,
+        }
+    )
+    return table, (pos_pred, size, positives, tp, tpr), code, group_values
+
+
 def group_fairness(
     y_true: Any,
     y_pred: Any,
@@ -254,35 +288,10 @@ def group_fairness(
         "confidence", confidence, minimum=0.5, maximum=1.0, inclusive=(True, False)
     )
     random_state = check_int("random_state", random_state, minimum=0)
-    groups, code = np.unique(s, return_inverse=True)
-    code = code.reshape(-1)
-    g = groups.size
-    if g < 2:
-        raise InvalidInputError(
-            f"sensitive_features takes the single value {groups[0]!r} on the evaluated nodes; "
-            "group fairness needs at least two groups"
-        )
-    size, pos_pred, positives, tp, tpr, accuracy = _group_counts(pred, y, code, g, positive_class)
-    group_values: list[Any] = (
-        [str(v) for v in groups]
-        if groups.dtype.kind in "OUS"
-        else [int(v) if float(v).is_integer() else float(v) for v in groups]
-    )
-    pr = pos_pred / size
-    table = pd.DataFrame(
-        {
-            "group": group_values,
-            "size": size.astype(np.int64),
-            "positives": positives.astype(np.int64),
-            "accuracy": accuracy,
-            "positive_rate": pr,
-            "true_positive_rate": tpr,
-        }
-    )
+    table, counts, code, group_values = _group_table(pred, y, s, positive_class)
+    g = len(group_values)
     rng = np.random.default_rng([random_state, 17])
-    spd, di, di_ci, eod = _binary_gaps(
-        (pos_pred, size, positives, tp, tpr), group_values, y is not None, n_boot, confidence, rng
-    )
+    spd, di, di_ci, eod = _binary_gaps(counts, group_values, y is not None, n_boot, confidence, rng)
     class_gaps = _class_gaps(pred, y, code, g, n_classes, confidence)
     if class_gaps is not None:  # more than two classes: the largest gap over classes
         spd, eod, di, di_ci = class_gaps.spd_gap, class_gaps.eod_gap, class_gaps.di, (math.nan,) * 2

@@ -351,64 +351,16 @@ class SensitivityUnit(AuditUnit):
             for a in ctx.attributes[1:]
             if a.column is not None and a.column != column
         ]
-        specs = [spec, *extra]
-        large = ctx.num_nodes > LARGE_GRAPH_NODES
-        rank = self.rank if self.rank is not None else not large
-        max_nodes = self.max_nodes
-        if max_nodes is None:
-            max_nodes = LARGE_GRAPH_MAX_NODES if large else MAX_NODES
-        if large and self.rank is None:
-            notes.append(
-                f"Ranking among features skipped: the graph has {ctx.num_nodes:,} nodes, more "
-                f"than LARGE_GRAPH_NODES = {LARGE_GRAPH_NODES:,} (each counterfactual value "
-                "costs whole-graph passes); pass SensitivityUnit(rank=True) or call "
-                "feature_sensitivity(model, data, features=[...])."
-            )
-        if rank:
-            others = resolve_features(data, None)
-            n_values = sum(_n_values(s, data) for s in others)
-            if n_values <= self.max_rank_values:
-                names = {s.name for s in others}
-                specs = others + [s for s in specs if s.name not in names]
-            else:
-                notes.append(
-                    f"Ranking among features skipped: the {len(others)} features have {n_values} "
-                    f"counterfactual values, above the cap of {self.max_rank_values}; call "
-                    "feature_sensitivity(model, data, features=[...]) on a chosen subset."
-                )
+        specs, max_nodes = self._plan(ctx, [spec, *extra], notes)
         flips: dict[str, FlipResult] = {}
         rankings: dict[str, pd.DataFrame] = {}
         skipped: dict[str, str] = {}
         extra_flips: dict[str, dict[str, FlipResult]] = {s.name: {} for s in extra}
         for scope in self.scopes:
-            hops = None
-            if scope == "node":
-                skip = self._node_scope_skip(ctx)
-                if skip is not None:
-                    notes.append(skip)
-                    skipped[scope] = skip
-                    continue
-                hops = resolve_num_hops(ctx.adapter, self.num_hops)
-            options = FlipOptions(
-                num_hops=hops,
-                max_nodes=max_nodes,
-                sensitive=ctx.sensitive,
-                confidence=ctx.options.confidence,
-                base_logits=ctx.logits,
-                progress=bool(ctx.options.progress),
-                client=self.client,
-                remote=ctx.remote,
-            )
-            results, _ = sensitivity_results(
-                ctx.adapter,
-                data,
-                specs,
-                ctx.nodes,
-                scope,
-                ctx.options.n_boot if self.n_boot is None else self.n_boot,
-                ctx.options.random_state,
-                options,
-            )
+            results = self._scope_results(ctx, scope, specs, max_nodes, skipped)
+            if results is None:
+                notes.append(skipped[scope])
+                continue
             own = next(r for r in results if r.feature == spec.name)
             flips[scope] = own
             for s in extra:
@@ -428,6 +380,74 @@ class SensitivityUnit(AuditUnit):
             skipped=skipped,
             others=extra_flips,
         )
+
+    def _plan(self, ctx: AuditContext, specs: list[Any], notes: list[str]) -> tuple[list[Any], int]:
+        """The features to flip (``specs``, the sensitive ones, after every other feature when
+        ranking) and the node cap per scope, each skip noted in ``notes``."""
+        large = ctx.num_nodes > LARGE_GRAPH_NODES
+        rank = self.rank if self.rank is not None else not large
+        max_nodes = self.max_nodes
+        if max_nodes is None:
+            max_nodes = LARGE_GRAPH_MAX_NODES if large else MAX_NODES
+        if large and self.rank is None:
+            notes.append(
+                f"Ranking among features skipped: the graph has {ctx.num_nodes:,} nodes, more "
+                f"than LARGE_GRAPH_NODES = {LARGE_GRAPH_NODES:,} (each counterfactual value "
+                "costs whole-graph passes); pass SensitivityUnit(rank=True) or call "
+                "feature_sensitivity(model, data, features=[...])."
+            )
+        if rank:
+            others = resolve_features(ctx.data, None)
+            n_values = sum(_n_values(s, ctx.data) for s in others)
+            if n_values <= self.max_rank_values:
+                names = {s.name for s in others}
+                specs = others + [s for s in specs if s.name not in names]
+            else:
+                notes.append(
+                    f"Ranking among features skipped: the {len(others)} features have {n_values} "
+                    f"counterfactual values, above the cap of {self.max_rank_values}; call "
+                    "feature_sensitivity(model, data, features=[...]) on a chosen subset."
+                )
+        return specs, int(max_nodes)
+
+    def _scope_results(
+        self,
+        ctx: AuditContext,
+        scope: str,
+        specs: list[Any],
+        max_nodes: int,
+        skipped: dict[str, str],
+    ) -> list[FlipResult] | None:
+        """The flips of every feature of ``specs`` at ``scope``; None when the scope is
+        skipped (the reason in ``skipped[scope]``)."""
+        hops = None
+        if scope == "node":
+            skip = self._node_scope_skip(ctx)
+            if skip is not None:
+                skipped[scope] = skip
+                return None
+            hops = resolve_num_hops(ctx.adapter, self.num_hops)
+        options = FlipOptions(
+            num_hops=hops,
+            max_nodes=max_nodes,
+            sensitive=ctx.sensitive,
+            confidence=ctx.options.confidence,
+            base_logits=ctx.logits,
+            progress=bool(ctx.options.progress),
+            client=self.client,
+            remote=ctx.remote,
+        )
+        results, _ = sensitivity_results(
+            ctx.adapter,
+            ctx.data,
+            specs,
+            ctx.nodes,
+            scope,
+            ctx.options.n_boot if self.n_boot is None else self.n_boot,
+            ctx.options.random_state,
+            options,
+        )
+        return results
 
 
 def _n_values(spec: Any, data: Any) -> int:
