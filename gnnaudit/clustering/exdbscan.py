@@ -36,8 +36,9 @@ Cost per query (k counterfactuals, n_C candidate cores, E_C target-graph edges):
 O(n_C d) distances, k-1 Dijkstra runs O(E_C + n_C log n_C), O(k n_C) greedy updates; memory
 O(n_C (d + k)).
 
-Modules: this one holds the estimator; the energy and its minimisers live in
-:mod:`gnnaudit.clustering._exdbscan_energy`, the placement and validity check in
+Modules: this one holds the estimator; one query, once its point, targets and constraints are
+resolved, runs in :mod:`gnnaudit.clustering.exdbscan_query`; the energy and its minimisers live
+in :mod:`gnnaudit.clustering._exdbscan_energy`, the placement and validity check in
 :mod:`gnnaudit.clustering._exdbscan_placement`, the result type in
 :mod:`gnnaudit.clustering.counterfactual_set`.
 """
@@ -62,12 +63,11 @@ from gnnaudit.clustering._estimator_input import (
     validate_fit_input,
     validate_predict_input,
 )
-from gnnaudit.clustering._exdbscan_energy import CandidateCores, select_reference_cores
-from gnnaudit.clustering._exdbscan_placement import eligible_cores
 from gnnaudit.clustering.counterfactual_set import CounterfactualSet
 from gnnaudit.clustering.exdbscan_constraints import parse_constraints
+from gnnaudit.clustering.exdbscan_query import SelectionRule, counterfactual_set
 from gnnaudit.errors import InfeasibleError, InvalidInputError
-from gnnaudit.graph_ops._distances import canonical_metric, rowwise_distances
+from gnnaudit.graph_ops._distances import canonical_metric
 from gnnaudit.graph_ops.core_graph import CoreGraph
 
 __all__ = ["ExDBSCAN", "CounterfactualSet", "STRATEGIES"]
@@ -377,69 +377,16 @@ class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
             monotone,
             correlated,
         )
-        cand = np.concatenate([cg.cluster_cores(c) for c in targets])
-        mask, box, lo_table, hi_table = eligible_cores(cg, x, cand, cons, self._feature_names())
-        q = CandidateCores(cg, x, cand[mask], box[mask], lo_table, hi_table, float(self.alpha))
-        sel, C, greedy_energy = self._select_valid(q, k, refine, bool(exact))
-        if not sel:
-            raise InfeasibleError(
-                f"no reference core yields a valid counterfactual for this point: each of the "
-                f"{q.n} eligible target core(s) is outbid by a core of another cluster wherever "
-                "its eps-ball meets the region the constraints allow"
-            )
-        if len(sel) < k:
-            warnings.warn(
-                f"only {len(sel)} eligible core point(s) for {k} requested counterfactuals; "
-                f"returning {len(sel)}",
-                UserWarning,
-                stacklevel=2,
-            )
-        ref = q.cand[sel]
-        tgt = q.cluster[sel]
-        D = q.dmatrix(sel)
-        return CounterfactualSet(
-            x=x,
-            counterfactuals=C,
-            reference_cores=ref,
-            targets=tgt,
-            valid=cg.assign(C) == tgt,
-            proximity=float(rowwise_distances(x[None, :], C, cg.metric).mean()),
-            diversity=float(np.linalg.det(1.0 / (1.0 + D))),
-            energy=q.energy(sel),
-            source_label=source,
+        rule = SelectionRule(
+            k=k,
             strategy=self.strategy,
-            greedy_energy=greedy_energy,
-            feature_names=self._feature_names(),
-            metric=cg.metric,
+            alpha=float(self.alpha),
+            random_state=self.random_state,
+            refine=refine,
+            exact=bool(exact),
+            max_exact_combinations=self.max_exact_combinations,
         )
-
-    def _select_valid(
-        self, q: CandidateCores, k: int, refine: str | None, exact: bool
-    ) -> tuple[list[int], np.ndarray, float]:
-        """Reference cores whose counterfactuals are valid: select, place, ban the cores whose
-        counterfactual failed and select again (each round bans at least one core, so at most
-        ``q.n`` rounds). Returns the kept selection, its counterfactuals and the greedy energy
-        reported by the last selection round."""
-        banned = np.zeros(q.n, dtype=bool)
-        while True:
-            sel, greedy_energy = select_reference_cores(
-                q,
-                k,
-                self.strategy,
-                self.random_state,
-                refine=refine,
-                exact=exact,
-                max_exact_combinations=self.max_exact_combinations,
-                banned=banned,
-            )
-            C, valid = q.place(sel)
-            if valid.all():
-                break
-            logger.debug("dropping %d reference cores whose counterfactual failed", (~valid).sum())
-            banned[np.asarray(sel)[~valid]] = True
-            if banned.all():
-                break
-        return list(np.asarray(sel)[valid]), C[valid], greedy_energy
+        return counterfactual_set(cg, x, source, targets, cons, self._feature_names(), rule)
 
     def explain_many(
         self,
