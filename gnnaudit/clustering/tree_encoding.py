@@ -33,7 +33,9 @@ Eq. (32)-(34). Soft unit clauses :math:`(\\lnot b^-_w)` (Eq. 37) and, for the [M
 objective, :math:`(b^+_w)` (Eq. 38). The CC baseline drops :math:`a, s, z, g` and Eq. (7)-(18)
 and adds the unary well-formedness of :math:`x`, Eq. (39).
 
-Every fixed-width clause family is generated as one numpy array (broadcasting over points,
+The clause families are in :mod:`gnnaudit.clustering.tree_clauses`; this module assembles
+them into the model (:func:`build_encoding`, :class:`TreeEncoding`). Every fixed-width clause
+family is generated as one numpy array (broadcasting over points,
 nodes, features, clusters and pairs); only Eq. (20) and (21), whose width varies, are built per
 (point, cluster). Memory is that of the clause list itself.
 """
@@ -45,6 +47,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gnnaudit._validation import check_array
+from gnnaudit.clustering.tree_clauses import (
+    Families,
+    VarBlocks,
+    clause_rows,
+    flatten,
+    label_families,
+    separate,
+    together,
+    tree_families,
+)
 from gnnaudit.clustering.tree_pairs import SmartPairs
 from gnnaudit.graph_ops.distance_classes import DistanceClasses
 
@@ -130,7 +142,7 @@ class TreeEncoding:
         top = int(self.lazy_class[viol[0]]) + 1
         values[self.b_minus[:top]] = True
         take = viol[:batch]
-        clauses = _flatten(_separate(self.x, pp[take], self.b_minus[self.lazy_class[take]]))
+        clauses = flatten(separate(self.x, pp[take], self.b_minus[self.lazy_class[take]]))
         keep = np.ones(len(self.lazy_pairs), dtype=bool)
         keep[take] = False
         self.lazy_pairs = self.lazy_pairs[keep]
@@ -186,143 +198,7 @@ class TreeEncoding:
         return out
 
 
-class _Vars:
-    """Allocates contiguous blocks of variable ids."""
-
-    def __init__(self) -> None:
-        self.top = 0
-
-    def block(self, *shape: int) -> np.ndarray:
-        size = int(np.prod(shape)) if shape else 0
-        ids = np.arange(self.top + 1, self.top + 1 + size, dtype=np.int64).reshape(shape)
-        self.top += size
-        return ids
-
-
-def _cols(*cols: np.ndarray) -> np.ndarray:
-    """Stack broadcast literal arrays into clauses, one clause per row."""
-    cols = np.broadcast_arrays(*cols)
-    return np.stack([c.reshape(-1) for c in cols], axis=1)
-
-
-def _separate(x: np.ndarray, pp: np.ndarray, guard: np.ndarray | None) -> list[np.ndarray]:
-    """Eq. (22)-(24) (guard None) or Eq. (27)-(29) (guard = one literal per pair, e.g.
-    :math:`b^-_w`): the pairs ``pp`` are in different clusters unless the guard holds."""
-    if not len(pp):
-        return []
-    k1 = x.shape[1]
-    xi, xj = x[pp[:, 0]], x[pp[:, 1]]  # (m, k1)
-    gcol = [] if guard is None else [guard[:, None]]
-    out = [_cols(*gcol, xi[:, :1], xj[:, :1]), _cols(*gcol, -xi[:, -1:], -xj[:, -1:])]
-    if k1 >= 2:
-        g2 = [] if guard is None else [np.broadcast_to(guard[:, None], (len(pp), k1 - 1))]
-        out.append(_cols(*g2, -xi[:, :-1], -xj[:, :-1], xi[:, 1:], xj[:, 1:]))
-    return out
-
-
-def _together(x: np.ndarray, pp: np.ndarray, guard: np.ndarray | None) -> list[np.ndarray]:
-    """Eq. (25)-(26) (guard None) or Eq. (30)-(31) (guard = one literal per pair, e.g.
-    :math:`\\lnot b^+_w`): the pairs ``pp`` share a cluster unless the guard holds."""
-    if not len(pp):
-        return []
-    xi, xj = x[pp[:, 0]], x[pp[:, 1]]
-    gcol = [] if guard is None else [np.broadcast_to(guard[:, None], xi.shape)]
-    return [_cols(*gcol, -xi, xj), _cols(*gcol, xi, -xj)]
-
-
-def _flatten(parts: list[np.ndarray]) -> list[list[int]]:
-    out: list[list[int]] = []
-    for part in parts:
-        out.extend(part.tolist())
-    return out
-
-
-def _tree_paths(depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """Ancestors ``(L, depth)`` of every leaf and the side ``(L, depth)`` (+1 left, -1 right)."""
-    n_leaves = 2**depth
-    leaf = np.arange(n_leaves)[:, None]
-    level = np.arange(depth)[None, :]
-    anc = (2**level - 1) + (leaf >> (depth - level))
-    right = (leaf >> (depth - 1 - level)) & 1
-    return anc, 1 - 2 * right
-
-
-_Families = dict[str, "np.ndarray | list[np.ndarray] | list[list[int]]"]
-
-
-def _tree_families(
-    Xs: np.ndarray, a: np.ndarray, s: np.ndarray, z: np.ndarray, g: np.ndarray, x: np.ndarray,
-    depth: int,
-) -> _Families:  # fmt: skip
-    """Eq. (7)-(18): the tree, the leaf labels, the point labels, and the leaf-label symmetry
-    breaking (a leaf no point reaches has cluster 0: :math:`g_{t,0} \\to \\bigvee_i z_{i,t}`,
-    sound because such a leaf's cluster changes no point's label)."""
-    n_feat = Xs.shape[1]
-    k1 = x.shape[1]
-    fam: _Families = {}
-    # Eq. (7)-(8): exactly one feature per branch node
-    ja, jb = np.triu_indices(n_feat, 1)
-    fam["7"] = _cols(-a[:, ja], -a[:, jb])
-    fam["8"] = a
-    # Eq. (9)-(10), (14)-(15): the s pattern along each feature order is a threshold
-    order = np.argsort(Xs, axis=0, kind="stable").T  # (F, n)
-    prev, nxt = order[:, :-1], order[:, 1:]  # consecutive pairs O_j(X)
-    a_tj = a[:, :, None]  # (B, F, 1)
-    s_prev = np.transpose(s[prev], (2, 0, 1))  # (B, F, n-1)
-    s_next = np.transpose(s[nxt], (2, 0, 1))
-    fam["9"] = _cols(-a_tj, s_prev, -s_next)
-    feat = np.arange(n_feat)[:, None]
-    equal = Xs[prev, feat] == Xs[nxt, feat]  # (F, n-1)
-    fam["10"] = _cols(-a_tj, -s_prev, s_next)[np.broadcast_to(equal, s_prev.shape).reshape(-1)]
-    first, last = order[:, 0], order[:, -1]
-    fam["14"] = _cols(-a, s[first].T)
-    fam["15"] = _cols(-a, -s[last].T)
-    # Eq. (11)-(13): a point reaches a leaf iff it follows the leaf's path
-    anc, side = _tree_paths(depth)  # (L, d)
-    path_lit = side[None] * s[:, anc]  # (n, L, d): s for left turns, -s for right turns
-    fam["11-12"] = _cols(-z[:, :, None], path_lit)
-    fam["13"] = np.concatenate([z.reshape(-1, 1), -path_lit.reshape(-1, depth)], axis=1)
-    # Eq. (16)-(18): unary leaf labels, point label = label of its leaf
-    if k1 >= 2:
-        fam["16"] = _cols(g[:, :-1], -g[:, 1:])
-    z3, g3, x3 = z[:, :, None], g[None, :, :], x[:, None, :]
-    fam["17"] = _cols(-z3, -g3, x3)
-    fam["18"] = _cols(-z3, g3, -x3)
-    if k1 >= 1:
-        fam["leaf symmetry"] = np.concatenate([-g[:, :1], z.T], axis=1)
-    return fam
-
-
-def _label_families(x: np.ndarray, v: _Vars, min_clusters: int) -> tuple[_Families, np.ndarray]:
-    """Eq. (19)-(21): symmetry breaking on the point labels and the non-empty clusters; returns
-    the families and the prefix-or variables ``u``.
-
-    Point p opens at most cluster max(previous) + 1. Eq. (20) as written has clauses of width p
-    (O(k n^2) literals); here it goes through prefix-or variables u_{p,c} ("some point before p
-    is in cluster >= c+1"), O(n k) ternary clauses: x_{p,c} -> u_{p,c-1},
-    u_{p,c} -> u_{p-1,c} v x_{p-1,c}, u_{1,c} -> x_{0,c}. Any model of Eq. (20) extends by u =
-    the prefix or, and u only weakens towards it, so the solutions on x are those of Eq. (20).
-    """
-    n, k1 = x.shape
-    fam: _Families = {}
-    p19 = np.arange(min(k1, n))
-    fam["19"] = (-x[p19, p19])[:, None]
-    u = np.zeros((0, 0), np.int64)
-    if k1 >= 2 and n >= 3:
-        u = v.block(n, k1 - 1)  # u[p, c] for p >= 1 (row 0 unused), c < k1 - 1
-        fam["20"] = [
-            _cols(-x[1:, 1:], u[1:, :]),  # x_{p,c} -> u_{p,c-1}
-            _cols(-u[2:, :], u[1:-1, :], x[1:-1, :-1]),  # u_{p,c} -> u_{p-1,c} v x_{p-1,c}
-            _cols(-u[1, :], x[0, :-1]),  # u_{1,c} -> x_{0,c}
-        ]
-    else:
-        fam["20"] = []
-    # Eq. (21): at least min_clusters clusters are used
-    fam["21"] = [x[:, min_clusters - 2].tolist()] if min_clusters >= 2 else []
-    return fam, u
-
-
-def _collect(fam: _Families) -> tuple[list[list[int]], dict[str, int]]:
+def _collect(fam: Families) -> tuple[list[list[int]], dict[str, int]]:
     """All clause families as one list of DIMACS clauses, and the count per family."""
     hard: list[list[int]] = []
     counts: dict[str, int] = {}
@@ -377,6 +253,42 @@ class SoftPairs:
     unit_weight: int = 1
 
 
+def _pair_families(
+    x: np.ndarray,
+    pairs: SmartPairs,
+    apart: np.ndarray,
+    apart_cls: np.ndarray,
+    bm: np.ndarray,
+    bp: np.ndarray,
+) -> Families:
+    r"""Eq. (22)-(31): the cannot-link and must-link pairs, the separating pairs ``apart`` of
+    distance classes ``apart_cls`` guarded by :math:`b^-`, and (``md-ms``: ``bp`` not empty)
+    the co-clustered pairs guarded by :math:`\lnot b^+`."""
+    fam: Families = {}
+    fam["22-24"] = separate(x, pairs.cannot_link, None)
+    fam["25-26"] = together(x, pairs.must_link, None)
+    fam["27-29"] = separate(x, apart, bm[apart_cls])
+    if len(bp):
+        fam["30-31"] = together(x, pairs.together, -bp[pairs.together_class])
+    return fam
+
+
+def _class_families(pairs: SmartPairs, bm: np.ndarray, bp: np.ndarray) -> Families:
+    """Eq. (32)-(34), the class chains, and the literals the smart pairs force."""
+    pareto = len(bp) > 0
+    fam: Families = {"32": clause_rows(-bm[1:], bm[:-1])}
+    if pareto:
+        fam["33"] = clause_rows(-bp[1:], bp[:-1])
+        fam["34"] = clause_rows(-bp, bm)
+    units: list[list[int]] = []
+    if pairs.forced_minus is not None:
+        units.append([int(bm[pairs.forced_minus])])
+    if pareto and pairs.forced_not_plus is not None:
+        units.append([-int(bp[pairs.forced_not_plus])])
+    fam["smart-pairs units"] = units
+    return fam
+
+
 def build_encoding(
     Xs: np.ndarray,
     classes: DistanceClasses,
@@ -420,44 +332,29 @@ def build_encoding(
     n, n_feat = Xs.shape
     mu = classes.n_classes
     pareto = objective == "md-ms"
-    v = _Vars()
+    v = VarBlocks()
     B, L = (2**depth - 1, 2**depth) if tree else (0, 0)
     a, s, z = v.block(B, n_feat), v.block(n, B), v.block(n, L)
     g, x = v.block(L, n_clusters - 1), v.block(n, n_clusters - 1)
     bm = v.block(mu)
     bp = v.block(mu) if pareto else v.block(0)
-    fam: _Families = {}
+    fam: Families = {}
     if tree:
-        fam.update(_tree_families(Xs, a, s, z, g, x, depth))
+        fam.update(tree_families(Xs, a, s, z, g, x, depth))
     elif n_clusters >= 3:
-        fam["39"] = _cols(x[:, :-1], -x[:, 1:])  # Eq. (39): unary point labels (CC baseline)
-    labels_fam, u = _label_families(x, v, min_clusters)
+        fam["39"] = clause_rows(x[:, :-1], -x[:, 1:])  # Eq. (39): unary point labels (CC baseline)
+    labels_fam, u = label_families(x, v, min_clusters)
     fam.update(labels_fam)
-    fam["22-24"] = _separate(x, pairs.cannot_link, None)
-    fam["25-26"] = _together(x, pairs.must_link, None)
     apart, apart_cls = pairs.apart, pairs.apart_class
     if max_apart is not None and len(apart) > max_apart:
         # lazy mode: the longest pairs now, the rest on demand (TreeEncoding.lazy_check)
         apart, apart_cls = apart[:max_apart], apart_cls[:max_apart]
-    fam["27-29"] = _separate(x, apart, bm[apart_cls])
-    if pareto:
-        fam["30-31"] = _together(x, pairs.together, -bp[pairs.together_class])
     # soft must-link / cannot-link: selector r_p, hard (r_p -> constraint), soft (r_p)
     sel_ml, sel_cl = v.block(len(soft_ml)), v.block(len(soft_cl))
-    fam["soft ML"] = _together(x, soft_ml, -sel_ml)
-    fam["soft CL"] = _separate(x, soft_cl, -sel_cl)
-    # Eq. (32)-(34): class chains
-    fam["32"] = _cols(-bm[1:], bm[:-1])
-    if pareto:
-        fam["33"] = _cols(-bp[1:], bp[:-1])
-        fam["34"] = _cols(-bp, bm)
-    # literals forced by smart pairs
-    units: list[list[int]] = []
-    if pairs.forced_minus is not None:
-        units.append([int(bm[pairs.forced_minus])])
-    if pareto and pairs.forced_not_plus is not None:
-        units.append([-int(bp[pairs.forced_not_plus])])
-    fam["smart-pairs units"] = units
+    fam.update(_pair_families(x, pairs, apart, apart_cls, bm, bp))
+    fam["soft ML"] = together(x, soft_ml, -sel_ml)
+    fam["soft CL"] = separate(x, soft_cl, -sel_cl)
+    fam.update(_class_families(pairs, bm, bp))
     hard, counts = _collect(fam)
     clauses, weights, lower = _soft_clauses(pairs, bm, bp, sel_ml, sel_cl, w_ml, w_cl, unit_weight)
     counts["soft 37-38"] = len(clauses) - len(sel_ml) - len(sel_cl)
