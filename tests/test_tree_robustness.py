@@ -308,7 +308,7 @@ def test_a_search_that_ignores_its_interrupt_is_killed_with_its_progress():
     enc = build_encoding(X, classes, smart_pairs(ConstraintGraph(12), classes, together=False),
                          n_clusters=2, min_clusters=2, depth=1, objective="md")  # fmt: skip
 
-    def stubborn(enc, deadline, sat_solver, report=ts._silent):
+    def stubborn(enc, deadline, sat_solver, report=ts.silent):
         report("bound", 3)
         time.sleep(60)
 
