@@ -10,13 +10,10 @@ copy on the validation nodes (the lowest sum of the targeted gaps within its AUR
 model as given always a candidate), and its warning, when no candidate lowers a targeted gap,
 is logged and kept in the section's notes.
 
-:func:`mitigation_metrics` measures, each with its interval, what the fair-GNN literature
-reports: the counterfactual flip rate at node and graph scope (graph scope = NIFTY's
-counterfactual unfairness; :func:`~gnnaudit.audit.sensitivity.flip.counterfactual_flip`, exact
-intervals), the statistical parity and equal opportunity differences
-(:func:`~gnnaudit.audit.fairness.group_fairness.group_fairness`, Newcombe intervals of the
-signed difference), the AUROC of the class-1 probability and the accuracy on the audited nodes
-(bootstrap).
+:func:`mitigation_metrics` (:mod:`gnnaudit.training.before_after`) measures, each with its
+interval, what the fair-GNN literature reports: the counterfactual flip rate at node and graph
+scope, the statistical parity and equal opportunity differences, the AUROC of the class-1
+probability and the accuracy on the audited nodes.
 
 :class:`MitigationUnit` runs it on the audited model and on its mitigated copy and produces the
 "Before / after mitigation" section: the table of both columns with intervals and a ``worse``
@@ -43,18 +40,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from gnnaudit._aliases import renamed_keywords
 from gnnaudit._validation import check_float
-from gnnaudit.audit.bootstrap import bootstrap_mean
-from gnnaudit.audit.fairness.group_fairness import group_fairness
-from gnnaudit.audit.fairness.literature_intervals import auroc_interval
-from gnnaudit.audit.interventions import FeatureSpec, category_codes
-from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.audit.report.section import Figure, ReportSection
 from gnnaudit.audit.report.summary import mitigation_targets
-from gnnaudit.audit.sensitivity.flip import counterfactual_flip
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.training.before_after import HIGHER_IS_BETTER, METRIC_COLUMNS, mitigation_metrics
 from gnnaudit.training.fair_finetune import (
     DEFAULT_EPOCHS,
     DEFAULT_LAMBDA_CF,
@@ -77,105 +68,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: columns of :func:`mitigation_metrics`
-METRIC_COLUMNS = ["metric", "scope", "value", "ci_low", "ci_high"]
-#: per metric of the before / after table, whether a higher value is better (AUROC, accuracy)
-#: or worse (the gaps and flip rates): a change in the worse direction is flagged
-HIGHER_IS_BETTER = {"auroc": True, "accuracy": True}
 #: file name of the mitigated model's state_dict beside the report
 CHECKPOINT_NAME = "mitigated_model.pt"
 #: ``lambda_cf`` values of the trade-off figure
 DEFAULT_GRID: tuple[float, ...] = (0.0, 0.5, 1.0, 4.0)
-_METRICS = (
-    ("flip rate", "node"),
-    ("flip rate", "graph"),
-    ("statistical parity difference", ""),
-    ("equal opportunity difference", ""),
-    ("auroc", ""),
-    ("accuracy", ""),
-)
-
-
-@renamed_keywords(aliases={"sensitive_features": "sensitive"})
-def mitigation_metrics(
-    model: torch.nn.Module,
-    data: Any,
-    sensitive: Any,
-    *,
-    nodes: Any = None,
-    positive_class: int = 1,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    random_state: int = 0,
-    num_hops: int | None = None,
-) -> pd.DataFrame:
-    """Flip rate (node and graph scope), SPD, EOD and accuracy of ``model`` on the audited
-    ``nodes`` (default ``data.test_mask``), each with its interval; :data:`METRIC_COLUMNS`.
-
-    ``sensitive``: the attribute's feature name / column / one-hot group, or a resolved
-    :class:`~gnnaudit.audit.interventions.FeatureSpec`. Needs ``data.y``.
-    """
-    spec = (
-        sensitive
-        if isinstance(sensitive, FeatureSpec)
-        else resolve_sensitive_feature(data, sensitive)
-    )
-    if nodes is None:
-        nodes = getattr(data, "test_mask", None)
-    logits = ModelAdapter(model).logits(data.x, data.edge_index)
-    rows = []
-    for scope in ("node", "graph"):
-        flip = counterfactual_flip(
-            model,
-            data,
-            list(spec.columns) if spec.kind == "one-hot" else spec.columns[0],
-            nodes,
-            scope=scope,
-            n_boot=n_boot,
-            random_state=random_state,
-            num_hops=num_hops,
-            confidence=confidence,
-            base_logits=logits,
-        )
-        rows.append(("flip rate", scope, flip.rate, flip.ci_low, flip.ci_high))
-    ids = flip.nodes
-    pred = logits.argmax(dim=1).numpy()
-    y = data.y.detach().cpu().numpy()
-    fair = group_fairness(
-        y,
-        pred,
-        sensitive_features=category_codes(data, spec).astype(np.float64),
-        mask=ids,
-        positive_class=positive_class,
-        n_boot=n_boot,
-        confidence=confidence,
-        random_state=random_state,
-    )
-    rows.append(
-        ("statistical parity difference", "", fair.statistical_parity_difference, *fair.spd_ci)
-    )
-    rows.append(
-        ("equal opportunity difference", "", fair.equal_opportunity_difference, *fair.eod_ci)
-    )
-    rows.append(("auroc", "", *_auroc(logits, y, ids, n_boot, confidence, random_state)))
-    correct = (pred[ids] == y[ids]).astype(np.float64)
-    acc = bootstrap_mean(correct, n_boot, np.random.default_rng([random_state, 29]), confidence)
-    rows.append(("accuracy", "", acc.estimate, acc.ci_low, acc.ci_high))
-    return pd.DataFrame(rows, columns=METRIC_COLUMNS)
-
-
-def _auroc(
-    logits: torch.Tensor, y: np.ndarray, ids: np.ndarray, n_boot: int, confidence: float, seed: int
-) -> tuple[float, float, float]:
-    """AUROC of the class-1 probability on ``ids`` with its bootstrap interval (the literature
-    metrics' :func:`~gnnaudit.audit.fairness.literature_intervals.auroc_interval`); NaN for a
-    multi-class model or labels of one class."""
-    positive = y[ids] == 1
-    if logits.shape[1] != 2 or positive.all() or not positive.any():
-        return math.nan, math.nan, math.nan
-    score = torch.softmax(logits.to(torch.float64), dim=1)[:, 1].numpy()[ids]
-    rng = np.random.default_rng([seed, 31])
-    return auroc_interval([score], [positive], n_boot=n_boot, confidence=confidence, rng=rng)
 
 
 @dataclass
