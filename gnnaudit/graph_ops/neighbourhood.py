@@ -115,6 +115,42 @@ def as_features(x: Any) -> Tensor:
     return out
 
 
+def _check_magnitude(x: Tensor, num_hops: int) -> float:
+    """The largest ``|x|``; an :class:`~gnnaudit.errors.InvalidInputError` above
+    :func:`ks_input_bound` (``x^agg`` could overflow the dtype)."""
+    bound = ks_input_bound(x.dtype, num_hops)
+    low, high = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
+    largest = max(float(high), -float(low))
+    if largest > bound:
+        raise InvalidInputError(
+            f"x has entries up to {largest:.3g} in magnitude; x^agg sums num_hops + 1 = "
+            f"{num_hops + 1} vectors no larger than x, so {x.dtype} needs max |x| <= "
+            f"finfo({x.dtype}).max / (2 (num_hops + 1)) = {bound:.3g} (ks_input_bound). "
+            "Rescale x (the kernel similarity is invariant to a global scale) or pass float64 "
+            "features"
+        )
+    return largest
+
+
+@torch.no_grad()
+def _propagate(x: Tensor, graph: KSGraph, num_hops: int, alpha: float, progress: bool) -> Tensor:
+    r""":math:`\sum_{l=0}^{L} \mathbf{x}^l` of the module docstring (a copy of ``x`` for
+    ``L = 0``), with a tqdm bar over the hops when ``progress``."""
+    if num_hops == 0:
+        return x.clone()
+    layer = KSPropagation(alpha)
+    out = cur = x
+    hops: Any = range(num_hops)
+    if progress:
+        from tqdm.auto import tqdm
+
+        hops = tqdm(hops, desc="KS propagation", unit="hop")
+    for hop in hops:
+        cur = layer(cur, graph)
+        out = x + cur if hop == 0 else out.add_(cur)
+    return out
+
+
 def ks_embedding(
     x: Tensor,
     edge_index: Tensor,
@@ -167,35 +203,11 @@ def ks_embedding(
     alpha = check_float("alpha", alpha, minimum=0.0, maximum=1.0)
 
     out_dtype = x.dtype
-    bound = ks_input_bound(out_dtype, num_hops)
-    low, high = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
-    largest = max(float(high), -float(low))
-    if largest > bound:
-        raise InvalidInputError(
-            f"x has entries up to {largest:.3g} in magnitude; x^agg sums num_hops + 1 = "
-            f"{num_hops + 1} vectors no larger than x, so {out_dtype} needs max |x| <= "
-            f"finfo({out_dtype}).max / (2 (num_hops + 1)) = {bound:.3g} (ks_input_bound). "
-            "Rescale x (the kernel similarity is invariant to a global scale) or pass float64 "
-            "features"
-        )
+    largest = _check_magnitude(x, num_hops)
     if x.dtype in (torch.float16, torch.bfloat16):  # no half-precision sparse kernels on CPU
         x = x.to(torch.float32)
-    with torch.no_grad():
-        graph = KSGraph.from_edge_index(edge_index, num_nodes)
-        layer = KSPropagation(alpha)
-        out = x
-        cur = x
-        hops: Any = range(num_hops)
-        if progress:
-            from tqdm.auto import tqdm
-
-            hops = tqdm(hops, desc="KS propagation", unit="hop")
-        for hop in hops:
-            cur = layer(cur, graph)
-            out = x + cur if hop == 0 else out.add_(cur)
-        if num_hops == 0:
-            out = x.clone()
-    out = out.to(out_dtype)
+    graph = KSGraph.from_edge_index(edge_index, num_nodes)
+    out = _propagate(x, graph, num_hops, alpha, progress).to(out_dtype)
     # excluded by the bound above; never silent (a finite sum proves every entry finite)
     if not bool(torch.isfinite(out.sum())) and not bool(torch.isfinite(out).all()):
         raise InvalidInputError(

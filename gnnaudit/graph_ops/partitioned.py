@@ -155,6 +155,76 @@ def _relabel(subset_mask: Tensor) -> tuple[Tensor, Tensor]:
     return subset, local
 
 
+def _halo_mode(
+    x: Tensor,
+    graph: KSGraph,
+    owned: list[Tensor],
+    num_hops: int,
+    alpha: float,
+    result: PartitionedKS,
+) -> None:
+    """``mode="halo"``: each partition gathers its L-hop halo once and runs the whole
+    propagation on it; its own rows of the result are exact (module docstring)."""
+    out = torch.empty_like(x)
+    for own in owned:
+        start = time.perf_counter()
+        reach, frontier = own.clone(), own
+        inner = torch.zeros_like(own)  # L = 0: no edge is needed
+        for _ in range(num_hops):
+            inner = reach.clone()  # nodes within (hops so far) of P: their edges are kept
+            frontier = _expand_in(graph, reach, frontier)
+            reach |= frontier
+        subset, local = _relabel(reach)
+        keep = inner[graph.row]
+        sub_edges = torch.stack([local[graph.col[keep]], local[graph.row[keep]]])
+        if subset.numel():
+            emb = ks_embedding(x[subset], sub_edges, num_hops, alpha)
+            out[own] = emb[local[own]]
+        result.halo_sizes.append(int(subset.numel()) - int(own.sum()))
+        result.edges.append(int(keep.sum()))
+        result.seconds.append(time.perf_counter() - start)
+    result.embedding = out
+
+
+def _exchange_mode(
+    x: Tensor,
+    graph: KSGraph,
+    owned: list[Tensor],
+    num_hops: int,
+    alpha: float,
+    result: PartitionedKS,
+) -> None:
+    """``mode="exchange"``: per hop, each partition updates its own rows from its 1-hop
+    halo's current rows (module docstring)."""
+    layer = KSPropagation(alpha)
+    plans = []
+    for own in owned:
+        halo = _expand_in(graph, own.clone(), own)
+        subset, local = _relabel(own | halo)
+        keep = own[graph.row]
+        sub = KSGraph.from_edge_index(
+            torch.stack([local[graph.col[keep]], local[graph.row[keep]]]), int(subset.numel())
+        )
+        plans.append((own, subset, local[own], sub))
+        result.halo_sizes.append(int(halo.sum()))
+        result.edges.append(int(keep.sum()))
+    result.seconds = [0.0] * len(owned)
+    work = x if x.dtype not in (torch.float16, torch.bfloat16) else x.to(torch.float32)
+    total = work.clone()
+    cur = work
+    with torch.no_grad():
+        for _ in range(num_hops):
+            nxt = torch.empty_like(cur)
+            for p, (own, subset, own_local, sub) in enumerate(plans):
+                start = time.perf_counter()
+                if subset.numel():
+                    nxt[own] = layer(cur[subset], sub)[own_local]
+                result.seconds[p] += time.perf_counter() - start
+            total += nxt
+            cur = nxt
+    result.embedding = total.to(x.dtype)
+
+
 def partitioned_ks(
     x: Tensor,
     edge_index: Tensor,
@@ -196,53 +266,7 @@ def partitioned_ks(
     owned = [parts == p for p in range(num_parts)]
     result.part_sizes = [int(m.sum()) for m in owned]
     if mode == "halo":
-        out = torch.empty_like(x)
-        for own in owned:
-            start = time.perf_counter()
-            reach, frontier = own.clone(), own
-            inner = torch.zeros_like(own)  # L = 0: no edge is needed
-            for _ in range(num_hops):
-                inner = reach.clone()  # nodes within (hops so far) of P: their edges are kept
-                frontier = _expand_in(graph, reach, frontier)
-                reach |= frontier
-            subset, local = _relabel(reach)
-            keep = inner[graph.row]
-            sub_edges = torch.stack([local[graph.col[keep]], local[graph.row[keep]]])
-            if subset.numel():
-                emb = ks_embedding(x[subset], sub_edges, num_hops, alpha)
-                out[own] = emb[local[own]]
-            result.halo_sizes.append(int(subset.numel()) - int(own.sum()))
-            result.edges.append(int(keep.sum()))
-            result.seconds.append(time.perf_counter() - start)
-        result.embedding = out
-        return result
-
-    # exchange: per hop, each partition updates its own rows from its 1-hop halo's rows
-    layer = KSPropagation(alpha)
-    plans = []
-    for own in owned:
-        halo = _expand_in(graph, own.clone(), own)
-        subset, local = _relabel(own | halo)
-        keep = own[graph.row]
-        sub = KSGraph.from_edge_index(
-            torch.stack([local[graph.col[keep]], local[graph.row[keep]]]), int(subset.numel())
-        )
-        plans.append((own, subset, local[own], sub))
-        result.halo_sizes.append(int(halo.sum()))
-        result.edges.append(int(keep.sum()))
-    result.seconds = [0.0] * num_parts
-    work = x if x.dtype not in (torch.float16, torch.bfloat16) else x.to(torch.float32)
-    total = work.clone()
-    cur = work
-    with torch.no_grad():
-        for _ in range(num_hops):
-            nxt = torch.empty_like(cur)
-            for p, (own, subset, own_local, sub) in enumerate(plans):
-                start = time.perf_counter()
-                if subset.numel():
-                    nxt[own] = layer(cur[subset], sub)[own_local]
-                result.seconds[p] += time.perf_counter() - start
-            total += nxt
-            cur = nxt
-    result.embedding = total.to(x.dtype)
+        _halo_mode(x, graph, owned, num_hops, alpha, result)
+    else:
+        _exchange_mode(x, graph, owned, num_hops, alpha, result)
     return result
