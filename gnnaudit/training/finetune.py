@@ -258,6 +258,35 @@ def _evidence_and_others(
     return ev_nodes, others
 
 
+def _one_seed(  # noqa: PLR0913  # the fine-tuning settings, passed through to _finetune_copy
+    module: L.LightningModule,
+    data: Data,
+    arms: tuple[np.ndarray, np.ndarray, torch.Tensor],
+    seed: int,
+    epochs: int,
+    lr: float,
+    keep_train: bool,
+    role: str,
+) -> tuple[int, int, int, float, float, float]:
+    """One row of :data:`RUN_COLUMNS`: the evidence arm and a seeded control arm of the same
+    size (drawn from the other test nodes), both evaluated on the test nodes in neither.
+    ``arms``: the evidence nodes, the other test nodes and the untouched model's predictions."""
+    ev_nodes, others, base_pred = arms
+    rng = np.random.default_rng(seed)
+    control = np.sort(rng.choice(others, size=ev_nodes.size, replace=False))
+    remaining = torch.from_numpy(np.setdiff1d(others, control))
+    tuned_e = _finetune_copy(module, data, ev_nodes, epochs, lr, seed, keep_train, role)
+    tuned_c = _finetune_copy(module, data, control, epochs, lr, seed, keep_train, role)
+    return (
+        seed,
+        int(ev_nodes.size),
+        int(remaining.numel()),
+        _hits(base_pred, data, remaining),
+        _accuracy(tuned_e, data, remaining),
+        _accuracy(tuned_c, data, remaining),
+    )
+
+
 def finetune_on_evidences(
     module: L.LightningModule,
     data: Data,
@@ -316,28 +345,13 @@ def finetune_on_evidences(
             f"{type(module).__name__}"
         )
     ev_nodes, others = _evidence_and_others(module, data, evidence, m, show)
-    budget = ev_nodes.size
     from tqdm.auto import tqdm
 
     rows = []
     base_pred = _predictions(module, data)  # the untouched model: one pass for every seed
     for seed in tqdm(seeds, desc="fine-tuning seeds", disable=not show, file=sys.stderr):
-        rng = np.random.default_rng(seed)
-        control = np.sort(rng.choice(others, size=budget, replace=False))
-        remaining = torch.from_numpy(np.setdiff1d(others, control))
-        before = _hits(base_pred, data, remaining)
-        tuned_e = _finetune_copy(module, data, ev_nodes, epochs, lr, seed, keep_train, role)
-        tuned_c = _finetune_copy(module, data, control, epochs, lr, seed, keep_train, role)
-        rows.append(
-            (
-                seed,
-                budget,
-                int(remaining.numel()),
-                before,
-                _accuracy(tuned_e, data, remaining),
-                _accuracy(tuned_c, data, remaining),
-            )
-        )
+        arms = (ev_nodes, others, base_pred)
+        rows.append(_one_seed(module, data, arms, seed, epochs, lr, keep_train, role))
     runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
     logger.info("fine-tuning on evidences: %s", runs.to_dict(orient="records"))
     return FinetuneResult(
