@@ -112,8 +112,11 @@ def test_cli_backend_choices_match_the_library():
     """The commands offer exactly the search backends the library has (kept as literals so
     parsing does not import torch)."""
     from gnnaudit.audit.search.evidence import BACKENDS
-    from gnnaudit.cli import audit as cli_audit
+    from gnnaudit.cli import audit_args as cli_audit
     from gnnaudit.cli import evidence as cli_evidence
+    from gnnaudit.cli.main import build_parser
 
     assert cli_audit.BACKENDS == BACKENDS
     assert cli_evidence.BACKENDS == BACKENDS
+    audit = build_parser().parse_args(["audit", "--out", "o"])
+    assert audit.backend in BACKENDS

@@ -119,12 +119,21 @@ def test_existing_output_needs_force(command, table, tmp_path, capsys):
     assert "--out" in err and "--force" in err and str(out) in err
     kept = out / "mine.txt" if out.is_dir() else out
     assert kept.read_text() == "keep"
-    assert main([*command_argv(command, table, out), "--force"]) == 0
     if command in ("train", "audit"):  # --force replaces gnnaudit's files only
+        assert main([*command_argv(command, table, out), "--force"]) == 0
         assert (out / "mine.txt").read_text() == "keep"
         assert len(list(out.iterdir())) > 2
-    else:
-        assert out.read_text() != "keep"
+        return
+    # a file gnnaudit did not write is never replaced, --force or not (issue 38)
+    assert main([*command_argv(command, table, out), "--force"]) == 2
+    assert "not written by gnnaudit" in capsys.readouterr().err
+    assert out.read_text() == "keep"
+    out.unlink()
+    assert main(command_argv(command, table, out)) == 0  # now gnnaudit's (its folder's manifest)
+    assert main(command_argv(command, table, out)) == 2  # still needs --force
+    out.write_text("edited")
+    assert main([*command_argv(command, table, out), "--force"]) == 0
+    assert out.read_text() != "edited"  # listed: gnnaudit's to replace
 
 
 @pytest.mark.parametrize("command", COMMANDS)

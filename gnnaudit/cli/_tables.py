@@ -9,8 +9,9 @@ the model.
   :func:`add_graph_arguments` adds ``--graph``, ``--label``, ``--sensitive`` and those
   (``train``). ``--ignore``, ``--ordinal`` and ``--categorical`` take several names, repeated
   or comma-separated.
-* :func:`check_table_header`: the named columns exist in the CSV headers, checked before
-  torch is imported (a typo fails at once, exit 2).
+* :func:`gnnaudit.cli._graph_input.check_graph_input`: the way the graph comes in
+  (``--graph`` or ``--nodes`` / ``--edges``) and the named columns against the CSV headers,
+  checked before torch is imported (a typo fails at once, exit 2).
 * :func:`load_args_graph`, :func:`preprocess`, :func:`check_expected_accuracy`: the steps of
   ``audit`` that use them. :func:`preprocess` ends with :func:`check_checkpoint_inputs`: a
   ``--checkpoint`` whose model takes other inputs than the graph gives is refused naming the
@@ -28,11 +29,16 @@ a model fed inputs it was not trained on measures nothing about the model.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
-import os
 from typing import Any
 
+from gnnaudit.cli._graph_input import add_table_file_arguments
+from gnnaudit.cli._scaling import (
+    CHECKPOINT_INPUTS,
+    CHECKPOINT_ROLES,
+    add_scaling_arguments,
+    checkpoint_scaler,
+)
 from gnnaudit.cli.options import FloatRange, count_type
 
 __all__ = [
@@ -44,7 +50,6 @@ __all__ = [
     "add_table_arguments",
     "check_checkpoint_inputs",
     "input_mismatch",
-    "check_table_header",
     "load_args_graph",
     "preprocess",
     "check_expected_accuracy",
@@ -82,10 +87,6 @@ _TABLE_ONLY = (
     "categorical",
     "max_categories",
 )
-#: top-level checkpoint key of the input column names (written by ``gnnaudit train``)
-CHECKPOINT_INPUTS = "feature_names"
-#: top-level checkpoint key of the table's column roles (written by ``gnnaudit train``)
-CHECKPOINT_ROLES = "column_roles"
 
 
 class ColumnNames(argparse.Action):
@@ -113,8 +114,9 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
         "--graph",
         default=None,
         help="a folder with nodes.csv and edges.csv (or the .parquet pair), a .pt file or an "
-        ".npz of arrays",
+        ".npz of arrays; tables under other names: --nodes FILE --edges FILE",
     )
+    add_table_file_arguments(own)
     own.add_argument(
         "--label",
         default=None,
@@ -138,8 +140,8 @@ def _add_names(group: argparse._ArgumentGroup, flag: str, text: str) -> None:
 def add_table_arguments(parser: argparse.ArgumentParser, *, expected_accuracy: bool = True) -> None:
     """Add the table and preprocessing options to the ``audit`` (or ``train``) parser."""
     tables = parser.add_argument_group(
-        "your node / edge tables (--graph FOLDER with nodes.csv and edges.csv, or the .parquet "
-        "pair); columns named id / node_id, y / label / target / class and split / set / fold "
+        "your node / edge tables (--graph FOLDER with nodes.csv and edges.csv or the .parquet "
+        "pair, or --nodes FILE --edges FILE); columns named id / node_id, y / label / target / class and split / set / fold "
         "(any case) are the id, the label and the split unless these flags say otherwise"
     )
     tables.add_argument(
@@ -193,14 +195,7 @@ def add_table_arguments(parser: argparse.ArgumentParser, *, expected_accuracy: b
         help="a PyG transform or any callable applied to the graph before the model (a class "
         "is instantiated without arguments); importing MODULE runs it, as --model does",
     )
-    prep.add_argument(
-        "--standardize",
-        default=None,
-        metavar="SCALER",
-        help="a fitted scikit-learn StandardScaler saved as data: .npz or .json of mean_, "
-        "scale_ (optionally feature_names_in_), e.g. np.savez('scaler.npz', mean_=s.mean_, "
-        "scale_=s.scale_); a pickled scaler is never loaded",
-    )
+    add_scaling_arguments(prep)
     if not expected_accuracy:
         return
     prep.add_argument(
@@ -218,79 +213,24 @@ def _table_options(args: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(args, k) for k in _TABLE_ONLY if getattr(args, k, None) is not None}
 
 
-def _header(path: str) -> list[str] | None:
-    """The column names of a CSV file's first line (``None`` when it cannot be read: the
-    full reader then names the problem)."""
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            row = next(csv.reader(fh, skipinitialspace=True), None)
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return None
-    return None if row is None else [c.strip() for c in row]
-
-
-def check_table_header(args: argparse.Namespace) -> None:
-    """The columns named on the command line exist in ``--graph``'s CSV headers (no torch)."""
-    from gnnaudit.errors import InvalidInputError
-
-    graph = getattr(args, "graph", None)
-    given = _table_options(args)
-    if getattr(args, "undirected", False) and graph is None:
-        given["undirected"] = True
-    if graph is None or not os.path.isdir(graph):
-        if given:
-            flag = FLAGS[next(iter(given))]
-            where = "--graph" if graph is None else f"--graph {graph!r} (a .pt / .npz file)"
-            raise InvalidInputError(
-                f"{flag} needs --graph FOLDER of node / edge tables, not {where}"
-            )
-        return
-    checks = {
-        "nodes.csv": {
-            "id_column": args.id_column,
-            "label": getattr(args, "label", None),
-            "sensitive": getattr(args, "sensitive", None),
-            "split_column": args.split_column,
-            "mask_column": getattr(args, "mask_column", None),
-            "ignore": args.ignore,
-            "ordinal": args.ordinal,
-            "categorical": args.categorical,
-        },
-        "edges.csv": {
-            "source_column": args.source_column or "source",
-            "target_column": args.target_column or "target",
-        },
-    }
-    for file, wanted in checks.items():
-        path = os.path.join(graph, file)
-        columns = _header(path)
-        if columns is None:
-            continue
-        for argument, value in wanted.items():
-            names = [] if value is None else [value] if isinstance(value, str) else value
-            missing = [n for n in names if n not in columns]
-            if missing:
-                shown = ", ".join(repr(c) for c in columns[:20])
-                raise InvalidInputError(
-                    f"{FLAGS[argument]}: {', '.join(map(repr, missing))} is not a column of "
-                    f"--graph: {path!r} (columns: {shown}{' ...' if len(columns) > 20 else ''})"
-                )
-
-
 def load_args_graph(args: argparse.Namespace) -> Any:
-    """The ``--graph`` of ``args`` as a PyG ``Data`` (a folder through ``read_graph``)."""
-    if os.path.isdir(args.graph):
+    """The user's graph as a PyG ``Data``: ``--nodes`` / ``--edges`` or a ``--graph`` folder
+    through ``read_graph``, a ``.pt`` / ``.npz`` ``--graph`` through ``load_graph``."""
+    from gnnaudit.cli._graph_input import graph_flags, table_files
+
+    pair = table_files(args)
+    if pair is not None:
         from gnnaudit.datasets import read_graph
 
-        options = {k: v for k, v in _table_options(args).items()}
         return read_graph(
-            args.graph,
+            pair[0],
+            pair[1],
             label=args.label,
             sensitive=args.sensitive,
             mask_column=getattr(args, "mask_column", None),
             undirected=args.undirected,
-            flags=FLAGS,
-            **options,
+            flags=graph_flags(args),
+            **_table_options(args),
         )
     from gnnaudit.datasets import load_graph
 
@@ -306,8 +246,10 @@ def load_args_graph(args: argparse.Namespace) -> Any:
 
 
 def preprocess(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, str]]:
-    """``--standardize`` then ``--transform`` applied to a shallow copy of ``data``; returns the
-    graph and what was applied (for the report's model description)."""
+    """``--standardize`` then ``--transform`` applied to a shallow copy of ``data``, then the
+    scaler a gnnaudit ``--checkpoint`` carries (:mod:`gnnaudit.cli._scaling`; not with
+    ``--standardize`` / ``--no-standardize``); returns the graph and what was applied (for the
+    report's model description)."""
     applied: dict[str, str] = {}
     if args.standardize is not None:
         from gnnaudit.datasets.scaler import load_standardizer
@@ -323,8 +265,29 @@ def preprocess(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, str]
             transform = transform()
         data = apply_transform(data, transform)
         applied["transform"] = args.transform
-    check_checkpoint_inputs(args, data)
+    ckpt = _checkpoint_dict(args)
+    scaler = checkpoint_scaler(ckpt, f"--checkpoint {getattr(args, 'checkpoint', None)}")
+    if scaler is not None and args.standardize is None and not args.no_standardize:
+        data = scaler.apply(data)
+        applied["standardize"] = "the scaler stored in --checkpoint (z-scores as in training)"
+    check_checkpoint_inputs(args, data, ckpt)
     return data, applied
+
+
+def _checkpoint_dict(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The ``--checkpoint`` as a dict, or ``None`` (none given, or unreadable: the model
+    loader then names the problem)."""
+    path = getattr(args, "checkpoint", None)
+    if path is None:
+        return None
+    from gnnaudit.errors import InvalidInputError
+    from gnnaudit.safe_io import safe_torch_load
+
+    try:
+        ckpt = safe_torch_load(path, name="--checkpoint", map_location="cpu")
+    except InvalidInputError:
+        return None
+    return ckpt if isinstance(ckpt, dict) else None
 
 
 def input_mismatch(
@@ -368,22 +331,20 @@ def input_mismatch(
     return None
 
 
-def check_checkpoint_inputs(args: argparse.Namespace, data: Any) -> None:
-    """A ``--checkpoint`` whose inputs do not fit ``data`` is refused naming the columns
-    (:func:`input_mismatch`); a checkpoint that cannot be read is left to the model loader,
-    which names the problem."""
+def check_checkpoint_inputs(
+    args: argparse.Namespace, data: Any, ckpt: dict[str, Any] | None = None
+) -> None:
+    """A ``--checkpoint`` (``ckpt``, read when not given) whose inputs do not fit ``data`` is
+    refused naming the columns (:func:`input_mismatch`); a checkpoint that cannot be read is
+    left to the model loader, which names the problem."""
     path = getattr(args, "checkpoint", None)
     x = getattr(data, "x", None)
     if path is None or x is None:
         return
     from gnnaudit.errors import InvalidInputError
-    from gnnaudit.safe_io import safe_torch_load
 
-    try:
-        ckpt = safe_torch_load(path, name="--checkpoint", map_location="cpu")
-    except InvalidInputError:
-        return
-    if not isinstance(ckpt, dict):
+    ckpt = _checkpoint_dict(args) if ckpt is None else ckpt
+    if ckpt is None:
         return
     hparams = ckpt.get("hyper_parameters")
     width = hparams.get("in_channels") if isinstance(hparams, dict) else None

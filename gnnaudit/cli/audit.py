@@ -23,23 +23,15 @@ import argparse
 import shlex
 from typing import Any
 
-from gnnaudit._validation import MAX_NUM_CLASSES, MAX_NUM_HOPS
 from gnnaudit.cli._datasets import add_dataset_arguments
-from gnnaudit.cli._scheduler import add_scheduler_arguments, cluster_options
-from gnnaudit.cli._tables import add_table_arguments
-from gnnaudit.cli.options import (
-    BACKBONES,
-    BACKENDS,
-    DeprecatedAlias,
-    FloatRange,
-    IntRange,
-    add_force_argument,
-    add_out_argument,
-    add_progress_argument,
-    count_type,
-    epochs_type,
-    k_type,
+from gnnaudit.cli._scheduler import cluster_options
+from gnnaudit.cli.audit_args import (
+    add_audit_arguments,
+    add_audit_graph_arguments,
+    add_model_arguments,
 )
+from gnnaudit.cli.flag_names import set_parameter_flags
+from gnnaudit.cli.options import BACKBONES, add_force_argument, add_out_argument
 
 #: gnnaudit's own backbones (``--model``); anything with a ``:`` is the user's MODULE:NAME
 BACKBONE_CHOICES = BACKBONES
@@ -51,6 +43,21 @@ AUDIT_OUTPUTS = (
     "model.ckpt",
     "mitigated_model.pt",
 )
+
+#: parameter of the audit, its loaders and units -> the flag that sets it (how errors name it)
+PARAMETER_FLAGS = {
+    "checkpoint": "--checkpoint",
+    "weights": "--weights",
+    "k": "--k",
+    "m": "--finetune-m",
+    "backend": "--backend",
+    "min_support": "--min-support",
+    "random_state": "--seed",
+    "sensitive_bins": "--sensitive-bins",
+    "model_hops": "--model-hops",
+    "max_epochs": "--epochs",
+    "lambda_cf": "--mitigate-lambda",
+}
 
 TRUST_NOTE = (
     "Importing MODULE (your model code) is the one trusted step: it runs that code, as your "
@@ -73,181 +80,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     add_dataset_arguments(p)
-    _add_graph_arguments(p)
-    _add_model_arguments(p)
-    _add_audit_arguments(p)
+    add_audit_graph_arguments(p)
+    add_model_arguments(p)
+    add_audit_arguments(p)
     add_out_argument(
-        p, kind="folder", what="output folder for report.json, .md, .html", required=True
+        p,
+        kind="folder",
+        what="output folder for report.json, .md, .html",
+        required=True,
+        planned=AUDIT_OUTPUTS,
     )
     add_force_argument(p, kind="folder")
+    set_parameter_flags(p, PARAMETER_FLAGS)
     p.set_defaults(func=run)
-
-
-def _add_graph_arguments(p: argparse.ArgumentParser) -> None:
-    """Your graph: ``--graph`` and its table options (instead of ``--dataset``)."""
-    own = p.add_argument_group("your graph (instead of --dataset)")
-    own.add_argument(
-        "--graph",
-        default=None,
-        help="a .pt file (dict of tensors or a saved PyG Data), an .npz of arrays, or a folder "
-        "with nodes.csv and edges.csv",
-    )
-    own.add_argument(
-        "--label",
-        default=None,
-        help="label column of nodes (default: the one column named y, label, target or class, "
-        "any case; two such columns are refused); text labels are coded by sorted value, the "
-        "names kept",
-    )
-    own.add_argument(
-        "--mask-column",
-        default=None,
-        help="boolean / 0-1 column of nodes.csv selecting the audited nodes",
-    )
-    add_table_arguments(p)
-
-
-def _add_model_arguments(p: argparse.ArgumentParser) -> None:
-    """The model: a gnnaudit backbone to train or yours (``MODULE:NAME`` with weights)."""
-    model = p.add_argument_group("model")
-    model.add_argument(
-        "--model",
-        default="gcn",
-        help="a gnnaudit backbone to train (gcn, gat, gin, sage, mpnn; default gcn) or your "
-        "model as MODULE:NAME (an importable module or path/to/file.py, imported with its own "
-        "folder on the import path so its sibling modules import; and a class or factory "
-        "called as NAME(in_channels, out_channels) or NAME())",
-    )
-    weights = model.add_mutually_exclusive_group()
-    weights.add_argument("--weights", default=None, help="state dict of your --model")
-    weights.add_argument(
-        "--checkpoint",
-        default=None,
-        help="a Lightning checkpoint: of your LightningModule with --model MODULE:NAME, else "
-        "of a gnnaudit NodeClassifier (gnnaudit train); read as data only",
-    )
-    weights.add_argument(
-        "--lightning-checkpoint",
-        dest="checkpoint",
-        action=DeprecatedAlias,
-        new="--checkpoint",
-        help=argparse.SUPPRESS,
-    )
-    model.add_argument(
-        "--num-classes",
-        type=IntRange(2, MAX_NUM_CLASSES, "MAX_NUM_CLASSES"),
-        default=None,
-        help="out_channels for your factory (default: number of label classes)",
-    )
-    model.add_argument(
-        "--epochs", type=epochs_type(), default=200, help="training epochs (default 200)"
-    )
-    model.add_argument(
-        "--device",
-        default="auto",
-        choices=("auto", "cpu", "cuda"),
-        help="where the model runs and the search computes (default auto: a GPU when torch sees one, else the CPU)",
-    )
-
-
-def _add_audit_arguments(p: argparse.ArgumentParser) -> None:
-    """What the audit computes: the sensitive attribute, the search, mitigation."""
-    audit = p.add_argument_group("audit")
-    audit.add_argument(
-        "--sensitive",
-        default=None,
-        help="sensitive attribute: a feature or column name (default: the dataset's, if any)",
-    )
-    audit.add_argument(
-        "--sensitive-bins",
-        type=IntRange(2, 100, "quantile bins"),
-        default=None,
-        help="cut a continuous sensitive attribute into this many quantile bins (default: a "
-        "continuous attribute is refused)",
-    )
-    audit.add_argument(
-        "--k", type=k_type(), default=10, help="local evidences per audited node (10)"
-    )
-    audit.add_argument(
-        "--model-hops",
-        type=IntRange(0, MAX_NUM_HOPS, "hops"),
-        default=None,
-        help="the model's receptive field L (its message-passing hops) for the node-scope flip "
-        "test (default: inferred from its torch_geometric layers; a model without them needs "
-        "it, else node scope is skipped and the verdict says so)",
-    )
-    audit.add_argument("--backend", default="auto", choices=BACKENDS, help="evidence search")
-    add_scheduler_arguments(audit)
-    audit.add_argument(
-        "--min-support",
-        type=count_type(1),
-        default=5,
-        help="score only feature values held by at least this many audited nodes (default 5: "
-        "a value held by one or two nodes scores 1.0 by chance; 1 = every value, as in the "
-        "paper)",
-    )
-    audit.add_argument(
-        "--top", type=count_type(0), default=5, help="discrimination scores printed (5)"
-    )
-    ft = audit.add_mutually_exclusive_group()
-    ft.add_argument(
-        "--finetune",
-        dest="finetune",
-        action="store_true",
-        default=None,
-        help="fine-tune on evidences at any graph size (default: on for Lightning models on "
-        "graphs of at most FINETUNE_MAX_NODES = 50,000 nodes, skipped with a report note above)",
-    )
-    ft.add_argument("--no-finetune", dest="finetune", action="store_false")
-    audit.add_argument("--finetune-m", type=k_type(), default=50, help="fine-tuning budget m (50)")
-    audit.add_argument(
-        "--finetune-epochs", type=epochs_type(), default=30, help="fine-tuning epochs (30)"
-    )
-    add_progress_argument(audit)
-    audit.add_argument(
-        "--embedding",
-        action="store_true",
-        help="add the embedding audit: density clusters of the model's representation, their "
-        "balance beside FairDen's, a readable tree on the input features, ExDBSCAN counterparts",
-    )
-    audit.add_argument(
-        "--mitigate",
-        action="store_true",
-        help="fine-tune a copy of the model to remove its dependence on --sensitive "
-        "(counterfactual consistency), audit it again, add a before/after section and save "
-        "its weights as mitigated_model.pt beside the report",
-    )
-    audit.add_argument(
-        "--mitigate-lambda",
-        type=FloatRange(0.0),
-        default=None,
-        help="weight lambda_cf of the consistency term (default: FairFinetune's)",
-    )
-    audit.add_argument(
-        "--mitigate-epochs",
-        type=epochs_type(),
-        default=None,
-        help="fine-tuning epochs of the mitigation (default: FairFinetune's)",
-    )
-    audit.add_argument(
-        "--mitigate-grid",
-        type=FloatRange(0.0),
-        nargs="*",
-        default=None,
-        help="lambda_cf values of the trade-off figure (default 0 0.5 1 4)",
-    )
 
 
 def _load_data(args: argparse.Namespace) -> tuple[Any, str]:
     from gnnaudit.cli._datasets import dataset_from_args
+    from gnnaudit.cli._graph_input import graph_name, uses_own_graph
 
-    if args.graph is not None:
+    if uses_own_graph(args):
         from gnnaudit.cli._tables import load_args_graph
 
-        return load_args_graph(args), str(args.graph)
+        return load_args_graph(args), graph_name(args)
     for flag in ("label", "mask_column"):
         if getattr(args, flag) is not None:
-            raise _error(f"--{flag.replace('_', '-')} needs --graph")
+            raise _error(f"--{flag.replace('_', '-')} needs --graph (or --nodes / --edges)")
     return dataset_from_args(args), args.dataset
 
 
@@ -371,6 +229,47 @@ def _mitigate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return given
 
 
+def _builtin_scaling(
+    args: argparse.Namespace, data: Any, applied: dict[str, str]
+) -> tuple[Any, Any]:
+    """``(data, scaler)``: the built-in scaler fitted and applied when a gnnaudit backbone is
+    trained here on the user's graph (:mod:`gnnaudit.cli._scaling`; ``applied`` records it),
+    else ``(data, None)``."""
+    from gnnaudit.cli._scaling import fit_builtin_scaler, wants_builtin_scaler
+
+    trains = args.model in BACKBONE_CHOICES and not args.checkpoint and not args.weights
+    if not (trains and wants_builtin_scaler(args)):
+        return data, None
+    data, scaler, text = fit_builtin_scaler(data)
+    if text is not None:
+        applied["standardize"] = text
+    return data, scaler
+
+
+def print_mitigation(report: Any, out: str) -> None:
+    """With ``--mitigate``: the before / after figures of the mitigation section (gaps, flip
+    rates, AUROC, accuracy) and where the mitigated weights went."""
+    if not report.has_section("mitigation"):
+        return
+    section = report.section("mitigation")
+    table = section.tables.get("before_after")
+    if table is None or not len(table):
+        return
+    print(f"\n{section.title}:")
+    for row in table.itertuples():
+        scope = f" ({row.scope} scope)" if row.scope else ""
+        flag = "  (worse)" if bool(getattr(row, "worse", False)) else ""
+        print(
+            f"  {row.metric}{scope}: {row.before:.3f} -> {row.after:.3f} "
+            f"({row.after - row.before:+.3f}){flag}"
+        )
+    name = section.data.get("checkpoint", "mitigated_model.pt")
+    print(
+        f"Mitigated model: {out.rstrip('/')}/{name} (a state_dict: load it with "
+        "torch.load(path, weights_only=True) into your model class)"
+    )
+
+
 def _command(args: argparse.Namespace) -> dict[str, str]:
     """``{"command": the command line as typed}`` when :func:`gnnaudit.cli.main.main` recorded
     it, for the report's run information (the summary card's next step repeats it with
@@ -391,17 +290,14 @@ def run(args: argparse.Namespace) -> int:
     check_int("--k", args.k, minimum=1)
     check_int("--top", args.top, minimum=0)
     _mitigate_kwargs(args)  # --mitigate-* without --mitigate: refused before any work
-    from gnnaudit.cli._tables import check_table_header
+    from gnnaudit.cli._graph_input import check_graph_input
 
-    check_table_header(args)
-    # the checks above run before torch, PyG and the audit are imported (a bad --out fails now)
-    import pandas as pd
-
+    check_graph_input(args)
+    # the checks above run before torch, PyG and the audit are imported (a bad --out fails now);
     # --threads is a global option (gnnaudit.cli.main applies it); without it run_audit sizes
     # the thread count to the graph (gnnaudit._threads)
     from tqdm.auto import tqdm
 
-    from gnnaudit.audit.pipeline.config import AuditConfig
     from gnnaudit.audit.pipeline.run import run_audit
     from gnnaudit.cli._tables import check_expected_accuracy, preprocess
     from gnnaudit.cli.options import progress_enabled
@@ -417,9 +313,14 @@ def run(args: argparse.Namespace) -> int:
         steps.set_postfix_str("load data")
         data, data_name = _load_data(args)
         data, preprocessing = preprocess(args, data)
+        data, scaler = _builtin_scaling(args, data, preprocessing)
         steps.update(1)
         steps.set_postfix_str("load model")
         module, info = _load_model(args, data, str(out_dir))
+        if info.get("source") == "trained":  # the input names and the scaler travel with it
+            from gnnaudit.cli._scaling import stamp_checkpoint
+
+            stamp_checkpoint(str(out_dir / "model.ckpt"), data, scaler)
         device = _cli_device(args.device)
         module = module.to(device)  # the CLI built or loaded it: ours to move
         info["device"] = device
@@ -427,21 +328,11 @@ def run(args: argparse.Namespace) -> int:
         check_expected_accuracy(args, module, data, device)
         steps.update(1)
         steps.set_postfix_str("audit")
-        config = AuditConfig(
-            min_support=args.min_support,
-            # default (None): on for LightningModules up to FINETUNE_MAX_NODES nodes, else a note
-            finetune=args.finetune,
-            finetune_kwargs={"m": args.finetune_m, "epochs": args.finetune_epochs},
-            embedding=args.embedding,
-            mitigate=args.mitigate,
-            mitigate_kwargs=_mitigate_kwargs(args),
-            model_hops=args.model_hops,
-        )
         report = run_audit(
             module,
             data,
             args.sensitive,
-            config=config,
+            config=_config(args),
             k=args.k,
             backend=args.backend,
             sensitive_bins=args.sensitive_bins,
@@ -455,6 +346,30 @@ def run(args: argparse.Namespace) -> int:
         report.run_info.update(_command(args))  # the summary card's next step repeats it
         report.write_files(out_dir)
         steps.update(1)
+    _print_results(args, report, info, time.perf_counter() - start)
+    return 0
+
+
+def _config(args: argparse.Namespace) -> Any:
+    """The :class:`~gnnaudit.audit.pipeline.config.AuditConfig` of the audit flags."""
+    from gnnaudit.audit.pipeline.config import AuditConfig
+
+    return AuditConfig(
+        min_support=args.min_support,
+        # default (None): on for LightningModules up to FINETUNE_MAX_NODES nodes, else a note
+        finetune=args.finetune,
+        finetune_kwargs={"m": args.finetune_m, "epochs": args.finetune_epochs},
+        embedding=args.embedding,
+        mitigate=args.mitigate,
+        mitigate_kwargs=_mitigate_kwargs(args),
+        model_hops=args.model_hops,
+    )
+
+
+def _print_results(args: argparse.Namespace, report: Any, info: dict, seconds: float) -> None:
+    """The model's accuracy, the verdict and findings, the top discrimination scores, the
+    mitigation's before / after figures and where the report went."""
+    import pandas as pd
 
     with pd.option_context("display.width", 120, "display.max_columns", 20):
         accuracies = [
@@ -474,8 +389,5 @@ def run(args: argparse.Namespace) -> int:
             )
             table = report.table("discrimination", "scores").head(args.top)
             print(table.to_string(index=False, float_format="%.3f"))
-    print(
-        f"\nReport: {args.out}/report.html (also report.md, report.json); "
-        f"{time.perf_counter() - start:.1f} s"
-    )
-    return 0
+    print_mitigation(report, args.out)
+    print(f"\nReport: {args.out}/report.html (also report.md, report.json); {seconds:.1f} s")

@@ -16,6 +16,7 @@ import argparse
 from typing import Any
 
 from gnnaudit.cli._datasets import add_dataset_arguments
+from gnnaudit.cli.flag_names import set_parameter_flags
 from gnnaudit.cli.options import (
     BACKBONES,
     BACKENDS,
@@ -30,6 +31,16 @@ from gnnaudit.cli.options import (
 )
 
 MODELS = BACKBONES
+#: parameter of the loaders and of CounterfactualEvidence -> the flag that sets it
+PARAMETER_FLAGS = {
+    "checkpoint": "--checkpoint",
+    "num_hops": "--num-hops",
+    "alpha": "--alpha",
+    "k": "--k",
+    "backend": "--backend",
+    "random_state": "--seed",
+    "max_epochs": "--epochs",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -89,6 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_force_argument(p, kind="file")
     add_progress_argument(p)
     p.add_argument("--show", type=count_type(0), default=20, help="rows to print (default 20)")
+    set_parameter_flags(p, PARAMETER_FLAGS, owners=("CounterfactualEvidence",))
     p.set_defaults(func=run)
 
 
@@ -131,14 +143,17 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import time
 
+    from gnnaudit.safe_io import check_output_file
+
+    start = time.perf_counter()
+    check_output_file("--out", args.out, force=args.force, owned_only=True)
+    _check_flags(args)  # every search flag, before loading, training or searching
+    # the checks above run before torch and the audit are imported
     from gnnaudit.audit import CounterfactualEvidence
     from gnnaudit.cli._datasets import dataset_from_args
     from gnnaudit.cli.options import progress_enabled
-    from gnnaudit.safe_io import atomic_file, check_output_file
+    from gnnaudit.safe_io import atomic_file
 
-    start = time.perf_counter()
-    check_output_file("--out", args.out, force=args.force)
-    _check_flags(args)  # every search flag, before loading, training or searching
     progress = progress_enabled(args)
     data = dataset_from_args(args)
     _check_nodes(args, data)
@@ -180,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
             f"local top-{args.k} evidences of {len(nodes)} quer{'y' if len(nodes) == 1 else 'ies'}"
         )
 
-    with atomic_file(args.out, name="--out", force=args.force) as tmp:
+    with atomic_file(args.out, name="--out", force=args.force, producer="evidence") as tmp:
         result.to_csv(tmp, index=False)
     print(
         f"{args.dataset}: {int(data.num_nodes)} nodes, {ce.node_ids_.size} test nodes, "

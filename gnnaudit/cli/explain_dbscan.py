@@ -8,7 +8,9 @@ before the clustering starts and written atomically (``--force`` replaces an exi
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+from gnnaudit.cli.flag_names import set_parameter_flags
 from gnnaudit.cli.options import (
     SEED,
     FloatRange,
@@ -19,6 +21,20 @@ from gnnaudit.cli.options import (
     count_type,
     k_type,
 )
+
+#: ExDBSCAN parameter -> the flag that sets it (how errors name it)
+PARAMETER_FLAGS = {
+    "eps": "--eps",
+    "min_samples": "--min-samples",
+    "metric": "--metric",
+    "n_counterfactuals": "--n-counterfactuals",
+    "strategy": "--strategy",
+    "random_state": "--seed",
+    "x_or_index": "--index",
+    "index": "--index",
+    "target": "--target",
+    "immutable": "--immutable",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -70,22 +86,57 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "original, new, change)",
     )
     add_force_argument(p, kind="file")
+    set_parameter_flags(p, PARAMETER_FLAGS, owners=("ExDBSCAN",))
     p.set_defaults(func=run)
+
+
+def _read_table(args: argparse.Namespace) -> Any:
+    """The ``csv`` table; ``--label`` and ``--immutable`` must be columns (``--immutable`` a
+    numeric feature) and ``--index`` a row (pandas only: an error here comes before
+    scikit-learn and torch load)."""
+    import pandas as pd
+
+    from gnnaudit.errors import InvalidInputError
+    from gnnaudit.safe_io import read_csv
+
+    frame = read_csv("csv", args.csv)
+    columns = [str(c) for c in frame.columns]
+    if args.label is not None and args.label not in columns:
+        raise InvalidInputError(
+            f"--label: column {args.label!r} not found in csv {args.csv!r} (columns: "
+            f"{columns[:20]})"
+        )
+    features = [c for c in columns if c != args.label and pd.api.types.is_numeric_dtype(frame[c])]
+    unknown = [c for c in args.immutable if c not in features]
+    if unknown:
+        raise InvalidInputError(
+            f"--immutable: unknown feature {unknown[0]!r}; the numeric features of csv "
+            f"{args.csv!r} are {features[:20]}"
+        )
+    if args.index >= len(frame):
+        raise InvalidInputError(
+            f"--index {args.index} is not a row of csv {args.csv!r} (rows 0 to {len(frame) - 1})"
+        )
+    return frame
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnnaudit explain-dbscan`` on the parsed ``args``; return the exit code."""
+    from gnnaudit.safe_io import check_output_file
+
+    if args.out is not None:
+        check_output_file("--out", args.out, force=args.force, owned_only=True)
+    frame = _read_table(args)
+    # the checks above run before scikit-learn and torch are imported
     import warnings
 
     import numpy as np
 
     from gnnaudit.clustering import ExDBSCAN
     from gnnaudit.datasets import load_tabular
-    from gnnaudit.safe_io import atomic_file, check_output_file
+    from gnnaudit.safe_io import atomic_file
 
-    if args.out is not None:
-        check_output_file("--out", args.out, force=args.force)
-    data = load_tabular(args.csv, label=args.label, name="csv")
+    data = load_tabular(frame, label=args.label, name="csv")
     model = ExDBSCAN(
         eps=args.eps,
         min_samples=args.min_samples,
@@ -111,7 +162,9 @@ def run(args: argparse.Namespace) -> int:
     changes = result.to_frame()
     print(changes.to_string(index=False) if len(changes) else "(none)")
     if args.out is not None:
-        with atomic_file(args.out, name="--out", force=args.force) as tmp:
+        with atomic_file(
+            args.out, name="--out", force=args.force, producer="explain-dbscan"
+        ) as tmp:
             changes.to_csv(tmp, index=False)
     print()
     print(

@@ -4,7 +4,8 @@
 line on stderr:
 
 * a :class:`~gnnaudit.errors.GnnAuditError` (bad input, infeasible request, a malformed
-  model output) -> exit 2;
+  model output) -> exit 2, its parameters named by the command's flags
+  (:mod:`gnnaudit.cli.flag_names`);
 * an exception raised by the user's model (marked by
   :func:`~gnnaudit.errors.note_model_error` with the audit stage) -> exit 2 and the line
   ``your model raised RuntimeError: boom during <stage>``: not a gnnaudit bug;
@@ -33,10 +34,13 @@ import zipfile
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from gnnaudit.cli.flag_names import flag_message
 from gnnaudit.cli.guards import (
     Terminated,
+    check_input_files,
     check_inputs_exist,
     check_out_apart,
+    check_out_early,
     terminating_signals_raise,
 )
 from gnnaudit.errors import GnnAuditError, model_error_stage
@@ -63,10 +67,16 @@ def _file_error_types() -> tuple[type[BaseException], ...]:
     return tuple(types)
 
 
+#: namespace entries that are not arguments (the command line as typed repeats every path)
+_NOT_ARGUMENTS = ("command_line",)
+
+
 def _path_arguments(args: argparse.Namespace) -> list[tuple[str, str]]:
     """``(flag, value)`` for every string argument that names an existing path."""
     found = []
     for dest, value in vars(args).items():
+        if dest in _NOT_ARGUMENTS:
+            continue
         values = value if isinstance(value, list | tuple) else [value]
         for item in values:
             if isinstance(item, str) and item and os.path.lexists(item):
@@ -86,6 +96,8 @@ def _argument_for(args: argparse.Namespace, filename: Any) -> str | None:
     target = os.path.abspath(os.fspath(filename))
     best: tuple[int, str] | None = None
     for dest, value in vars(args).items():
+        if dest in _NOT_ARGUMENTS:
+            continue
         values = value if isinstance(value, list | tuple) else [value]
         for item in values:
             if not isinstance(item, str) or not item:
@@ -165,12 +177,15 @@ def run_command(args: argparse.Namespace) -> int:
     with one_line_warnings(), terminating_signals_raise():
         try:
             check_inputs_exist(args)  # before any heavy import: a typo fails at once
+            check_input_files(args)  # a torch / .npz file refused from its headers, no torch
             check_out_apart(args)  # before any work: an output never goes where an input is
+            check_out_early(args)  # before any heavy import: a taken --out fails at once
             return int(args.func(args) or 0)
         except GnnAuditError as exc:
             if debug:
                 traceback.print_exc()
-            print(f"{prefix}: error: {_one_line(str(exc), 2000)}", file=sys.stderr)
+            text = flag_message(str(exc), args)  # the flag the user typed, not the parameter
+            print(f"{prefix}: error: {_one_line(text, 2000)}", file=sys.stderr)
             return 2
         except BrokenPipeError:
             if _stdout_closed():  # `gnnaudit ... | head`: the reader has all it wanted

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 
+from gnnaudit.cli.flag_names import set_parameter_flags
 from gnnaudit.cli.options import (
     SEED,
     FloatRange,
@@ -26,7 +27,20 @@ from gnnaudit.cli.options import (
     k_type,
 )
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "PARAMETER_FLAGS"]
+
+#: FairDen parameter -> the flag that sets it (how errors name it)
+PARAMETER_FLAGS = {
+    "n_clusters": "--n-clusters",
+    "min_samples": "--min-samples",
+    "solver": "--solver",
+    "min_group_size": "--min-group-size",
+    "rounding": "--rounding",
+    "min_balance": "--min-balance",
+    "random_state": "--seed",
+    "sensitive_features": "--sensitive",
+    "categorical": "--categorical",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -93,27 +107,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_out_argument(p, kind="file", what="CSV file for the cluster labels (one per row)")
     add_force_argument(p, kind="file")
     add_progress_argument(p)
+    set_parameter_flags(p, PARAMETER_FLAGS, owners=("FairDen",))
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnnaudit fairden`` on the parsed ``args``; return the exit code."""
+    from gnnaudit.errors import InvalidInputError
+    from gnnaudit.safe_io import check_output_file, read_csv
+
+    if args.out is not None:
+        check_output_file("--out", args.out, force=args.force, owned_only=True)
+    frame = read_csv("data", args.data)
+    columns = [str(c) for c in frame.columns]
+    for flag, names in (
+        ("--ignore", list(args.ignore)),
+        ("--sensitive", list(args.sensitive)),
+        ("--categorical", list(args.categorical)),
+        ("--label", [args.label] if args.label is not None else []),
+    ):
+        missing = [c for c in names if c not in columns]
+        if missing:
+            raise InvalidInputError(
+                f"{flag}: column(s) {missing} not found in data {args.data!r} (columns: "
+                f"{columns[:20]})"
+            )
+    frame = frame.drop(columns=list(args.ignore))
+    # the checks above run before scikit-learn and torch are imported
     import pandas as pd
 
     from gnnaudit.cli.options import progress_enabled
     from gnnaudit.clustering import FairDen
     from gnnaudit.clustering.metrics import adjusted_rand_noise, balance, group_mix, noise_fraction
     from gnnaudit.datasets.tabular import load_tabular
-    from gnnaudit.errors import InvalidInputError
-    from gnnaudit.safe_io import atomic_file, check_output_file, read_csv
+    from gnnaudit.safe_io import atomic_file
 
-    if args.out is not None:
-        check_output_file("--out", args.out, force=args.force)
-    frame = read_csv("data", args.data)
-    missing = [c for c in args.ignore if c not in frame.columns]
-    if missing:
-        raise InvalidInputError(f"--ignore column(s) {missing} not found")
-    frame = frame.drop(columns=list(args.ignore))
     data = load_tabular(
         frame,
         label=args.label,
@@ -152,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ARI vs {args.label} (noise-adjusted): {ari:.4f}")
     print(group_mix(model.labels_, sens).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if args.out is not None:
-        with atomic_file(args.out, name="--out", force=args.force) as tmp:
+        with atomic_file(args.out, name="--out", force=args.force, producer="fairden") as tmp:
             pd.DataFrame({"label": model.labels_}).to_csv(tmp, index=False)
         print(f"labels written to {args.out}")
     return 0

@@ -314,12 +314,21 @@ def add_out_argument(
     what: str,
     required: bool = False,
     deprecated: Sequence[str] = (),
+    planned: Sequence[str] = (),
 ) -> None:
-    """Add ``--out`` (``kind`` ``"file"`` or ``"folder"``) and any deprecated aliases of it."""
+    """Add ``--out`` (``kind`` ``"file"`` or ``"folder"``) and any deprecated aliases of it.
+
+    ``kind`` and ``planned`` (the file names a folder command writes) are kept on the parsed
+    namespace (``out_kind``, ``out_planned``), so :func:`gnnaudit.cli.guards.check_out_early`
+    checks ``--out`` before the command imports anything heavy.
+    """
     if kind not in ("file", "folder"):
         raise ValueError(f"kind must be 'file' or 'folder', got {kind!r}")
     if kind == "file":
-        detail = "a file path; its folder must exist; an existing file needs --force"
+        detail = (
+            "a file path; its folder must exist; an existing file needs --force and is replaced "
+            "only when gnnaudit wrote it"
+        )
     else:
         detail = "a folder, created if missing; a folder holding files needs --force"
     parser.add_argument(
@@ -329,6 +338,7 @@ def add_out_argument(
         metavar="FILE" if kind == "file" else "FOLDER",
         help=f"{what} ({detail})",
     )
+    parser.set_defaults(out_kind=kind, out_planned=tuple(planned))
     for alias in deprecated:
         parser.add_argument(
             alias, dest="out", action=DeprecatedAlias, new="--out", help=argparse.SUPPRESS
@@ -336,9 +346,11 @@ def add_out_argument(
 
 
 def add_force_argument(parser: argparse.ArgumentParser, *, kind: str) -> None:
-    """Add ``--force`` (replace an existing ``--out`` file, or gnnaudit's files in a folder)."""
+    """Add ``--force``: replace gnnaudit's own earlier output (a file, or its files in a
+    folder); a file gnnaudit did not write is never replaced."""
     text = (
-        "replace an existing --out file (never an input)"
+        "replace an existing --out file that gnnaudit wrote (listed in the "
+        ".gnnaudit-manifest.json of its folder); any other file is never replaced, nor an input"
         if kind == "file"
         else "write into an existing --out folder, replacing only the files gnnaudit wrote "
         "there (listed in its .gnnaudit-manifest.json); nothing else is touched"

@@ -37,6 +37,8 @@ from gnnaudit.cli.options import (
 )
 
 MODELS = BACKBONES
+#: every file ``train`` may write into ``--out`` (checked against the folder before any work)
+TRAIN_OUTPUTS = ("metrics.json", "model.ckpt")
 logger = logging.getLogger(__name__)
 
 
@@ -106,7 +108,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_progress_argument(model)
     add_out_argument(
-        p, kind="folder", what="output folder for metrics.json and model.ckpt", required=True
+        p,
+        kind="folder",
+        what="output folder for metrics.json and model.ckpt",
+        required=True,
+        planned=TRAIN_OUTPUTS,
     )
     add_force_argument(p, kind="folder")
     p.set_defaults(func=run)
@@ -119,11 +125,11 @@ def run(args: argparse.Namespace) -> int:
     from gnnaudit.safe_io import atomic_output_dir, check_output_dir
 
     start = time.perf_counter()
-    planned = ("metrics.json", "model.ckpt")
+    planned = TRAIN_OUTPUTS
     check_output_dir("--out", args.out, force=args.force, planned=planned)
-    from gnnaudit.cli._tables import check_table_header
+    from gnnaudit.cli._graph_input import check_graph_input
 
-    check_table_header(args)  # before torch: a misspelt column fails at once
+    check_graph_input(args)  # before torch: a misnamed file or column fails at once
     with atomic_output_dir(
         args.out, force=args.force, name="--out", producer="train", planned=planned
     ) as out_dir:
@@ -140,10 +146,11 @@ def _train_into(args: argparse.Namespace, out_dir: str, start: float) -> float:
 
     import pandas as pd
 
+    from gnnaudit.cli._scaling import stamp_checkpoint
     from gnnaudit.cli.options import progress_enabled
     from gnnaudit.training import train_node_classifier
 
-    data, name, preprocessing = _training_data(args)
+    data, name, preprocessing, scaler = _training_data(args)
     ckpt = os.path.join(out_dir, "model.ckpt")
     module, metrics = train_node_classifier(
         data,
@@ -161,7 +168,7 @@ def _train_into(args: argparse.Namespace, out_dir: str, start: float) -> float:
         progress=progress_enabled(args),
         verbose=bool(getattr(args, "verbose", False)),
     )
-    _stamp_inputs(ckpt, data)
+    stamp_checkpoint(ckpt, data, scaler)
     wall = time.perf_counter() - start
 
     table = pd.DataFrame(
@@ -179,10 +186,14 @@ def _train_into(args: argparse.Namespace, out_dir: str, start: float) -> float:
     )
     print(table.to_string(float_format=lambda v: f"{v:.4f}"))
     print(f"majority rate (test): {metrics['majority_rate']:.4f}")
+    if "standardize" in preprocessing:
+        print(f"inputs standardized: {preprocessing['standardize']}")
 
     report = {
         "dataset": name,
         "graph": args.graph,
+        "nodes": args.nodes,
+        "edges": args.edges,
         "preprocessing": preprocessing,
         "feature_names": [str(f) for f in getattr(data, "feature_names", None) or []],
         "column_roles": getattr(data, "column_roles", None),
@@ -202,24 +213,32 @@ def _train_into(args: argparse.Namespace, out_dir: str, start: float) -> float:
     return wall
 
 
-def _training_data(args: argparse.Namespace) -> tuple[Any, str, dict[str, str]]:
-    """The graph to train on, its name and the preprocessing applied: ``--graph`` (with the
-    table flags, ``--standardize`` and ``--transform``) or ``--dataset``."""
+def _training_data(args: argparse.Namespace) -> tuple[Any, str, dict[str, str], Any]:
+    """The graph to train on, its name, the preprocessing applied and the built-in scaler
+    (``None`` when none was fitted): ``--graph`` or ``--nodes`` / ``--edges`` (with the table
+    flags, ``--standardize`` or the built-in scaler, and ``--transform``) or ``--dataset``."""
+    from gnnaudit.cli._graph_input import graph_name, uses_own_graph
+    from gnnaudit.cli._scaling import fit_builtin_scaler, wants_builtin_scaler
     from gnnaudit.errors import InvalidInputError
 
-    if args.graph is None:
-        for flag in ("label", "sensitive", "standardize", "transform"):
-            if getattr(args, flag) is not None:
-                raise InvalidInputError(f"--{flag} needs --graph (your own graph)")
+    if not uses_own_graph(args):
+        for flag in ("label", "sensitive", "standardize", "transform", "no_standardize"):
+            if getattr(args, flag) not in (None, False):
+                raise InvalidInputError(
+                    f"--{flag.replace('_', '-')} needs --graph or --nodes / --edges (your own "
+                    "graph)"
+                )
         from gnnaudit.cli._datasets import dataset_from_args
 
-        return dataset_from_args(args), args.dataset, {}
+        return dataset_from_args(args), args.dataset, {}, None
     from gnnaudit.cli._tables import load_args_graph, preprocess
 
+    name = graph_name(args)
+    where = f"--graph {args.graph}" if args.graph is not None else f"--nodes {args.nodes}"
     data, applied = preprocess(args, load_args_graph(args))
     if getattr(data, "y", None) is None:
         raise InvalidInputError(
-            f"--graph {args.graph}: training needs a label; name the label column with --label "
+            f"{where}: training needs a label; name the label column with --label "
             "(the default is the one column named y, label, target or class)"
         )
     stages = ("train", "val", "test")
@@ -227,7 +246,7 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, str, dict[str, str]]:
     if present and len(present) < len(stages):
         absent = [s for s in stages if s not in present]
         raise InvalidInputError(
-            f"--graph {args.graph}: the split gives {', '.join(present)} nodes but no "
+            f"{where}: the split gives {', '.join(present)} nodes but no "
             f"{', '.join(absent)} nodes; training needs all three (or no split: then a "
             "stratified 50/25/25 split is drawn)"
         )
@@ -235,26 +254,11 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, str, dict[str, str]]:
         from gnnaudit.datasets import attach_masks
 
         seed = args.split_seed if args.split_seed is not None else args.seed
-        logger.info("%s: no split column; stratified 50/25/25 split (seed %d)", args.graph, seed)
+        logger.info("%s: no split column; stratified 50/25/25 split (seed %d)", name, seed)
         data = attach_masks(data, seed=seed)
-    return data, str(args.graph), applied
-
-
-def _stamp_inputs(path: str, data: Any) -> None:
-    """Add the input column names (and the table's column roles) to the checkpoint, so an
-    audit on another table names the columns that differ."""
-    names = getattr(data, "feature_names", None)
-    if not names or len(names) != int(data.x.size(1)):
-        return
-    import torch
-
-    from gnnaudit.cli._tables import CHECKPOINT_INPUTS, CHECKPOINT_ROLES
-    from gnnaudit.safe_io import atomic_file, safe_torch_load
-
-    ckpt = safe_torch_load(path, name="checkpoint")
-    ckpt[CHECKPOINT_INPUTS] = [str(n) for n in names]
-    roles = getattr(data, "column_roles", None)
-    if isinstance(roles, dict):
-        ckpt[CHECKPOINT_ROLES] = {str(k): str(v) for k, v in roles.items()}
-    with atomic_file(path, name="checkpoint", force=True) as tmp:
-        torch.save(ckpt, tmp)
+    scaler = None
+    if wants_builtin_scaler(args):
+        data, scaler, text = fit_builtin_scaler(data)
+        if text is not None:
+            applied["standardize"] = text
+    return data, name, applied, scaler

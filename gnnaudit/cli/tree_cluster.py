@@ -23,9 +23,28 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from gnnaudit.cli.flag_names import set_parameter_flags
 from gnnaudit.cli.options import add_force_argument, add_out_argument, add_renamed_argument
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "TIME_LIMIT_RANGE", "PARAMETER_FLAGS"]
+
+#: ``--time-limit`` bounds in seconds, = :data:`gnnaudit.clustering.tree_clustering.TIME_LIMIT_RANGE`
+#: (kept here so that a bad value is refused before scikit-learn loads; a test checks they agree)
+TIME_LIMIT_RANGE = (1e-3, 1e6)
+#: the feature scale ``--epsilon`` is measured on (= ``tree_inputs.UNIT``; a test checks it)
+UNIT = 100.0
+#: TreeClustering parameter -> the flag that sets it (how errors name it)
+PARAMETER_FLAGS = {
+    "n_clusters": "--n-clusters",
+    "depth": "--depth",
+    "objective": "--objective",
+    "epsilon": "--epsilon",
+    "min_clusters": "--min-clusters",
+    "solver": "--solver",
+    "time_limit": "--time-limit",
+    "must_link": "--must-link",
+    "cannot_link": "--cannot-link",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -76,6 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         deprecated=("--output",),
     )
     add_force_argument(p, kind="file")
+    set_parameter_flags(p, PARAMETER_FLAGS, owners=("TreeClustering",))
     p.set_defaults(func=run)
 
 
@@ -105,9 +125,8 @@ def _read_pairs(path: str | None, name: str) -> Any:
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
-    """``--time-limit``, ``--epsilon``, ``--n-clusters`` and ``--depth`` within their ranges
-    (NaN fails too)."""
-    from gnnaudit.clustering.tree_clustering import TIME_LIMIT_RANGE
+    """``--time-limit``, ``--epsilon``, ``--n-clusters``, ``--depth`` and ``--min-clusters``
+    within their ranges (NaN fails too), before anything heavy is imported."""
     from gnnaudit.errors import InvalidInputError
 
     low, high = TIME_LIMIT_RANGE
@@ -116,7 +135,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
             f"--time-limit must be between {low:g} and {high:g} seconds (or left out for no "
             f"limit); got {args.time_limit!r}"
         )
-    if not 0 <= args.epsilon < 100:  # NaN fails too; the fit refines the bound by dimension
+    if not 0 <= args.epsilon < UNIT:  # NaN fails too; the fit refines the bound by dimension
         raise InvalidInputError(
             f"--epsilon is a distance-class width on the [0, 100] feature scale and must lie in "
             f"[0, 100); got {args.epsilon!r} (default 0.1; 0 is exact)"
@@ -126,20 +145,59 @@ def _check_numbers(args: argparse.Namespace) -> None:
             raise InvalidInputError(
                 f"{flag} must be between 1 and {12 if flag == '--depth' else 10**6}; got {value}"
             )
+    k_min, which = args.n_clusters, "--n-clusters"
+    if args.min_clusters is not None:
+        k_min, which = args.min_clusters, "--min-clusters"
+        if not 1 <= k_min <= args.n_clusters:
+            raise InvalidInputError(
+                f"--min-clusters must be between 1 and --n-clusters {args.n_clusters}; got {k_min}"
+            )
+    if not args.no_tree and 2**args.depth < k_min:
+        need = (k_min - 1).bit_length()
+        raise InvalidInputError(
+            f"--depth {args.depth} gives {2**args.depth} leaves but {which} {k_min} clusters "
+            f"must be non-empty; use --depth {need} or more, or fewer clusters"
+        )
 
 
-def _load_data(args: argparse.Namespace) -> Any:
-    """The table of ``--data`` without the ``--ignore`` columns, as a tabular dataset."""
-    from gnnaudit.datasets import load_tabular
+def _read_table(args: argparse.Namespace) -> Any:
+    """The ``data`` table without the ``--ignore`` columns; ``--label`` and ``--ignore`` must
+    be columns, and ``--epsilon`` below the largest distance of the numeric columns on the
+    [0, 100] scale (pandas only: an error here comes before scikit-learn and torch load)."""
+    import math
+
+    import pandas as pd
+
     from gnnaudit.errors import InvalidInputError
     from gnnaudit.safe_io import read_csv
 
     frame = read_csv("data", args.data)
-    if args.ignore:
-        missing = [c for c in args.ignore if c not in frame.columns]
+    columns = [str(c) for c in frame.columns]
+    for flag, names in (("--ignore", list(args.ignore)), ("--label", [args.label])):
+        missing = [c for c in names if c is not None and c not in columns]
         if missing:
-            raise InvalidInputError(f"--ignore: column(s) {missing} not found")
-        frame = frame.drop(columns=list(args.ignore))
+            raise InvalidInputError(
+                f"{flag}: column(s) {missing} not found in data {args.data!r} (columns: "
+                f"{columns[:20]})"
+            )
+    frame = frame.drop(columns=list(args.ignore))
+    features = frame.drop(columns=[args.label] if args.label else [])
+    d = sum(pd.api.types.is_numeric_dtype(features[c]) for c in features.columns)
+    largest = UNIT * math.sqrt(max(1, d))
+    if d and args.epsilon >= largest:
+        raise InvalidInputError(
+            f"--epsilon {args.epsilon!r} is at least the largest distance between two points "
+            f"on the [0, {UNIT:g}] feature scale ({largest:.4g} for {d} feature(s)): every pair "
+            "would fall into one distance class; use a value well below it (default 0.1)"
+        )
+    return frame
+
+
+def _load_data(args: argparse.Namespace, frame: Any) -> Any:
+    """The table ``frame`` (``--ignore`` columns dropped) as a tabular dataset."""
+    from gnnaudit.datasets import load_tabular
+    from gnnaudit.errors import InvalidInputError
+
     data = load_tabular(frame, label=args.label, name=f"data {args.data!r}")
     if data.X.shape[1] == 0:
         raise InvalidInputError("data: no numeric feature column")
@@ -173,18 +231,22 @@ def _summary(model: Any, data: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnnaudit tree-cluster`` on the parsed ``args``; return the exit code."""
+    from gnnaudit.safe_io import check_output_file
+
+    if args.out is not None:
+        check_output_file("--out", args.out, force=args.force, owned_only=True)
+    _check_numbers(args)
+    frame = _read_table(args)
+    ml = _read_pairs(args.must_link, "--must-link")
+    cl = _read_pairs(args.cannot_link, "--cannot-link")
+    # every check above runs before scikit-learn, the solvers and torch are imported
     import pandas as pd
 
     from gnnaudit.clustering import TreeClustering
     from gnnaudit.errors import InfeasibleError
-    from gnnaudit.safe_io import atomic_file, check_output_file
+    from gnnaudit.safe_io import atomic_file
 
-    if args.out is not None:
-        check_output_file("--out", args.out, force=args.force)
-    _check_numbers(args)
-    data = _load_data(args)
-    ml = _read_pairs(args.must_link, "--must-link")
-    cl = _read_pairs(args.cannot_link, "--cannot-link")
+    data = _load_data(args, frame)
     model = TreeClustering(
         n_clusters=args.n_clusters,
         depth=args.depth,
@@ -223,6 +285,6 @@ def run(args: argparse.Namespace) -> int:
             f"{args.time_limit} s; raise --time-limit"
         )
     if args.out is not None:
-        with atomic_file(args.out, name="--out", force=args.force) as tmp:
+        with atomic_file(args.out, name="--out", force=args.force, producer="tree-cluster") as tmp:
             pd.DataFrame({"cluster": model.labels_}).to_csv(tmp, index_label="row")
     return 0

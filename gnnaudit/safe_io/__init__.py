@@ -6,7 +6,9 @@ Data files are data: nothing here runs code found in a file.
   :func:`load_planetoid_pickle`, a restricted unpickler that knows exactly the globals those
   files use (numpy arrays and dtypes, a scipy CSR matrix, ``defaultdict(list)``) and refuses
   every other one before it is called.
-* **torch files** are read by :func:`safe_torch_load`: ``torch.load(weights_only=True)`` with an
+* **torch files** are read by :func:`safe_torch_load` (and checked without torch, from the
+  archive and its pickle's opcodes alone, by :func:`precheck_torch_file`, so a bad file is
+  refused before torch loads): ``torch.load(weights_only=True)`` with an
   explicit allow-list (e.g. :func:`pyg_data_classes` for a ``torch.save(Data(...))`` file). Every
   global the file names is checked against that list first (classes other libraries registered
   process-wide are refused too), and there is never a fallback to full unpickling.
@@ -44,11 +46,12 @@ from gnnaudit.safe_io.readers import (
     load_npy,
     load_npz,
     load_text_array,
+    precheck_npz_file,
     read_csv,
     read_json,
     read_text,
 )
-from gnnaudit.safe_io.torch_files import pyg_data_classes, safe_torch_load
+from gnnaudit.safe_io.torch_files import precheck_torch_file, pyg_data_classes, safe_torch_load
 from gnnaudit.safe_io.writers import (
     atomic_file,
     atomic_output_dir,
@@ -69,6 +72,8 @@ __all__ = [
     "load_npz",
     "load_npy",
     "load_planetoid_pickle",
+    "precheck_npz_file",
+    "precheck_torch_file",
     "pyg_data_classes",
     "safe_torch_load",
     "atomic_file",

@@ -16,8 +16,15 @@ the files gnnaudit wrote there and which kind of output wrote each (``"audit"``,
 * everything else in the folder (the user's notes, data, sub-folders, other kinds' outputs)
   is left exactly as it was.
 
+**One-file outputs** (``--out FILE`` of ``evidence``, ``fairden``, ``tree-cluster``,
+``explain-dbscan``) follow the same rule through the manifest of the file's folder: a file
+written with ``producer`` (:func:`gnnaudit.safe_io.atomic_file`) is added to it, and ``force``
+replaces an existing file only when that manifest lists it (:func:`lists_file`); a file
+gnnaudit did not write is never overwritten.
+
 The manifest is data: it is read with :func:`json.loads` only, and an unreadable or malformed
-manifest counts as "gnnaudit wrote nothing here" (the safe reading).
+manifest counts as "gnnaudit wrote nothing here" (the safe reading); such a file is never
+overwritten either (:func:`foreign_manifest`).
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from gnnaudit.errors import InvalidInputError
 __all__ = [
     "MANIFEST_NAME",
     "read_manifest",
+    "foreign_manifest",
+    "lists_file",
     "manifest_text",
     "written_files",
     "blocking_entries",
@@ -47,27 +56,49 @@ _FORMAT = 1
 _MAX_MANIFEST_BYTES = 1 << 20
 
 
+def _load(folder: Path) -> dict[str, str] | None:
+    """The manifest of ``folder``: ``{}`` when there is none, ``None`` when an entry of that
+    name exists but is not a manifest gnnaudit can read (a link, a folder, oversized,
+    malformed, another tool's)."""
+    path = folder / MANIFEST_NAME
+    if not os.path.lexists(path):
+        return {}
+    try:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > _MAX_MANIFEST_BYTES:
+            return None
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeError, ValueError, RecursionError):
+        return None
+    files = payload.get("files") if isinstance(payload, dict) else None
+    if payload.get("tool") != "gnnaudit" or not isinstance(files, dict):
+        return None
+    return {
+        name: producer
+        for name, producer in files.items()
+        if isinstance(name, str) and isinstance(producer, str) and _is_plain_relative(name)
+    }
+
+
 def read_manifest(folder: Path) -> dict[str, str]:
     """``{relative file name: producer}`` of the files gnnaudit wrote into ``folder``.
 
     A missing, oversized, unreadable or malformed manifest gives ``{}``: then nothing in the
     folder is taken to be gnnaudit's, so nothing there will be replaced or removed.
     """
-    path = folder / MANIFEST_NAME
-    try:
-        if not path.is_file() or path.is_symlink() or path.stat().st_size > _MAX_MANIFEST_BYTES:
-            return {}
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeError, ValueError, RecursionError):
-        return {}
-    files = payload.get("files") if isinstance(payload, dict) else None
-    if payload.get("tool") != "gnnaudit" or not isinstance(files, dict):
-        return {}
-    return {
-        name: producer
-        for name, producer in files.items()
-        if isinstance(name, str) and isinstance(producer, str) and _is_plain_relative(name)
-    }
+    return _load(folder) or {}
+
+
+def foreign_manifest(folder: Path) -> bool:
+    """Whether ``folder`` holds an entry named :data:`MANIFEST_NAME` that is not a manifest
+    gnnaudit can read (it is then never written over)."""
+    return _load(folder) is None
+
+
+def lists_file(path: Path) -> bool:
+    """Whether the manifest of the folder of ``path`` lists it: gnnaudit wrote that file, so
+    ``force`` may replace it."""
+    folder = path.absolute().parent
+    return path.name != MANIFEST_NAME and path.name in read_manifest(folder)
 
 
 def _is_plain_relative(name: str) -> bool:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.safe_io.manifest import MANIFEST_NAME, lists_file
 
 __all__ = [
     "PathLike",
@@ -25,6 +26,7 @@ __all__ = [
     "check_output_file",
     "check_output_dir",
     "check_outputs_apart",
+    "refuse_unowned_file",
     "create_sibling_file",
     "temporary_name",
     "remove_stale_temporaries",
@@ -115,12 +117,17 @@ def _check_parent(name: str, target: Path, *, must_exist: bool) -> None:
     probe.unlink(missing_ok=True)
 
 
-def check_output_file(name: str, path: PathLike, *, force: bool = False) -> Path:
+def check_output_file(
+    name: str, path: PathLike, *, force: bool = False, owned_only: bool = False
+) -> Path:
     """Check, before any work is done, that ``path`` can be written as a file.
 
     Refused with :class:`InvalidInputError` naming ``name``: a path that is a folder or another
     non-regular file (a device, a fifo), an existing file when ``force`` is false, a path whose
-    folder does not exist or lies under a regular file, a folder we cannot write in.
+    folder does not exist or lies under a regular file, a folder we cannot write in. With
+    ``owned_only`` (the CLI's one-file outputs), ``force`` replaces an existing file only when
+    the manifest of its folder lists it (:func:`~gnnaudit.safe_io.manifest.lists_file`): a
+    file gnnaudit did not write is refused, force or not.
     """
     if not isinstance(path, str | os.PathLike):
         raise InvalidInputError(f"{name} must be a file path, got {type(path).__name__}")
@@ -132,15 +139,33 @@ def check_output_file(name: str, path: PathLike, *, force: bool = False) -> Path
         )
     if p.is_dir():
         raise InvalidInputError(f"{name}: {str(p)!r} is a folder, expected a file path")
+    if owned_only and p.name == MANIFEST_NAME:
+        raise InvalidInputError(
+            f"{name}: {MANIFEST_NAME} is the name of gnnaudit's record of the files it wrote; "
+            "choose another file name"
+        )
     if os.path.lexists(p):
         if not p.is_file():
             raise InvalidInputError(f"{name}: {str(p)!r} exists and is not a regular file")
+        if owned_only:
+            refuse_unowned_file(name, p)
         if not force:
             raise InvalidInputError(
                 f"{name}: {str(p)!r} already exists; pass force=True (--force) to overwrite it"
             )
     _check_parent(name, p, must_exist=True)
     return p
+
+
+def refuse_unowned_file(name: str, p: Path) -> None:
+    """Refuse, naming ``name``, to replace the existing file ``p`` unless the manifest of its
+    folder lists it (gnnaudit wrote it)."""
+    if p.name == MANIFEST_NAME or not lists_file(p):
+        raise InvalidInputError(
+            f"{name}: {str(p)!r} already exists and was not written by gnnaudit (the "
+            f"{MANIFEST_NAME} of its folder does not list it); --force replaces only files "
+            "gnnaudit wrote. Move it away or choose another file"
+        )
 
 
 def check_output_dir(

@@ -17,7 +17,15 @@ from gnnaudit._validation import check_allocation
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io.paths import PathLike, check_input_file, one_line, os_reason
 
-__all__ = ["read_text", "read_json", "read_csv", "load_text_array", "load_npz", "load_npy"]
+__all__ = [
+    "read_text",
+    "read_json",
+    "read_csv",
+    "load_text_array",
+    "load_npz",
+    "load_npy",
+    "precheck_npz_file",
+]
 
 
 def _looks_binary(path: Path) -> bool:
@@ -206,6 +214,38 @@ def check_npz_sizes(name: str, p: Path) -> int:
             total += n_bytes
     check_allocation(name, total, f"the arrays of {str(p)!r}")
     return total
+
+
+def precheck_npz_file(name: str, path: PathLike) -> Path:
+    """Refuse, from the archive's directory and the arrays' headers only (nothing is
+    decompressed), what :func:`load_npz` would refuse for what it is: not a regular file, not a
+    zip archive, a bomb or a header claiming more than the member holds
+    (:func:`check_npz_sizes`), an object array (which needs unpickling). Returns the path."""
+    p = check_input_file(name, path)
+    try:
+        if not zipfile.is_zipfile(p):
+            raise InvalidInputError(
+                f"{name}: cannot read {str(p)!r} as .npz: it is not a zip archive (np.savez "
+                "writes one)"
+            )
+        check_npz_sizes(name, p)
+        with zipfile.ZipFile(p) as archive:
+            for info in archive.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                with archive.open(info) as fh:
+                    _, dtype = _npy_header(fh)
+                if dtype.hasobject:
+                    raise InvalidInputError(
+                        f"{name}: {str(p)!r} (array {info.filename[:-4]!r}) holds an object "
+                        "array, which needs unpickling; refused (store numbers, booleans or "
+                        "fixed-width strings only)"
+                    )
+    except InvalidInputError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise InvalidInputError(f"{name}: cannot read {str(p)!r} as .npz: {one_line(exc)}") from exc
+    return p
 
 
 def load_npz(name: str, path: PathLike) -> dict[str, np.ndarray]:

@@ -14,7 +14,15 @@ from typing import Any
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io.paths import PathLike, check_input_file, one_line, os_reason
 
-__all__ = ["pyg_data_classes", "safe_torch_load", "tensor_problem", "MAX_WALK_ITEMS"]
+__all__ = [
+    "pyg_data_classes",
+    "safe_torch_load",
+    "precheck_torch_file",
+    "tensor_problem",
+    "MAX_WALK_ITEMS",
+    "PLAIN_GLOBALS",
+    "PYG_DATA_PREFIX",
+]
 
 #: :func:`safe_torch_load` inspects at most this many objects of a loaded file for unusable
 #: tensors (a state dict or graph holds a few hundred; the walk is iterative, so nesting depth
@@ -40,6 +48,26 @@ def _global_name(entry: Any) -> str:
         return str(entry[1])
     return f"{entry.__module__}.{entry.__qualname__}"
 
+
+#: the globals outside ``torch`` that ``torch.load(weights_only=True)`` accepts by default
+PLAIN_GLOBALS = frozenset(
+    {
+        "collections.OrderedDict",
+        "collections.Counter",
+        "_codecs.encode",
+        "builtins.bytearray",
+        "builtins.set",
+        "builtins.complex",
+    }
+)
+#: module prefix of the classes a ``torch.save(Data(...))`` file names (:func:`pyg_data_classes`)
+PYG_DATA_PREFIX = "torch_geometric.data."
+#: torch modules whose classes a weights-only load never accepts (a whole pickled model)
+_MODEL_PREFIXES = ("torch.nn.modules.", "torch.nn.parallel.")
+_STATE_DICT_HINT = (
+    "; it looks like a whole pickled model (torch.save(model)): save its state_dict instead, "
+    "torch.save(model.state_dict(), path)"
+)
 
 _REFUSED_OPCODES = {"STACK_GLOBAL", "INST", "OBJ", "EXT1", "EXT2", "EXT4"}
 
@@ -78,6 +106,56 @@ def _torch_pickle_globals(name: str, p: Path) -> set[str]:
             f"{name}: {str(p)!r} holds a malformed pickle: {one_line(exc)}"
         ) from exc
     return found
+
+
+#: Python 2 module names a protocol-2 pickle uses, as the unpickler maps them
+_PY2_MODULES = {"__builtin__": "builtins", "copy_reg": "copyreg"}
+
+
+def _py3_name(name: str) -> str:
+    """``__builtin__.set`` -> ``builtins.set`` (pickle's own mapping of protocol-2 names)."""
+    module, _, attr = name.partition(".")
+    return f"{_PY2_MODULES[module]}.{attr}" if module in _PY2_MODULES else name
+
+
+def _refused_message(name: str, p: Path, refused: list[str]) -> str:
+    """The one line refusing ``p`` because it needs the globals ``refused``."""
+    text = (
+        f"{name}: {str(p)!r} refused: it needs {', '.join(refused)}; only tensors, plain "
+        "containers and allow-listed classes are loaded (never full unpickling)"
+    )
+    model = any(g.startswith(_MODEL_PREFIXES) or g.startswith("__main__.") for g in refused)
+    return text + (_STATE_DICT_HINT if model else "")
+
+
+def precheck_torch_file(
+    name: str, path: PathLike, *, allowed_prefixes: tuple[str, ...] = ()
+) -> Path:
+    """Refuse, **without importing torch**, a file that :func:`safe_torch_load` would refuse
+    for what it is: missing, not a regular file, empty, not a ``torch.save`` zip file, a
+    pickle using opcodes a weights-only load never needs, or naming a global outside
+    ``torch`` (and :data:`PLAIN_GLOBALS`, and ``allowed_prefixes``) or a ``torch.nn`` module
+    class (a whole pickled model: the message says to save its state_dict). A file that
+    passes still goes through :func:`safe_torch_load`, which decides. Returns the path."""
+    p = check_input_file(name, path)
+    try:
+        empty = p.stat().st_size == 0
+    except OSError as exc:
+        raise InvalidInputError(f"{name}: cannot read {str(p)!r}: {os_reason(exc)}") from exc
+    if empty:
+        raise InvalidInputError(f"{name}: {str(p)!r} is empty, expected a torch.save file")
+    found = _torch_pickle_globals(name, p)
+    found = {_py3_name(g) for g in found}
+    refused = sorted(
+        g
+        for g in found
+        if g not in PLAIN_GLOBALS
+        and not g.startswith(allowed_prefixes)
+        and (not g.startswith("torch.") or g.startswith(_MODEL_PREFIXES))
+    )
+    if refused:
+        raise InvalidInputError(_refused_message(name, p, refused))
+    return p
 
 
 def tensor_problem(tensor: Any) -> str | None:
@@ -166,10 +244,7 @@ def safe_torch_load(
         ) from exc
     refused = sorted(((found & registered) - allowed_names) | unknown)
     if refused:
-        raise InvalidInputError(
-            f"{name}: {str(p)!r} refused: it needs {', '.join(refused)}; only tensors, plain "
-            "containers and allow-listed classes are loaded (never full unpickling)"
-        )
+        raise InvalidInputError(_refused_message(name, p, refused))
     try:
         with torch.serialization.safe_globals(list(allowed)):
             obj = torch.load(p, map_location=map_location, weights_only=True)

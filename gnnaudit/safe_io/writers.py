@@ -21,8 +21,10 @@ from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io.manifest import (
     MANIFEST_NAME,
     ForcedCommit,
+    foreign_manifest,
     manifest_text,
     plan_forced_commit,
+    read_manifest,
     written_files,
 )
 from gnnaudit.safe_io.paths import (
@@ -31,6 +33,7 @@ from gnnaudit.safe_io.paths import (
     check_output_file,
     create_sibling_file,
     os_reason,
+    refuse_unowned_file,
     remove_stale_temporaries,
     temporary_name,
 )
@@ -38,9 +41,11 @@ from gnnaudit.safe_io.paths import (
 __all__ = ["atomic_file", "atomic_write_bytes", "atomic_write_text", "atomic_output_dir"]
 
 
-def _commit_file(tmp: Path, target: Path, name: str, force: bool) -> None:
+def _commit_file(tmp: Path, target: Path, name: str, force: bool, owned_only: bool) -> None:
     try:
         if force:
+            if owned_only and os.path.lexists(target):
+                refuse_unowned_file(name, target)  # again: a file may have appeared meanwhile
             os.replace(tmp, target)
             return
         try:
@@ -65,8 +70,38 @@ def _commit_file(tmp: Path, target: Path, name: str, force: bool) -> None:
         raise InvalidInputError(f"{name}: cannot write {str(target)!r}: {os_reason(exc)}") from exc
 
 
+def record_file(target: Path, producer: str) -> bool:
+    """Add the file ``target`` to the manifest of its folder as ``producer``'s (the manifest
+    is replaced atomically; entries whose files are gone are dropped). A manifest entry that
+    gnnaudit cannot read is left alone, and so is any failure to write: the file then simply
+    counts as not gnnaudit's (the safe reading). Returns whether it was recorded."""
+    folder = target.absolute().parent
+    if foreign_manifest(folder):
+        return False
+    files = {
+        rel: made_by for rel, made_by in read_manifest(folder).items() if (folder / rel).is_file()
+    }
+    files[target.name] = producer
+    manifest = folder / MANIFEST_NAME
+    try:
+        tmp = create_sibling_file(manifest)
+    except OSError:
+        return False
+    try:
+        tmp.write_text(manifest_text(files), encoding="utf-8")
+        os.replace(tmp, manifest)
+    except OSError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    return True
+
+
 @contextlib.contextmanager
-def atomic_file(path: PathLike, *, name: str = "out", force: bool = False) -> Iterator[Path]:
+def atomic_file(
+    path: PathLike, *, name: str = "out", force: bool = False, producer: str | None = None
+) -> Iterator[Path]:
     """Context manager: write a file through a temporary sibling, then move it into place.
 
     The destination is checked first (:func:`check_output_file`). The block receives the
@@ -76,12 +111,17 @@ def atomic_file(path: PathLike, *, name: str = "out", force: bool = False) -> It
     ``force=False`` a hard link, which fails rather than clobber a file that appeared
     meanwhile). When the block raises, the temporary file is removed and ``path`` is untouched.
 
+    With ``producer`` (the CLI's ``--out FILE``) the written file is added to the manifest of
+    its folder (:mod:`gnnaudit.safe_io.manifest`), and ``force`` replaces an existing file only
+    when that manifest lists it: a file gnnaudit did not write is refused, force or not.
+
     Example::
 
         with atomic_file(args.output, name="--output", force=args.force) as tmp:
             frame.to_csv(tmp, index=False)
     """
-    target = check_output_file(name, path, force=force)
+    owned_only = producer is not None
+    target = check_output_file(name, path, force=force, owned_only=owned_only)
     remove_stale_temporaries(target)
     try:
         tmp = create_sibling_file(target)
@@ -89,17 +129,25 @@ def atomic_file(path: PathLike, *, name: str = "out", force: bool = False) -> It
         raise InvalidInputError(f"{name}: cannot write {str(target)!r}: {os_reason(exc)}") from exc
     try:
         yield tmp
-        _commit_file(tmp, target, name, force)
+        _commit_file(tmp, target, name, force, owned_only)
+        if producer is not None:
+            record_file(target, producer)
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
 
 
 def atomic_write_bytes(
-    path: PathLike, data: bytes, *, name: str = "out", force: bool = False
+    path: PathLike,
+    data: bytes,
+    *,
+    name: str = "out",
+    force: bool = False,
+    producer: str | None = None,
 ) -> Path:
-    """Write ``data`` to ``path`` atomically (see :func:`atomic_file`); return the path."""
-    with atomic_file(path, name=name, force=force) as tmp:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_file`, ``producer`` too);
+    return the path."""
+    with atomic_file(path, name=name, force=force, producer=producer) as tmp:
         try:
             tmp.write_bytes(data)
         except OSError as exc:
@@ -110,10 +158,18 @@ def atomic_write_bytes(
 
 
 def atomic_write_text(
-    path: PathLike, text: str, *, name: str = "out", force: bool = False, encoding: str = "utf-8"
+    path: PathLike,
+    text: str,
+    *,
+    name: str = "out",
+    force: bool = False,
+    encoding: str = "utf-8",
+    producer: str | None = None,
 ) -> Path:
-    """Write ``text`` to ``path`` atomically (see :func:`atomic_file`); return the path."""
-    return atomic_write_bytes(path, text.encode(encoding), name=name, force=force)
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_file`, ``producer`` too);
+    return the path."""
+    data = text.encode(encoding)
+    return atomic_write_bytes(path, data, name=name, force=force, producer=producer)
 
 
 def _make_temp_dir(target: Path, name: str) -> Path:
