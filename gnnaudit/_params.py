@@ -22,6 +22,12 @@ A parameter may list several rules; the value is accepted when any of them accep
 ``None`` in the list accepts ``None``. The rules are small frozen dataclasses, so a class's
 constraints read as documentation. This is a leaf module: it imports only
 :mod:`gnnaudit.errors` and numpy.
+
+Why our own and not scikit-learn's: its declarative validator
+(``sklearn.utils._param_validation``) is private API that changes between releases, and its
+errors are ``ValueError`` / ``TypeError`` without the allowed values in gnnaudit's wording; the
+public ``sklearn.utils`` validators (``check_scalar``, ``check_random_state``) check one value
+at a time and are used where they fit. This module stays the small table-driven part only.
 """
 
 from __future__ import annotations
