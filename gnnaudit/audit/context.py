@@ -230,6 +230,13 @@ class AuditContext:
         y = getattr(self.data, "y", None)
         return None if y is None else y.detach().cpu().numpy().astype(np.int64)
 
+    @cached_property
+    def class_names(self) -> list[str] | None:
+        """The user's label values by class id (``data.class_names``, set by
+        :func:`~gnnaudit.datasets.read_graph` for a text label), or None."""
+        names = getattr(self.data, "class_names", None)
+        return None if names is None else [str(n) for n in names]
+
     # ------------------------------------------------------------------ model
     @property
     def remote(self) -> Any:
@@ -297,6 +304,7 @@ class AuditContext:
             confidence=self.options.confidence,
             rng=self.options.rng(1),
             split_accuracies={k: v for k, v in self.accuracies.items() if k != "audited_accuracy"},
+            class_names=self.class_names,
         )
 
     @property

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit.audit.intervals import binomial_interval
-from gnnaudit.audit.report.section import Finding, ReportSection
+from gnnaudit.audit.report.section import Finding, ReportSection, class_label
 from gnnaudit.audit.result import AuditResult
 
 __all__ = [
@@ -59,6 +59,8 @@ class ModelQualityResult(AuditResult):
     classes : DataFrame ``class, predicted, true`` (counts on the audited nodes).
     split_accuracies : accuracy on each train / val / test mask of the data.
     degenerate_reason : why the model is degenerate in plain words, or None.
+    class_names : the user's label values by class id (``data.class_names``), or None; the
+        sentences then name classes by them.
     """
 
     n_nodes: int
@@ -71,6 +73,7 @@ class ModelQualityResult(AuditResult):
     classes: pd.DataFrame
     split_accuracies: dict[str, float] = field(default_factory=dict)
     degenerate_reason: str | None = None
+    class_names: list[str] | None = None
 
     @property
     def degenerate(self) -> bool:
@@ -117,18 +120,21 @@ class ModelQualityResult(AuditResult):
             )
         return out
 
+    def _top(self) -> str:
+        return _apposition(self.top_class, self.class_names)
+
     def report_section(self) -> ReportSection:
         if self.degenerate_reason is not None:
             summary = f"The model is degenerate: {self.degenerate_reason}."
         elif np.isfinite(self.accuracy):
             summary = (
                 f"Accuracy {self.accuracy:.3f} on the audited nodes against a majority rate of "
-                f"{self.majority_rate:.3f}; the most predicted class ({self.top_class}) covers "
+                f"{self.majority_rate:.3f}; the most predicted class{self._top()} covers "
                 f"{self.top_share:.1%} of them."
             )
         else:
             summary = (
-                f"No labels: accuracy is unknown. The most predicted class ({self.top_class}) "
+                f"No labels: accuracy is unknown. The most predicted class{self._top()} "
                 f"covers {self.top_share:.1%} of the audited nodes."
             )
         return ReportSection(
@@ -160,12 +166,14 @@ def assess_model(
     confidence: float = 0.95,
     rng: np.random.Generator | None = None,
     split_accuracies: dict[str, float] | None = None,
+    class_names: list[str] | None = None,
 ) -> ModelQualityResult:
     """Accuracy, majority rate and prediction mix on ``nodes``, and the degenerate verdict.
 
     ``predictions`` / ``labels``: (n,) classes of every node (``labels`` may be None). The
     accuracy interval is exact (Clopper-Pearson at ``confidence``); ``n_boot`` and ``rng`` are
-    accepted for compatibility and unused.
+    accepted for compatibility and unused. ``class_names``: the user's label values by class id
+    (the sentences name classes by them), or None.
     """
     pred = np.asarray(predictions, dtype=np.int64)[nodes]
     m = int(pred.size)
@@ -186,21 +194,22 @@ def assess_model(
         lo, hi = binomial_interval(correct, m, confidence)
         majority = float(true_counts.max() / m)
         if np.count_nonzero(true_counts) == 1:
+            only = _apposition(int(np.argmax(true_counts)), class_names).rstrip(",")
             reasons.append(
-                f"the labels of the {m} audited nodes hold a single class "
-                f"({int(np.argmax(true_counts))}), so no decision can be told right from a "
-                "constant answer"
+                f"the labels of the {m} audited nodes hold a single class{only}, so no decision "
+                "can be told right from a constant answer"
             )
         if abs(accuracy - majority) < ACCURACY_MARGIN:
             reasons.append(
                 f"its accuracy {accuracy:.3f} is within {ACCURACY_MARGIN:.0%} of the majority "
-                f"rate {majority:.3f} (always answering class {int(np.argmax(true_counts))})"
+                f"rate {majority:.3f} (always answering "
+                f"{class_label(int(np.argmax(true_counts)), class_names)})"
             )
     else:
         accuracy = lo = hi = majority = float("nan")
     if top_share > PREDICTION_SHARE:
         reasons.append(
-            f"it predicts class {top_class} for {top_share:.1%} of the {m} audited nodes "
+            f"it predicts {class_label(top_class, class_names)} for {top_share:.1%} of the {m} audited nodes "
             f"(more than {PREDICTION_SHARE:.0%})"
         )
     table = table[(table["predicted"] > 0) | (table.get("true", 0) > 0)].reset_index(drop=True)
@@ -215,4 +224,13 @@ def assess_model(
         classes=table,
         split_accuracies=dict(split_accuracies or {}),
         degenerate_reason="; ".join(reasons) if reasons else None,
+        class_names=None if class_names is None else list(class_names),
     )
+
+
+def _apposition(c: int, class_names: list[str] | None) -> str:
+    """``" (1)"``, or ``", 'yes' (class 1),"`` with the user's label values (after "the most
+    predicted class")."""
+    if class_names is None:
+        return f" ({c})"
+    return f", {class_label(c, class_names)},"

@@ -250,7 +250,7 @@ def _group_table(
     return table, (pos_pred, size, positives, tp, tpr), code, group_values
 
 
-def group_fairness(
+def group_fairness(  # noqa: PLR0913  # fairlearn-style keywords, each one documented
     y_true: Any,
     y_pred: Any,
     *,
@@ -262,6 +262,7 @@ def group_fairness(
     confidence: float = 0.95,
     random_state: int = 0,
     n_classes: int | None = None,
+    class_names: list[str] | None = None,
 ) -> GroupFairness:
     """Per-group accuracy, positive rate and true-positive rate, the parity gaps and their
     intervals (see the module docstring).
@@ -280,6 +281,8 @@ def group_fairness(
     n_classes : number of classes (default: inferred from ``y_pred`` and ``y_true``); above 2
         the gaps are computed per class and the findings lead with the largest
         (:mod:`~gnnaudit.audit.fairness.per_class`).
+    class_names : the label values by class id (e.g. ``data.class_names``), or None; the
+        findings then name classes by them ("'yes' (class 1)" instead of "class 1").
     """
     pred, y, s = _evaluated(y_true, y_pred, sensitive_features, mask)
     positive_class = check_int("positive_class", positive_class)
@@ -311,6 +314,7 @@ def group_fairness(
         eod_groups=_pair(eod, group_values),
         spd_comparisons=spd.comparisons,
         eod_comparisons=eod.comparisons,
+        class_names=None if class_names is None else [str(n) for n in class_names],
     )
 
 
@@ -337,6 +341,7 @@ class GroupFairnessUnit(AuditUnit):
             "confidence": ctx.options.confidence,
             "random_state": ctx.options.random_state,
             "n_classes": int(ctx.logits.shape[1]),
+            "class_names": ctx.class_names,
         }
         from gnnaudit.audit.sensitive import group_labels
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from gnnaudit.audit.fairness.per_class import ClassGaps
 from gnnaudit.audit.report.literature import literature_label, literature_statistic
-from gnnaudit.audit.report.section import Figure, Finding, ReportSection
+from gnnaudit.audit.report.section import Figure, Finding, ReportSection, class_label
 from gnnaudit.audit.report.thresholds import EOD_THRESHOLD, FOUR_FIFTHS
 from gnnaudit.audit.result import AuditResult
 
@@ -61,6 +61,8 @@ class GroupFairness(AuditResult):
         behind each gap (None when the gap is undefined).
     spd_comparisons, eod_comparisons : the number of pairs each interval is simultaneous over
         (1 for two groups and two classes; 0 when the gap is undefined).
+    class_names : the user's label values by class id (``data.class_names``), or None; the
+        sentences then name classes by them.
     """
 
     groups: pd.DataFrame
@@ -79,6 +81,7 @@ class GroupFairness(AuditResult):
     eod_groups: tuple[Any, Any] | None = None
     spd_comparisons: int = 0
     eod_comparisons: int = 0
+    class_names: list[str] | None = None
 
     # ---------------------------------------------------------------------------- views
     def gaps(self) -> pd.DataFrame:
@@ -169,13 +172,16 @@ class GroupFairness(AuditResult):
 
     def _classes(self) -> tuple[str, str]:
         """How the parity and the equal-opportunity findings name their class."""
-        cg = self.class_gaps
+        cg, names = self.class_gaps, self.class_names
         if cg is None:
-            return str(self.positive_class), str(self.positive_class)
+            return (
+                class_label(self.positive_class, names),
+                class_label(self.positive_class, names, bare=True),
+            )
         k = len(cg.table)
         return (
-            f"{cg.spd_class} (the largest gap over the {k} classes)",
-            f"{cg.eod_class} (the largest gap over the classes with true members in two "
+            f"{class_label(cg.spd_class, names)} (the largest gap over the {k} classes)",
+            f"{class_label(cg.eod_class, names, bare=True)} (the largest gap over the classes with true members in two "
             "groups or more)",
         )
 
@@ -219,7 +225,7 @@ class GroupFairness(AuditResult):
                 ci_high=hi,
                 flagged=self.spd_flagged,
                 explanation=(
-                    f"The share of decisions for class {spd_class} differs by "
+                    f"The share of decisions for {spd_class} differs by "
                     f"{self.statistical_parity_difference:.1%} between the {name} groups "
                     f"({rates}); the disparate-impact ratio is {di}. "
                     + self._signed_sentence(
@@ -265,6 +271,7 @@ class GroupFairness(AuditResult):
 
     def report_section(self) -> ReportSection:
         name = self.sensitive_name or "sensitive"
+        positive = class_label(self.positive_class, self.class_names, bare=True)
         flagged = [f.statistic for f in self.findings() if f.flagged]
         verdict = (
             f"Flagged: {', '.join(flagged)}."
@@ -293,11 +300,11 @@ class GroupFairness(AuditResult):
                     kind="bar",
                     title=f"Positive-decision rate per {name} group",
                     data=chart,
-                    options={"xlabel": f"share predicted {self.positive_class}", "xlim": [0, 1]},
+                    options={"xlabel": f"share predicted {positive}", "xlim": [0, 1]},
                 )
             ],
             notes=[
-                f"Positive class = {self.positive_class}. Intervals ({self.confidence:.0%}): "
+                f"Positive class = {positive}. Intervals ({self.confidence:.0%}): "
                 "the parity and equal-opportunity gaps get Newcombe's score interval of the "
                 "signed difference between the highest and the lowest group (it can reach "
                 "below 0), simultaneous over all group pairs (Bonferroni) with more than two "

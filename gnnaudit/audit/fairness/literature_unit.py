@@ -55,7 +55,7 @@ from gnnaudit._validation import check_float
 from gnnaudit.audit.fairness.literature_intervals import auroc_interval, f1_interval
 from gnnaudit.audit.intervals import binomial_interval
 from gnnaudit.audit.report.literature import LITERATURE_ALIASES
-from gnnaudit.audit.report.section import Figure, Finding, ReportSection
+from gnnaudit.audit.report.section import Figure, Finding, ReportSection, class_label
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.errors import WorkerLostError
 
@@ -121,8 +121,9 @@ def _auroc_row(ctx: AuditContext, out: _Rows) -> None:
         return
     if width == 2:
         scores, positives = [(logits[:, 1] - logits[:, 0]).numpy()], [y == 1]
-        what = "the model's score for class 1 ranks a random audited node of class 1 above"
-        what += " a random one of class 0"
+        one, zero = class_label(1, ctx.class_names), class_label(0, ctx.class_names)
+        what = f"the model's score for {one} ranks a random audited node of {one} above"
+        what += f" a random one of {zero}"
     else:
         probs = torch.softmax(logits, dim=1).numpy()
         scores = [probs[:, c] for c in present]
@@ -159,7 +160,7 @@ def _f1_row(ctx: AuditContext, out: _Rows) -> None:
     est = f1_interval(
         y, pred, k, n_boot=opts.n_boot, confidence=opts.confidence, rng=opts.rng(_F1_STREAM)
     )
-    what = "of class 1" if k == 2 else "macro-averaged over the classes"
+    what = f"of {class_label(1, ctx.class_names)}" if k == 2 else "macro-averaged over the classes"
     out.add(
         "f1",
         est,
@@ -255,6 +256,7 @@ class LiteratureMetricsResult(AuditResult):
     sensitive_name : the (primary) sensitive attribute, or None.
     n_nodes, n_classes, confidence : audited nodes, model classes, interval level.
     single_class : the class predicted on every audited node, or None (then no finding).
+    class_names : the user's label values by class id (``data.class_names``), or None.
     notes : conventions used, metrics left out and why.
     """
 
@@ -266,6 +268,7 @@ class LiteratureMetricsResult(AuditResult):
     confidence: float
     single_class: int | None = None
     notes: list[str] = field(default_factory=list)
+    class_names: list[str] | None = None
 
     def value(self, metric: str) -> float:
         """The estimate of ``metric`` (NaN when it was not computed)."""
@@ -308,9 +311,9 @@ class LiteratureMetricsResult(AuditResult):
         if self.single_class is not None:
             status = "not meaningful"
             summary = (
-                f"The model predicts class {self.single_class} on every audited node, so F1 and "
-                "instability describe a constant decision and none is reported as a finding "
-                "(values in the table for reference). " + summary
+                f"The model predicts {class_label(self.single_class, self.class_names)} on every "
+                "audited node, so F1 and instability describe a constant decision and none is "
+                "reported as a finding (values in the table for reference). " + summary
             )
         chart = self.table[["name", "value", "ci_low", "ci_high"]].rename(columns={"name": "label"})
         return ReportSection(
@@ -361,4 +364,5 @@ class LiteratureMetricsUnit(AuditUnit):
             confidence=ctx.options.confidence,
             single_class=int(classes[0]) if classes.size == 1 else None,
             notes=notes,
+            class_names=ctx.class_names,
         )

@@ -30,6 +30,7 @@ __all__ = [
     "clean_json",
     "frame_to_json",
     "frame_from_json",
+    "class_label",
 ]
 
 #: columns of :attr:`AuditReport.findings <gnnaudit.audit.AuditReport.findings>`
@@ -91,6 +92,15 @@ def frame_from_json(payload: dict[str, Any] | None) -> pd.DataFrame | None:
         except (TypeError, ValueError):
             frame[col] = frame[col].astype(object)
     return frame
+
+
+def class_label(c: int, class_names: Any = None, *, bare: bool = False) -> str:
+    """Class ``c`` as the report's sentences name it: ``"'yes' (class 1)"`` when
+    ``class_names`` (the user's label values, ``data.class_names``) names it, else
+    ``"class 1"`` (``bare``: ``"1"``)."""
+    if class_names is not None and 0 <= int(c) < len(class_names):
+        return f"'{class_names[int(c)]}' (class {int(c)})"
+    return str(c) if bare else f"class {c}"
 
 
 def _optional_float(value: Any) -> float:
