@@ -162,9 +162,9 @@ def test_duplicates_constant_features_and_single_group():
     assert np.isfinite(model.embedding_).all() and model.n_clusters_ >= 2
     with pytest.warns(UserWarning, match="takes a single value on every point"):
         single = FairDen(n_clusters=2).fit(X, sensitive_features=np.zeros(X.shape[0], dtype=int))
-    assert single.n_clusters_ >= 2 and single.balance_ == pytest.approx(
-        1.0 - np.mean(single.labels_ == -1)
-    )
+    # balance on the clustered points; the noise share apart (issue 38)
+    assert single.n_clusters_ >= 2 and single.balance_ == 1.0
+    assert single.noise_ratio_ == pytest.approx(np.mean(single.labels_ == -1))
     # identical points cannot be put apart: refused, as tree-cluster refuses them
     with pytest.raises(InfeasibleError, match=r"identical-points.*all 12 points.*n_clusters <= 1"):
         FairDen(n_clusters=2, min_samples=2).fit(

@@ -29,12 +29,14 @@ def test_one_cluster_is_every_point(fair_blobs):
     model = FairDen(n_clusters=1).fit(X, sensitive_features=s)
     assert np.array_equal(model.labels_, np.zeros(len(X)))
     assert model.n_clusters_ == 1 and model.balance_ == 1.0
-    # with a small group excluded, its points are noise and the balance the non-noise share
+    # with a small group excluded, its points are noise: the balance of the clustered points
+    # is 1, the noise share is reported apart (issue 38)
     s2 = s.copy()
     s2[:3] = 9
     model = FairDen(n_clusters=1, min_group_size=5).fit(X, sensitive_features=s2)
     assert (model.labels_[:3] == -1).all() and (model.labels_[3:] == 0).all()
-    assert model.balance_ == pytest.approx(1 - 3 / len(X))
+    assert model.balance_ == 1.0 and model.min_cluster_balance_ == 1.0
+    assert model.noise_ratio_ == pytest.approx(3 / len(X))
 
 
 def test_fit_sets_only_fitted_attributes_and_set_params_works(fair_blobs):
@@ -59,6 +61,8 @@ def test_fit_sets_only_fitted_attributes_and_set_params_works(fair_blobs):
         ("solver", "qr", "one of 'auto', 'dense', 'matrix_free'"),
         ("rounding", "greedy", "one of 'repair', 'pareto', 'kmeans', 'balanced'"),
         ("min_balance", 1.5, "a finite number >= 0.0 and <= 1.0"),
+        ("min_dcsi_share", -0.1, "a finite number >= 0.0 and <= 1.0"),
+        ("max_noise", 2, "a finite number >= 0.0 and <= 1.0"),
         ("n_init", 0, "an integer >= 1"),
         ("random_state", -1, "None, an integer seed"),
         ("progress", "yes", "True or False"),

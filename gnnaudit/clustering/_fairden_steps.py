@@ -1,6 +1,7 @@
 """The steps of :class:`gnnaudit.clustering.FairDen`'s fit: Alg. 1's spectral loop and the
-roundings of its partition (paper's, repair path front, exact quotas), with the relabelling
-of the surviving clusters. Private; see :mod:`gnnaudit.clustering.fairden` for the method.
+roundings of its partition (paper's, repair candidates and their choice, exact quotas), with
+the relabelling of the surviving clusters. Private; see :mod:`gnnaudit.clustering.fairden` for
+the method.
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from gnnaudit.clustering.fair_spectral import (
     fair_embedding_matrix_free,
     fairness_matrix,
 )
-from gnnaudit.clustering.fairden_repair import repair_front, repair_to_step
+from gnnaudit.clustering.fairden_candidates import Choice, choose_candidate, score_candidates
+from gnnaudit.clustering.fairden_repair import (
+    MOVE_PATHS,
+    RepairResult,
+    noise_after,
+    path_labels,
+    repair_problem,
+)
 from gnnaudit.clustering.fairden_rounding import balanced_kmeans_rounding
 from gnnaudit.clustering.goodall import Goodall1
 from gnnaudit.clustering.metrics.fairness import balance
@@ -36,12 +44,15 @@ __all__ = [
     "run_alg1",
     "relabel",
     "balanced_rounding",
-    "pareto_rounding",
+    "RepairOutcome",
+    "repair_rounding",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: steps ``t`` of the repair path evaluated by ``rounding="pareto"`` (plus the default's)
+#: steps ``t`` of the moving repair paths evaluated by ``rounding="repair"`` (when the paper's
+#: rounding misses ``min_balance``) and ``"pareto"``, plus each path's smallest step reaching
+#: ``min_balance`` (the noise path has only that one)
 PARETO_STEPS = np.linspace(0.0, 1.0, 11)
 
 
@@ -132,8 +143,8 @@ def run_alg1(
 
 def relabel(lab: np.ndarray, alg: Alg1Result, inp: FitInputs) -> np.ndarray:
     """Surviving clusters renumbered ``0..`` in order of first appearance in the paper's
-    labels (so a repaired cluster keeps its paper id); small clusters and excluded
-    points -1."""
+    labels (so a repaired cluster keeps its paper id); small clusters, excluded points and
+    the points ``lab`` marks -1 (dropped as noise) are -1."""
     k = alg.big.size
     new_id = np.full(k, -1, dtype=np.int64)
     survivors = np.flatnonzero(alg.big)
@@ -141,7 +152,7 @@ def relabel(lab: np.ndarray, alg: Alg1Result, inp: FitInputs) -> np.ndarray:
     np.minimum.at(first, alg.lab, np.arange(alg.lab.size))
     new_id[survivors[np.argsort(first[survivors], kind="stable")]] = np.arange(survivors.size)
     labels = np.full(inp.X.shape[0], -1, dtype=np.int64)
-    labels[inp.used] = new_id[lab]
+    labels[inp.used] = np.where(lab >= 0, new_id[lab], -1)
     return labels
 
 
@@ -159,29 +170,56 @@ def balanced_rounding(alg: Alg1Result, groups: np.ndarray) -> tuple[np.ndarray, 
     return alg.lab, "kmeans"
 
 
-def pareto_rounding(
-    inp: FitInputs,
-    tree: DCTree,
-    alg: Alg1Result,
-    keep: np.ndarray,
-    min_balance: float,
-) -> tuple[np.ndarray, float, str | None, pd.DataFrame]:
-    """The repair paths' front (balance and DCSI over all points, excluded ones as noise) and
-    the labels, step and path of its best row: the highest DCSI among the rows reaching
-    ``min_balance``, else the most balanced row (path ``None``: the paper's labels)."""
-    factor = float(keep.sum()) / inp.X.shape[0]
-    Xu = inp.X[inp.used]
-    args = (tree, alg.emb.H, Xu, alg.lab, keep, inp.g_used)
-    _, t_min, _ = repair_to_step(*args, min_balance, inp.min_samples, factor)
-    front, labs = repair_front(*args, inp.min_samples, np.union1d(PARETO_STEPS, [t_min]))
-    front["balance"] *= inp.used.size / inp.X.shape[0]  # excluded points are noise
-    front["dcsi"] *= inp.used.size / inp.X.shape[0]
-    ok = front["balance"] >= min_balance - 1e-12
-    if ok.any():
-        best = front[ok].sort_values(["dcsi", "n_moved"], ascending=[False, True]).index[0]
+@dataclass
+class RepairOutcome:
+    """The candidates of ``rounding="repair"`` / ``"pareto"`` and the one chosen: its labels
+    (all points), step, path (``None``: the paper's labels), the candidate table with its
+    ``chosen`` column, every candidate's labels (one row each) and the rule's verdict."""
+
+    labels: np.ndarray
+    t: float
+    path: str | None
+    frame: pd.DataFrame
+    all_labels: np.ndarray
+    choice: Choice
+
+
+def repair_rounding(
+    est: Any, inp: FitInputs, tree: DCTree, alg: Alg1Result, keep: np.ndarray, paper: Any
+) -> RepairOutcome:
+    """Candidates and choice (:mod:`gnnaudit.clustering.fairden_candidates`); ``paper``: the
+    :class:`~gnnaudit.clustering.fairden_candidates.ClusteredScores` of the paper's rounding.
+    ``rounding="repair"`` stops at the paper's labels when they reach ``min_balance``;
+    ``"pareto"`` always evaluates every path. When no candidate reaches ``min_balance`` while
+    keeping ``min_dcsi_share`` of the paper's DCSI, the noise path also continues from each moving
+    path's most balanced step that keeps it (paths ``"exchange+noise"``,
+    ``"min_moves+noise"``)."""
+    rep_args = (tree, alg.emb.H, keep, inp.g_used, inp.min_samples, est.max_noise)
+    if est.rounding == "repair" and paper.balance >= est.min_balance - 1e-12:
+        runs = [("paper", RepairResult(alg.lab, 0.0, np.zeros((0, 0)), 0), alg.lab)]
     else:
-        best = front.sort_values(["balance", "dcsi"], ascending=False).index[0]
-    front["chosen"] = front.index == best
-    path = str(front.loc[best, "path"])
-    labels = np.where(labs[best] >= 0, labs[best], alg.lab)
-    return labels, float(front.loc[best, "t"]), None if path == "paper" else path, front
+        rep, ids = repair_problem(tree, alg.emb.H, alg.lab, keep, *rep_args[3:])
+        runs = path_labels(rep, ids, alg.lab, keep, PARETO_STEPS, est.min_balance)
+    full = [(path, res, relabel(lab, alg, inp)) for path, res, lab in runs]
+    seen: dict[bytes, Any] = {full[0][2].tobytes(): paper}  # the paper's row is scored
+    score_args = (inp.X, inp.groups, inp.min_samples, paper.dcsi, est.min_balance)
+    frame = score_candidates(full, *score_args, est.min_dcsi_share, seen)
+    if len(frame) > 1 and est.max_noise > 0 and not (frame.reaches & frame.keeps_density).any():
+        for path in MOVE_PATHS:  # two paths
+            rows = frame[(frame["path"] == path) & frame["keeps_density"] & ~frame["reaches"]]
+            if len(rows):
+                i = rows.sort_values(["balance", "dcsi"], ascending=False).index[0]
+                more = noise_after(rep_args, runs[i][2], runs[i][1], est.min_balance)
+                full += [(f"{path}+noise", r, relabel(lab, alg, inp)) for r, lab in more]
+        frame = score_candidates(full, *score_args, est.min_dcsi_share, seen)
+    choice = choose_candidate(frame)
+    frame["chosen"] = frame.index == choice.index
+    path = str(frame.loc[choice.index, "path"])
+    return RepairOutcome(
+        full[choice.index][2],
+        float(frame.loc[choice.index, "t"]),
+        None if path == "paper" else path,
+        frame,
+        np.stack([lab for _, _, lab in full]),
+        choice,
+    )

@@ -7,17 +7,89 @@ job).
 
 from __future__ import annotations
 
+import logging
+import warnings
 from typing import Any
 
 import numpy as np
 
+from gnnaudit.clustering.goodall import encode_columns
 from gnnaudit.clustering.metrics.fairness import group_mix
 from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.graph_ops._distances import rowwise_distances
 from gnnaudit.graph_ops.dc_tree import DCTree
 from gnnaudit.graph_ops.mst import core_distances
 
-__all__ = ["check_dc_tree", "check_distinct_points", "unfair_message"]
+__all__ = [
+    "check_dc_tree",
+    "check_distinct_points",
+    "encode_fit_columns",
+    "excluded_points",
+    "unfair_message",
+]
+
+logger = logging.getLogger("gnnaudit.clustering.fairden")
+
+
+def encode_fit_columns(
+    sensitive: Any, categorical: Any, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Combined sensitive group codes ``(n,)``, their values (one row per group) and the
+    categorical codes (``None`` when there are none) of ``n`` rows. No sensitive attribute,
+    or one with a single value, warns (``UserWarning``): no fairness constraint then."""
+    defaulted = sensitive is None
+    if defaulted:
+        warnings.warn(
+            "FairDen.fit got no sensitive_features: clustering with one group, i.e. "
+            "without a fairness constraint; pass sensitive_features=... to balance the "
+            "clusters",
+            UserWarning,
+            stacklevel=4,
+        )
+        sensitive = np.zeros(n, dtype=np.int64)
+    groups_raw = encode_columns("sensitive_features", sensitive)
+    if groups_raw.shape[0] != n:
+        raise InvalidInputError(f"sensitive_features has {groups_raw.shape[0]} rows but X has {n}")
+    group_values, groups = np.unique(groups_raw, axis=0, return_inverse=True)
+    if not defaulted and group_values.shape[0] == 1:
+        warnings.warn(
+            "FairDen.fit: sensitive_features takes a single value on every point, so the "
+            "clustering has no fairness constraint (one group: balance is 1 by "
+            "definition); pass an attribute with at least two groups to balance",
+            UserWarning,
+            stacklevel=4,
+        )
+    cat = None
+    if categorical is not None:
+        cat = encode_columns("categorical", categorical)
+        if cat.shape[0] != n:
+            raise InvalidInputError(f"categorical has {cat.shape[0]} rows but X has {n}")
+        if cat.shape[1] == 0:
+            cat = None
+    return groups.reshape(-1), group_values, cat
+
+
+def excluded_points(groups: np.ndarray, min_group_size: int | None) -> np.ndarray:
+    """Points of combined groups smaller than ``min_group_size`` (none when ``None``); an
+    :class:`~gnnaudit.errors.InfeasibleError` when that is every point."""
+    excluded = np.zeros(groups.size, dtype=bool)
+    if min_group_size is None:
+        return excluded
+    sizes = np.bincount(groups)
+    excluded = sizes[groups] < min_group_size
+    if excluded.all():
+        raise InfeasibleError(
+            f"every combined sensitive group has fewer than min_group_size={min_group_size} "
+            f"members (group sizes {sizes.tolist()})"
+        )
+    if excluded.any():
+        logger.warning(
+            "excluding %d points of %d sensitive group(s) smaller than %d",
+            int(excluded.sum()),
+            int((sizes < min_group_size).sum()),
+            min_group_size,
+        )
+    return np.asarray(excluded)
 
 
 def check_distinct_points(X: np.ndarray, cat: np.ndarray | None, n_clusters: int) -> None:
@@ -114,7 +186,8 @@ def unfair_message(
         "use rounding='repair' (the default) with min_balance=..., or rounding='balanced', "
         "which gives every cluster the data's group proportions"
         if rounding == "kmeans"
-        else "raise min_balance, try fewer clusters (n_clusters) or a smaller min_samples"
+        else "raise min_balance (with min_dcsi_share=0 when the density rule held the balance "
+        "back: see candidates_), try fewer clusters (n_clusters) or a smaller min_samples"
     )
     return (
         f"FairDen: the clustering is unfair, balance {balance_value:.3f} is below "

@@ -17,13 +17,23 @@ when the cap is hit the last clustering is returned and a warning logged.
 Rounding. k-means on the relaxed embedding (the paper's rounding, ``rounding="kmeans"``) follows
 the density structure but can miss balance although :math:`F^\\top H = 0` holds for the
 relaxation (three moons at ``k = 3``: balance 0.33). ``rounding="repair"`` (default) starts
-from the paper's partition and moves only as many points as ``min_balance`` needs, the moves
-that cost the least dc-distance (:mod:`gnnaudit.clustering.fairden_repair`): where the paper's
-rounding already reaches ``min_balance`` its labels come back unchanged, otherwise the balance
-rises to ``min_balance`` (or as far as the data's group sizes allow). ``rounding="pareto"``
-evaluates the repair path on a grid and reports the (balance, DCSI) front in
-``pareto_front_``. ``rounding="balanced"`` rounds to exact group quotas in every cluster
-(:mod:`gnnaudit.clustering.fairden_rounding`; balance near 1, density structure may be lost).
+from the paper's partition: where it already reaches ``min_balance`` its labels come back
+unchanged; otherwise the repair paths (:mod:`gnnaudit.clustering.fairden_repair`: moving the
+points that cost the least dc-distance, or dropping the surplus of over-represented groups
+as noise) give candidates, and the rule of :mod:`gnnaudit.clustering.fairden_candidates`
+picks one: the highest DCSI among those reaching ``min_balance``, unless that keeps less than
+``min_dcsi_share`` (0.7) of the paper rounding's DCSI; then the most balanced candidate that
+keeps it, with a warning. Each candidate (about 25) is scored with a DCSI, most of the repair's
+time (``benchmarks/results/fairden_density.md``). ``rounding="pareto"`` evaluates the same
+paths also when the paper's rounding is balanced enough and reports them in
+``pareto_front_``. ``rounding="balanced"``
+rounds to exact group quotas in every cluster (:mod:`gnnaudit.clustering.fairden_rounding`;
+balance near 1, density structure may be lost).
+
+Scores. ``balance_`` (Eq. 6, the mean over clusters), ``min_cluster_balance_`` (the worst
+cluster) and ``dcsi_`` are computed on the clustered points; ``noise_ratio_`` is the share of
+points labelled -1. The paper's noise-adjusted figures are ``balance_ * (1 - noise_ratio_)``
+and ``dcsi_ * (1 - noise_ratio_)``.
 
 A fitted model whose balance is below :data:`BALANCE_WARNING_THRESHOLD` (0.5) warns
 (``UserWarning``), naming the group-pure clusters. Data with fewer distinct points than
@@ -46,6 +56,7 @@ import warnings
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 from sklearn.base import BaseEstimator, ClusterMixin
 from tqdm.auto import tqdm
 
@@ -56,24 +67,29 @@ from gnnaudit.clustering._fairden_steps import (
     PARETO_STEPS,
     Alg1Result,
     FitInputs,
+    RepairOutcome,
     balanced_rounding,
-    pareto_rounding,
     relabel,
+    repair_rounding,
     run_alg1,
 )
 from gnnaudit.clustering._fairden_support import (
     check_dc_tree,
     check_distinct_points,
+    encode_fit_columns,
+    excluded_points,
     unfair_message,
 )
 from gnnaudit.clustering.fair_spectral import FairEmbedding
-from gnnaudit.clustering.fairden_repair import repair_to_step
-from gnnaudit.clustering.goodall import encode_columns
-from gnnaudit.clustering.metrics.fairness import balance, dcsi
+from gnnaudit.clustering.fairden_candidates import (
+    DENSITY_WARNING_SHARE,
+    clustered_scores,
+    rule_warnings,
+)
 from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.graph_ops.dc_tree import DCTree
 
-__all__ = ["FairDen", "BALANCE_WARNING_THRESHOLD", "PARETO_STEPS"]
+__all__ = ["FairDen", "BALANCE_WARNING_THRESHOLD", "DENSITY_WARNING_SHARE", "PARETO_STEPS"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,10 +97,6 @@ logger = logging.getLogger(__name__)
 AUTO_DENSE_MAX_N = 1000
 #: ``solver="dense"`` refuses more points than this (``O(n^3)`` time, ``O(n^2)`` memory).
 DENSE_MAX_N = 5000
-#: ``fit`` warns when a repaired clustering keeps less than this share of the paper rounding's
-#: DCSI: the balance target was met by giving up the density structure
-DENSITY_WARNING_SHARE = 0.7
-
 #: ``fit`` warns when the fitted clustering's balance is below this value.
 BALANCE_WARNING_THRESHOLD = 0.5
 
@@ -122,15 +134,29 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         k-means restarts.
     rounding:
         How the relaxed embedding becomes clusters (module docstring). ``"repair"``
-        (default): the paper's partition, repaired along the cheapest dc-distance moves just
-        until the balance reaches ``min_balance``. ``"pareto"``: the repair path on a grid
-        (:data:`PARETO_STEPS`), its (balance, DCSI) front in ``pareto_front_``; ``labels_`` is
-        the step with the highest DCSI among those reaching ``min_balance`` (the most
-        balanced step when none does). ``"kmeans"``: the paper's Alg. 1 exactly.
-        ``"balanced"``: exact group quotas in every cluster (balance near 1).
+        (default): the paper's partition when it reaches ``min_balance``, else the repair
+        candidate the rule below picks. ``"pareto"``: the same rule over the repair paths
+        evaluated in any case, the candidates in ``pareto_front_``. ``"kmeans"``: the paper's
+        Alg. 1 exactly. ``"balanced"``: exact group quotas in every cluster (balance near 1).
     min_balance:
         Balance target of ``"repair"`` and ``"pareto"``, in ``[0, 1]`` (default 0.8, in the
-        spirit of the four-fifths rule).
+        spirit of the four-fifths rule). It targets ``balance_``, the **mean** over the
+        clusters; the worst cluster (``min_cluster_balance_``) can sit below it.
+    min_dcsi_share:
+        Share of the paper rounding's DCSI the choice keeps, in ``[0, 1]`` (default 0.7).
+        The rule: among the candidates whose balance reaches ``min_balance``, the one with
+        the highest DCSI (ties: higher balance, less noise, fewer moves). When that one
+        keeps less than ``min_dcsi_share`` of the paper rounding's DCSI (its clusters touch:
+        it is no longer density-based), or no candidate reaches ``min_balance``, the most
+        balanced candidate that keeps ``min_dcsi_share`` instead, and a ``UserWarning``
+        gives both candidates' balance and DCSI and the ``min_balance`` (with
+        ``min_dcsi_share=0``) that forces the other. ``0`` makes ``min_balance`` a hard
+        target. The choice is never dominated (higher or equal balance and DCSI, one
+        higher) by a candidate in ``candidates_``.
+    max_noise:
+        Share of the clustered points the noise path may drop, in ``[0, 1]`` (default
+        0.1); it drops surplus points only to reach ``min_balance``, the fewest that do.
+        ``0`` turns the noise path off.
     noise_loop:
         ``"fixed"`` (default, Alg. 1 line 14 as published): when fewer than ``n_clusters``
         clusters have ``minPts`` points, k-means runs again with ``k + 1`` clusters on the same
@@ -149,18 +175,28 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
     eigenvalues_ : its constrained generalised eigenvalues (the smallest ones).
     rounding_ : the rounding that produced ``labels_``: ``"kmeans"`` (the paper's labels,
         also when a repair was not needed), ``"repair"``, ``"pareto"`` or ``"balanced"``.
-    repair_step_ : the step ``t`` of the repair path (0: the paper's labels; ``nan`` for
-        ``"kmeans"`` / ``"balanced"``).
-    repair_path_ : the repair path used, ``"exchange"`` (cluster sizes kept) or
-        ``"min_moves"`` (fewest moves; :mod:`gnnaudit.clustering.fairden_repair`); ``None``
-        when no repair ran.
-    balance_ : noise-adjusted balance of ``labels_`` over the combined groups.
-    dcsi_ : noise-adjusted DCSI of ``labels_`` on the numerical features, squared distances
-        (as the paper's tables), with ``minPts``.
+    repair_step_ : the step ``t`` of the chosen repair path (0: the paper's labels; ``nan``
+        for ``"kmeans"`` / ``"balanced"``).
+    repair_path_ : the chosen repair path, ``"exchange"`` (cluster sizes kept),
+        ``"min_moves"`` (fewest moves) or ``"noise"`` (surplus points dropped;
+        :mod:`gnnaudit.clustering.fairden_repair`); ``None`` when the paper's labels are kept.
+    balance_ : Eq. 6's balance of ``labels_`` over the combined groups on the clustered
+        points: the mean over the clusters (what ``min_balance`` targets).
+    min_cluster_balance_ : the balance of the worst cluster (same definition).
+    dcsi_ : DCSI of ``labels_`` on the clustered points, numerical features, squared
+        distances (as the paper's tables), with ``minPts``.
+    noise_ratio_ : share of all points labelled -1 (Alg. 1's small clusters, excluded
+        points, points the noise path dropped).
     paper_labels_, paper_balance_, paper_dcsi_ : the same for the paper's rounding (Alg. 1).
-    pareto_front_ : ``rounding="pareto"`` only (else ``None``): DataFrame with columns
-        ``path``, ``t``, ``n_moved``, ``balance``, ``dcsi``, ``pareto`` (not dominated) and
-        ``chosen``.
+    candidates_ : ``"repair"`` / ``"pareto"`` (else ``None``): DataFrame, one row per
+        candidate, with ``path``, ``t``, ``n_moved``, ``n_noise``, ``noise_ratio``,
+        ``balance``, ``min_cluster_balance``, ``dcsi``, ``dcsi_share`` (of the paper's),
+        ``reaches`` (``min_balance``), ``keeps_density`` (``min_dcsi_share``), ``pareto``
+        (not dominated in balance, DCSI and noise) and ``chosen``; row 0 is the paper's
+        rounding, the only row when ``"repair"`` kept it; ``None`` also with one group or
+        one cluster.
+    candidate_labels_ : ``(len(candidates_), n)`` labels of every candidate, or ``None``.
+    pareto_front_ : ``rounding="pareto"`` only (else ``None``): ``candidates_``.
     groups_ : (n,) combined sensitive group code of every point.
     group_values_ : the combined sensitive values of the codes (one row per group).
     excluded_ : (n,) bool, points left out for belonging to a too-small group.
@@ -179,6 +215,8 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         "n_init": [Integer(1, None)],
         "rounding": [Options("repair", "pareto", "kmeans", "balanced")],
         "min_balance": [Real(0.0, 1.0)],
+        "min_dcsi_share": [Real(0.0, 1.0)],
+        "max_noise": [Real(0.0, 1.0)],
         "noise_loop": [Options("fixed", "recompute")],
         "progress": [_BOOL],
     }
@@ -187,7 +225,7 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
     min_pts_ = deprecated_attribute("min_pts_", "min_samples_")
 
     @renamed_keywords(deprecated={"min_pts": "min_samples"})
-    def __init__(
+    def __init__(  # noqa: PLR0913  # estimator: mirrors its documented parameters
         self,
         n_clusters: int = 2,
         min_samples: int | None = None,
@@ -197,6 +235,8 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         n_init: int = 10,
         rounding: Literal["repair", "pareto", "kmeans", "balanced"] = "repair",
         min_balance: float = 0.8,
+        min_dcsi_share: float = 0.7,
+        max_noise: float = 0.1,
         noise_loop: Literal["fixed", "recompute"] = "fixed",
         progress: bool = False,
     ) -> None:
@@ -208,6 +248,8 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         self.n_init = n_init
         self.rounding = rounding
         self.min_balance = min_balance
+        self.min_dcsi_share = min_dcsi_share
+        self.max_noise = max_noise
         self.noise_loop = noise_loop
         self.progress = progress
 
@@ -286,40 +328,9 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         scikit-learn's ``validate_data``) and derive the groups and the used points."""
         X = validate_fit_input(self, X, min_samples=2)
         n, d_n = X.shape
-        defaulted = sensitive is None
-        if defaulted:
-            warnings.warn(
-                "FairDen.fit got no sensitive_features: clustering with one group, i.e. "
-                "without a fairness constraint; pass sensitive_features=... to balance the "
-                "clusters",
-                UserWarning,
-                stacklevel=3,
-            )
-            sensitive = np.zeros(n, dtype=np.int64)
-        groups_raw = encode_columns("sensitive_features", sensitive)
-        if groups_raw.shape[0] != n:
-            raise InvalidInputError(
-                f"sensitive_features has {groups_raw.shape[0]} rows but X has {n}"
-            )
-        group_values, groups = np.unique(groups_raw, axis=0, return_inverse=True)
-        groups = groups.reshape(-1)
-        if not defaulted and group_values.shape[0] == 1:
-            warnings.warn(
-                "FairDen.fit: sensitive_features takes a single value on every point, so the "
-                "clustering has no fairness constraint (one group: balance is 1 by "
-                "definition); pass an attribute with at least two groups to balance",
-                UserWarning,
-                stacklevel=3,
-            )
-        cat = None
-        if categorical is not None:
-            cat = encode_columns("categorical", categorical)
-            if cat.shape[0] != n:
-                raise InvalidInputError(f"categorical has {cat.shape[0]} rows but X has {n}")
-            if cat.shape[1] == 0:
-                cat = None
+        groups, group_values, cat = encode_fit_columns(sensitive, categorical, n)
         min_samples = self.min_samples if self.min_samples is not None else max(2, 2 * d_n - 1)
-        excluded = self._excluded(groups)
+        excluded = excluded_points(groups, self.min_group_size)
         used = np.flatnonzero(~excluded)
         g_used = np.unique(groups[used], return_inverse=True)[1].reshape(-1)
         k0 = self.n_clusters
@@ -333,28 +344,6 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
             )
         check_distinct_points(X[used], None if cat is None else cat[used], k0)
         return FitInputs(X, groups, group_values, cat, min_samples, excluded, used, g_used)
-
-    def _excluded(self, groups: np.ndarray) -> np.ndarray:
-        """Points of combined groups smaller than ``min_group_size`` (none when ``None``)."""
-        excluded = np.zeros(groups.size, dtype=bool)
-        if self.min_group_size is None:
-            return excluded
-        mgs = self.min_group_size
-        sizes = np.bincount(groups)
-        excluded = sizes[groups] < mgs
-        if excluded.all():
-            raise InfeasibleError(
-                f"every combined sensitive group has fewer than min_group_size={mgs} "
-                f"members (group sizes {sizes.tolist()})"
-            )
-        if excluded.any():
-            logger.warning(
-                "excluding %d points of %d sensitive group(s) smaller than %d",
-                int(excluded.sum()),
-                int((sizes < mgs).sum()),
-                mgs,
-            )
-        return np.asarray(excluded)
 
     def _fit(self, inp: FitInputs, dc_tree: DCTree | None) -> FairDen:
         k0, m = self.n_clusters, inp.used.size
@@ -396,49 +385,42 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         self, inp: FitInputs, tree: DCTree, alg: Alg1Result, timings: dict[str, float]
     ) -> None:
         """Round (module docstring), relabel, score and set the fitted attributes."""
-        n = inp.X.shape[0]
         t0 = time.perf_counter()
-        keep = alg.big[alg.lab]
-        factor = float(keep.sum()) / n  # non-noise fraction of all points
-        lab, used_rounding, step = alg.lab, "kmeans", float("nan")
-        self.pareto_front_ = None
+        paper = relabel(alg.lab, alg, inp)
+        paper_sc = clustered_scores(inp.X, paper, inp.groups, inp.min_samples)
+        timings["metrics"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        labels, used_rounding, step = paper, "kmeans", float("nan")
         self.repair_path_: str | None = None
+        self.candidates_: pd.DataFrame | None = None
+        self.candidate_labels_: np.ndarray | None = None
+        outcome = None
         one_group = inp.g_used.max() == 0 or self.n_clusters == 1
         if self.rounding == "balanced" and not one_group:
             lab, used_rounding = balanced_rounding(alg, inp.g_used)
-        elif self.rounding == "repair":
+            labels = relabel(lab, alg, inp)
+        elif self.rounding in ("repair", "pareto"):
             step = 0.0
             if not one_group:
-                Xu = inp.X[inp.used]
-                g_used, target = inp.g_used, self.min_balance
-                lab, step, self.repair_path_ = repair_to_step(
-                    tree, alg.emb.H, Xu, alg.lab, keep, g_used, target, inp.min_samples, factor
-                )
-            used_rounding = "repair" if step > 0 else "kmeans"
-        elif self.rounding == "pareto":
-            used_rounding, step = "pareto", 0.0
-            if not one_group:
-                lab, step, self.repair_path_, self.pareto_front_ = pareto_rounding(
-                    inp, tree, alg, keep, self.min_balance
-                )
+                outcome = repair_rounding(self, inp, tree, alg, alg.big[alg.lab], paper_sc)
+                labels, step, self.repair_path_ = outcome.labels, outcome.t, outcome.path
+                self.candidates_, self.candidate_labels_ = outcome.frame, outcome.all_labels
+            repaired = self.repair_path_ is not None
+            used_rounding = "pareto" if self.rounding == "pareto" else "kmeans"
+            used_rounding = "repair" if repaired and self.rounding == "repair" else used_rounding
+        self.pareto_front_ = self.candidates_ if self.rounding == "pareto" else None
         timings["rounding"] = time.perf_counter() - t0
-        labels = relabel(lab, alg, inp)
-        paper = relabel(alg.lab, alg, inp)
         t0 = time.perf_counter()
-        self.paper_balance_ = balance(paper, inp.groups)
-        self.balance_ = balance(labels, inp.groups)
-        if self.rounding in ("repair", "pareto") and self.balance_ < self.paper_balance_:
-            # never dominated by the paper's rounding (integer effects; not seen in tests)
-            labels, used_rounding, step, self.balance_ = paper, "kmeans", 0.0, self.paper_balance_
-            self.repair_path_ = None
-        self.paper_dcsi_ = dcsi(inp.X, paper, inp.min_samples, squared=True)
         same = np.array_equal(labels, paper)
-        self.dcsi_ = (
-            self.paper_dcsi_ if same else dcsi(inp.X, labels, inp.min_samples, squared=True)
+        sc = paper_sc if same else clustered_scores(inp.X, labels, inp.groups, inp.min_samples)
+        timings["metrics"] += time.perf_counter() - t0
+        self.paper_labels_, self.paper_balance_, self.paper_dcsi_ = (
+            paper,
+            paper_sc.balance,
+            paper_sc.dcsi,
         )
-        self.paper_labels_ = paper
-        timings["metrics"] = time.perf_counter() - t0
-        self.labels_ = labels
+        self.labels_, self.balance_, self.dcsi_ = labels, sc.balance, sc.dcsi
+        self.min_cluster_balance_, self.noise_ratio_ = sc.min_cluster_balance, sc.noise_ratio
         self.n_clusters_ = int(alg.big.sum())
         self.k_ = alg.k
         self.embedding_ = alg.emb.H
@@ -451,31 +433,31 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         self.timings_ = timings
         self.rounding_ = used_rounding
         self.repair_step_ = step
+        self._warn(inp, outcome)
+
+    def _warn(self, inp: FitInputs, outcome: RepairOutcome | None) -> None:
+        """The fitted model's warnings: an unfair clustering; the repair rule's messages."""
         if self.balance_ < BALANCE_WARNING_THRESHOLD and inp.groups.max() > 0:
             msg = unfair_message(
-                labels,
+                self.labels_,
                 inp.groups,
                 inp.group_values,
                 self.balance_,
                 BALANCE_WARNING_THRESHOLD,
                 self.rounding,
             )
-            warnings.warn(msg, UserWarning, stacklevel=4)
-        if (
-            used_rounding in ("repair", "pareto")
-            and self.paper_dcsi_ > 0
-            and self.dcsi_ < DENSITY_WARNING_SHARE * self.paper_dcsi_
+            warnings.warn(msg, UserWarning, stacklevel=5)
+        if outcome is None:
+            return
+        for msg in rule_warnings(
+            outcome.frame,
+            outcome.choice,
+            self.paper_balance_,
+            self.paper_dcsi_,
+            self.min_balance,
+            self.min_dcsi_share,
         ):
-            warnings.warn(
-                f"FairDen: reaching balance {self.balance_:.3f} (the paper's rounding gives "
-                f"{self.paper_balance_:.3f}) cost most of the density structure: DCSI "
-                f"{self.dcsi_:.3f} against {self.paper_dcsi_:.3f} (below "
-                f"{DENSITY_WARNING_SHARE:.0%} of it); the groups' shares differ too much between "
-                "the density clusters. See the trade-off with rounding='pareto' "
-                "(pareto_front_) or lower min_balance",
-                UserWarning,
-                stacklevel=4,
-            )
+            warnings.warn(msg, UserWarning, stacklevel=5)
 
     def fit_predict(self, X: Any, y: Any = None, *args: Any, **kwargs: Any) -> np.ndarray:
         """``fit(X, y, *args, **kwargs)`` and return ``labels_`` (noise and excluded: -1)."""

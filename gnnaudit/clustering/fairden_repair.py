@@ -1,4 +1,4 @@
-"""Balance repair of FairDen's clustering along density-compatible moves (issue 29).
+"""Balance repair of FairDen's clustering along density-compatible moves (issues 29, 38).
 
 Why. The paper's rounding (k-means on the relaxed embedding, Alg. 1) follows the density
 structure but may miss balance; re-rounding to exact group quotas
@@ -17,9 +17,9 @@ proportional quotas with the same cluster and group sizes
 
 rounded to integers with the same margins (:func:`round_table`). Cluster sizes stay fixed, and
 every cluster's group shares move linearly towards the data's shares, so each cluster's
-balance (Eq. 6) rises with ``t``. The repair takes the smallest ``t`` whose balance reaches
-``min_balance`` (bisection on the counts, :func:`smallest_step`), then the cheapest relabelling
-with those counts: per sensitive group, an exact quota assignment
+balance (Eq. 6) rises with ``t``. A step ``t`` (the grid, and the smallest ``t`` whose balance
+reaches ``min_balance``: bisection on the counts, :func:`smallest_step`) gives the cheapest
+relabelling with those counts: per sensitive group, an exact quota assignment
 (:func:`~gnnaudit.clustering.fairden_rounding.quota_assignment`) with cost
 
 .. math::
@@ -35,21 +35,29 @@ embedding rows and the paper clusters' centres (a tie-break, :math:`\\lambda = 1
 nothing moves, and the points that move first are those hanging loosely on their own cluster
 and close (in dc-distance) to the one they join.
 
-Two paths. ``"exchange"`` keeps the cluster sizes (``Q`` as above); ``"min_moves"`` lets them
-change and takes the proportional table that moves the fewest points
+Three paths. ``"exchange"`` keeps the cluster sizes (``Q`` as above); ``"min_moves"`` lets
+them change and takes the proportional table that moves the fewest points
 (:func:`min_move_quotas`), so a cluster short of a group mostly *receives* points instead of
 exchanging them. Which is kinder to the density structure depends on the data: moving many
 points of a compact cluster into a wide one makes them core points of their new cluster
 inside the compact one (the separation, hence DCSI, collapses), while the opposite direction
-spreads them thinly. :func:`repair_to_step` takes each path's smallest step and keeps the one
-with the higher DCSI. Where balance and density truly conflict (separated clusters with very
-different group shares: reaching ``min_balance`` needs many points inside foreign clusters)
-no path keeps the DCSI; the balance target is still met and ``rounding="pareto"`` shows the
-trade-off.
+spreads them thinly. ``"noise"`` (issue 38) moves no point across a density gap: the surplus
+points of each cluster's over-represented groups become noise (-1, the paper's label for points
+in no cluster). Its end ``P`` (:func:`noise_quotas`) keeps in every cluster the largest
+sub-table with the data's group shares; ``T(t) = (1 - t) N^0 + t P`` (rounded entry by entry)
+drops only surplus, first the points closest in dc-distance to another cluster (relative to
+their own), then the loosest on their own. Its one candidate is the smallest step whose
+balance reaches ``min_balance``, when that drops at most ``max_noise`` of the points (no
+point is dropped for a target it cannot reach); it never empties a cluster below ``minPts``. Where balance and density truly conflict (separated
+clusters with very different group shares: reaching ``min_balance`` needs many points inside
+foreign clusters, or many dropped) no path keeps the DCSI; the candidates show the trade-off.
 
-Steps ``t`` on a grid plus the chosen one give the (balance, DCSI) front
-(:func:`repair_front`). Memory ``O(n k)`` (costs and dc-distances to the clusters); time
-per step: the quota assignments plus, in :func:`repair_to_step`, one DCSI per path.
+:meth:`Repairer.steps` gives each moving path's steps on a grid plus its smallest step reaching
+the balance target (:func:`smallest_step`), and the noise path's one step;
+:func:`path_labels` the labels of them all.
+:mod:`gnnaudit.clustering.fairden_candidates` scores them and picks one. Memory ``O(n k)``
+(costs and dc-distances to the clusters); time per step: the quota assignments (moving paths)
+or a partial order (noise path).
 """
 
 from __future__ import annotations
@@ -58,24 +66,27 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from scipy.optimize import linprog
 
 from gnnaudit.clustering.fairden_rounding import proportional_quotas, quota_assignment
-from gnnaudit.clustering.metrics.fairness import balance, dcsi
 from gnnaudit.errors import InfeasibleError, InvalidInputError
 from gnnaudit.graph_ops.dc_tree import DCTree
 
 __all__ = [
     "PATHS",
+    "MOVE_PATHS",
     "min_move_quotas",
+    "noise_quotas",
     "cluster_dc_distances",
+    "cluster_balances",
     "counts_balance",
     "round_table",
     "smallest_step",
     "RepairResult",
-    "repair_to_step",
-    "repair_front",
+    "Repairer",
+    "repair_problem",
+    "path_labels",
+    "noise_after",
     "pareto_mask",
 ]
 
@@ -85,9 +96,13 @@ logger = logging.getLogger(__name__)
 MOVE_PRICE = 1e-6
 #: weight of the embedding distance, a tie-break between moves of equal dc cost
 EMBEDDING_WEIGHT = 1e-3
-#: the repair paths: ``"exchange"`` keeps the cluster sizes (:func:`proportional_quotas`),
-#: ``"min_moves"`` lets them change to move the fewest points (:func:`min_move_quotas`)
-PATHS = ("exchange", "min_moves")
+#: the paths that move points: ``"exchange"`` keeps the cluster sizes
+#: (:func:`proportional_quotas`), ``"min_moves"`` lets them change to move the fewest points
+#: (:func:`min_move_quotas`)
+MOVE_PATHS = ("exchange", "min_moves")
+#: every repair path: the moving ones and ``"noise"``, which drops surplus points instead
+#: (:func:`noise_quotas`)
+PATHS = (*MOVE_PATHS, "noise")
 
 
 def cluster_dc_distances(tree: DCTree, labels: np.ndarray, k: int) -> np.ndarray:
@@ -119,19 +134,26 @@ def cluster_dc_distances(tree: DCTree, labels: np.ndarray, k: int) -> np.ndarray
     return out
 
 
-def counts_balance(counts: np.ndarray) -> float:
-    """Mean over the clusters (rows) of Eq. 6's balance of a ``(k, G)`` count table (groups
-    absent from every cluster ignored), as :func:`~gnnaudit.clustering.metrics.balance`
-    computes it on the non-noise points."""
+def cluster_balances(counts: np.ndarray) -> np.ndarray:
+    """Eq. 6's balance of every non-empty cluster (row) of a ``(k, G)`` count table, against
+    the table's own group shares (groups absent from every cluster ignored)."""
     counts = np.asarray(counts, dtype=np.float64)
     counts = counts[counts.sum(axis=1) > 0][:, counts.sum(axis=0) > 0]
     if counts.size == 0:
-        return 0.0
+        return np.zeros(0)
     r = counts.sum(axis=0) / counts.sum()
     rc = counts / counts.sum(axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.minimum(np.where(rc > 0, r / rc, 0.0), rc / r)
-    return float(ratio.min(axis=1).mean())
+    return np.asarray(ratio.min(axis=1))
+
+
+def counts_balance(counts: np.ndarray) -> float:
+    """Mean over the clusters (rows) of Eq. 6's balance of a ``(k, G)`` count table
+    (:func:`cluster_balances`), as :func:`~gnnaudit.clustering.metrics.balance` computes it on
+    the non-noise points (0 for an empty table)."""
+    per = cluster_balances(counts)
+    return float(per.mean()) if per.size else 0.0
 
 
 def round_table(T: np.ndarray) -> np.ndarray:
@@ -202,6 +224,11 @@ def min_move_quotas(N0: np.ndarray) -> np.ndarray:
 
 
 def _table(N0: np.ndarray, Q: np.ndarray, t: float) -> np.ndarray:
+    """The rounded table at step ``t`` from ``N0`` to ``Q``: with the margins kept
+    (:func:`round_table`) when both have the same total (the moving paths); entry by entry,
+    half up, when ``Q`` drops points (the noise path: only removals, monotone in ``t``)."""
+    if int(np.sum(Q)) != int(np.sum(N0)):
+        return np.asarray(N0 - np.floor(t * (N0 - Q) + 0.5).astype(np.int64))
     return round_table((1.0 - t) * N0 + t * Q)
 
 
@@ -228,17 +255,24 @@ def smallest_step(N0: np.ndarray, Q: np.ndarray, target: float, factor: float = 
 
 @dataclass(frozen=True)
 class RepairResult:
-    """One point of the repair path: ``labels`` (compact ids of the kept points), the step
-    ``t``, the count table it meets and the number of points moved."""
+    """One point of a repair path: ``labels`` (compact ids of the kept points, -1 for the
+    points the noise path drops), the step ``t``, the count table it meets (clustered points
+    only), the number of points moved to another cluster and the number made noise."""
 
     labels: np.ndarray
     t: float
     counts: np.ndarray
     n_moved: int
+    n_noise: int = 0
 
 
-class _Repairer:
-    """Costs and counts of one repair problem (kept points only)."""
+class Repairer:
+    """Costs, counts and noise order of one repair problem (kept points only; compact ids).
+
+    ``D``: ``(n, k)`` dc-distances to the clusters (:func:`cluster_dc_distances`), ``H`` the
+    embedding rows, ``min_size`` the smallest cluster the noise path may leave (FairDen:
+    ``minPts``), ``max_noise`` the share of the points it may drop.
+    """
 
     def __init__(
         self,
@@ -248,6 +282,8 @@ class _Repairer:
         labels: np.ndarray,
         groups: np.ndarray,
         k: int,
+        min_size: int = 1,
+        max_noise: float = 0.0,
     ) -> None:
         self.labels, self.groups, self.k = labels, groups, k
         self.n_groups = int(groups.max()) + 1
@@ -256,24 +292,57 @@ class _Repairer:
         self.targets = {
             "exchange": proportional_quotas(self.N0.sum(axis=1), self.N0.sum(axis=0)),
             "min_moves": min_move_quotas(self.N0),
+            "noise": noise_quotas(self.N0, min_size),
         }
         n = labels.size
-        own = D[np.arange(n), labels]
+        rows = np.arange(n)
         scale = max(float(max_dc), np.finfo(float).tiny)
         finite = np.where(np.isfinite(D), D, scale)
-        dc_cost = np.maximum(finite - np.where(np.isfinite(own), own, scale)[:, None], 0.0)
+        own = finite[rows, labels]
+        dc_cost = np.maximum(finite - own[:, None], 0.0)
         centres = np.zeros((k, H.shape[1]))
         np.add.at(centres, labels, H)
         centres /= np.maximum(np.bincount(labels, minlength=k), 1)[:, None]
         E = ((H[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
         e_scale = float(E.max()) or 1.0
         C = MOVE_PRICE + dc_cost / scale + EMBEDDING_WEIGHT * E / e_scale
-        C[np.arange(n), labels] = 0.0
+        C[rows, labels] = 0.0
         self.C = C
+        # noise order: the points nearest (in dc-distance) to another cluster than to their
+        # own first, then the loosest on their own cluster, then far from its centre in H
+        other = finite.copy()
+        other[rows, labels] = np.inf
+        margin = other.min(axis=1) - own if k > 1 else np.zeros(n)
+        self.noise_order = np.lexsort((-E[rows, labels], -own, margin))
+        self.noise_cap = int(np.floor(max_noise * n + 1e-9))
+        self.noise_step = self._noise_cap_step()
+
+    def _n_noise(self, t: float) -> int:
+        return int(self.N0.sum() - _table(self.N0, self.targets["noise"], t).sum())
+
+    def _noise_cap_step(self) -> float:
+        """Largest ``t`` (to ``2**-20``) whose noise table drops at most ``noise_cap``."""
+        if self.noise_cap <= 0 or self._n_noise(1.0) == 0:
+            return 0.0
+        if self._n_noise(1.0) <= self.noise_cap:
+            return 1.0
+        lo, hi = 0.0, 1.0
+        for _ in range(20):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if self._n_noise(mid) <= self.noise_cap else (lo, mid)
+        return lo
 
     def at(self, t: float, path: str = "exchange") -> RepairResult:
+        """The labels at step ``t`` of ``path`` (:data:`PATHS`)."""
         counts = self.N0.copy() if t == 0.0 else _table(self.N0, self.targets[path], t)
         out = self.labels.copy()
+        if path == "noise":
+            removal = self.N0 - counts
+            order = self.noise_order
+            for c, g in zip(*np.nonzero(removal > 0), strict=True):  # few (cluster, group)
+                cell = order[(self.labels[order] == c) & (self.groups[order] == g)]
+                out[cell[: removal[c, g]]] = -1
+            return RepairResult(out, t, counts, 0, int((out < 0).sum()))
         for g in range(self.n_groups):  # loop over sensitive groups (few)
             idx = np.flatnonzero(self.groups == g)
             if np.array_equal(counts[:, g], self.N0[:, g]):
@@ -281,105 +350,124 @@ class _Repairer:
             out[idx] = quota_assignment(self.C[idx], counts[:, g], init=self.labels[idx])
         return RepairResult(out, t, counts, int((out != self.labels).sum()))
 
+    def steps(self, path: str, grid: np.ndarray, target: float) -> np.ndarray:
+        """The steps of ``path`` worth evaluating. A moving path: the ``grid`` (in ``(0, 1]``)
+        and its smallest step whose balance reaches ``target`` (when one does). The noise path
+        drops points only to reach ``target``: its smallest step that does, when that lies
+        within ``max_noise``; none otherwise (nor when the start already reaches it)."""
+        t_min = smallest_step(self.N0, self.targets[path], target)
+        reach = counts_balance(_table(self.N0, self.targets[path], t_min)) >= target
+        if path == "noise":
+            ok = 0.0 < t_min <= self.noise_step and reach
+            return np.array([t_min]) if ok else np.zeros(0)
+        grid = np.asarray(grid, dtype=np.float64)
+        ts = grid[(grid > 0) & (grid <= 1)]
+        if 0.0 < t_min and reach:
+            ts = np.append(ts, t_min)
+        return np.unique(ts)
 
-def _problem(
-    tree: DCTree, H: np.ndarray, labels: np.ndarray, keep: np.ndarray, groups: np.ndarray
-) -> tuple[_Repairer, np.ndarray]:
-    """The repair problem of the kept points (compact cluster and group ids); ``labels``,
-    ``keep`` and ``groups`` cover the tree's points."""
+
+def noise_quotas(N0: np.ndarray, min_size: int = 1) -> np.ndarray:
+    """End of the noise path: every cluster (row) of the ``(k, G)`` table keeps the largest
+    sub-table with the data's group shares :math:`r`,
+    :math:`\\lfloor r_g \\min_{g'} N^0_{cg'} / r_{g'} \\rfloor`; only the surplus of its
+    over-represented groups becomes noise. A cluster that would keep fewer than ``min_size``
+    points (a group-pure one, say) is left as it is."""
+    N0 = np.asarray(N0, dtype=np.int64)
+    r = N0.sum(axis=0) / max(int(N0.sum()), 1)
+    present = r > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(present[None, :], N0 / np.where(present, r, 1.0)[None, :], np.inf)
+    P = np.floor(scale.min(axis=1, keepdims=True) * r[None, :] + 1e-9).astype(np.int64)
+    P = np.minimum(P, N0)
+    too_small = P.sum(axis=1) < min_size
+    P[too_small] = N0[too_small]
+    return np.asarray(P)
+
+
+def repair_problem(
+    tree: DCTree,
+    H: np.ndarray,
+    labels: np.ndarray,
+    keep: np.ndarray,
+    groups: np.ndarray,
+    min_size: int = 1,
+    max_noise: float = 0.0,
+) -> tuple[Repairer, np.ndarray]:
+    """The repair problem of the kept points (compact cluster and group ids) and the cluster
+    ids of its rows; ``labels``, ``keep`` and ``groups`` cover the tree's points."""
     if labels.shape != keep.shape or groups.shape != keep.shape or labels.size != tree.n_:
         raise InvalidInputError(
             f"labels, keep and groups must all have shape ({tree.n_},), one entry per point "
             f"of the dc-tree; got {labels.shape}, {keep.shape} and {groups.shape}"
         )
     kept = np.flatnonzero(keep)
-    ids, lab = np.unique(labels[kept], return_inverse=True)
-    lab = lab.reshape(-1)
+    # compact ids in order of first appearance: the same partition under other cluster
+    # numbers (k-means' arbitrary ids) gives the same problem, tables and tie-breaks
+    uniq, first, inverse = np.unique(labels[kept], return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    ids, lab = uniq[order], rank[inverse.reshape(-1)]
     g = np.unique(groups[kept], return_inverse=True)[1].reshape(-1)
     full = np.full(labels.size, -1, dtype=np.int64)
     full[kept] = lab
     D = cluster_dc_distances(tree, full, ids.size)[kept]
-    return _Repairer(D, tree.max_distance_, H[kept], lab, g, ids.size), ids
+    rep = Repairer(D, tree.max_distance_, H[kept], lab, g, ids.size, min_size, max_noise)
+    return rep, ids
 
 
-def repair_to_step(
-    tree: DCTree,
-    H: np.ndarray,
-    X: np.ndarray,
+def path_labels(
+    rep: Repairer,
+    ids: np.ndarray,
     labels: np.ndarray,
     keep: np.ndarray,
-    groups: np.ndarray,
-    min_balance: float,
-    min_samples: int,
-    factor: float = 1.0,
-) -> tuple[np.ndarray, float, str | None]:
-    """Repair ``labels`` (ids of the paper's rounding; only points with ``keep`` are clustered,
-    the others are noise) to the smallest step whose balance, times ``factor`` (the non-noise
-    fraction), reaches ``min_balance``, on each path (:data:`PATHS`), and keep the one with
-    the higher DCSI (squared, on ``X``, the tree's points; ties: fewer moves). Returns the
-    new labels (same ids, unkept points unchanged), the step ``t`` (0: the paper's labels,
-    unchanged) and the path (``None`` when nothing moves)."""
-    rep, ids = _problem(tree, H, labels, keep, groups)
-    best: tuple[float, int, np.ndarray, float, str] | None = None
-    for path in PATHS:  # two paths
-        t = smallest_step(rep.N0, rep.targets[path], min_balance, factor)
-        if t == 0.0:  # the target is met: nothing moves
-            return labels.copy(), 0.0, None
-        res = rep.at(t, path)
-        out = labels.copy()
-        out[keep] = ids[res.labels]
-        score = dcsi(X, np.where(keep, out, -1), min_samples, squared=True)
-        if best is None or (score, -res.n_moved) > (best[0], -best[1]):
-            best = (score, res.n_moved, out, t, path)
-    assert best is not None
-    return best[2], best[3], best[4]
+    grid: np.ndarray,
+    target: float,
+) -> list[tuple[str, RepairResult, np.ndarray]]:
+    """Every candidate of the repair paths: ``("paper", t = 0)`` first, then each path's
+    :meth:`Repairer.steps`. Each comes with its labels in the ids of ``labels`` (the points
+    outside ``keep`` unchanged, the dropped ones -1)."""
+    runs = [("paper", rep.at(0.0))]
+    runs += [(p, rep.at(t, p)) for p in PATHS for t in rep.steps(p, grid, target)]
+    out = []
+    for path, res in runs:
+        lab = labels.copy()
+        lab[keep] = np.where(res.labels >= 0, ids[res.labels], -1)
+        out.append((path, res, lab))
+    return out
 
 
-def pareto_mask(balance_values: np.ndarray, dcsi_values: np.ndarray) -> np.ndarray:
-    """True for the rows no other row dominates (>= in both, > in one)."""
-    b = np.asarray(balance_values)[:, None]
-    d = np.asarray(dcsi_values)[:, None]
-    ge = (b.T >= b) & (d.T >= d)
-    gt = (b.T > b) | (d.T > d)
+def noise_after(
+    rep_args: tuple[DCTree, np.ndarray, np.ndarray, np.ndarray, int, float],
+    labels: np.ndarray,
+    base: RepairResult,
+    target: float,
+) -> list[tuple[RepairResult, np.ndarray]]:
+    """The noise path continued from a step ``base`` of a moving path whose ``labels`` (ids of
+    the caller, points outside ``keep`` unchanged) miss ``target``: its smallest step reaching
+    ``target`` within ``max_noise``, if any. ``rep_args``: ``(tree, H, keep, groups,
+    min_size, max_noise)`` as for :func:`repair_problem`. Each result carries the base's step
+    and moves, its own dropped points."""
+    tree, H, keep, groups, min_size, max_noise = rep_args
+    rep, ids = repair_problem(tree, H, labels, keep, groups, min_size, max_noise)
+    out = []
+    for t in rep.steps("noise", np.ones(1), target):
+        res = rep.at(float(t), "noise")
+        lab = labels.copy()
+        lab[keep] = np.where(res.labels >= 0, ids[res.labels], -1)
+        out.append((RepairResult(res.labels, base.t, res.counts, base.n_moved, res.n_noise), lab))
+    return out
+
+
+def pareto_mask(
+    balance_values: np.ndarray, dcsi_values: np.ndarray, noise_values: np.ndarray | None = None
+) -> np.ndarray:
+    """True for the rows no other row dominates (>= in balance and DCSI, <= in noise when
+    given, strictly better in one)."""
+    b = np.asarray(balance_values, dtype=np.float64)[:, None]
+    d = np.asarray(dcsi_values, dtype=np.float64)[:, None]
+    z = np.zeros_like(b) if noise_values is None else -np.asarray(noise_values, float)[:, None]
+    ge = (b.T >= b) & (d.T >= d) & (z.T >= z)
+    gt = (b.T > b) | (d.T > d) | (z.T > z)
     return np.asarray(~(ge & gt).any(axis=1))
-
-
-def repair_front(
-    tree: DCTree,
-    H: np.ndarray,
-    X: np.ndarray,
-    labels: np.ndarray,
-    keep: np.ndarray,
-    groups: np.ndarray,
-    min_samples: int,
-    steps: np.ndarray,
-    factor: float = 1.0,
-) -> tuple[pd.DataFrame, list[np.ndarray]]:
-    """Balance and DCSI (squared, as the paper's tables) along the repair path.
-
-    Returns a DataFrame with columns ``path`` (:data:`PATHS`), ``t``, ``n_moved``,
-    ``balance``, ``dcsi``, ``pareto`` (not dominated by another row) and the labels of every
-    row (same ids as ``labels``, unkept points -1); ``t = 0`` (the paper's labels) comes once. ``balance`` is the noise-adjusted balance over the rows of ``labels``
-    (times ``factor`` for points outside them, e.g. excluded ones).
-    """
-    rep, ids = _problem(tree, H, labels, keep, groups)
-    rows, all_labels = [], []
-    ts = np.unique(np.clip(np.asarray(steps, dtype=np.float64), 0.0, 1.0))
-    runs = [("paper", 0.0)] + [(p, float(t)) for p in PATHS for t in ts if t > 0]
-    for path, t in runs:
-        res = rep.at(t, "exchange" if path == "paper" else path)
-        lab = np.full(labels.size, -1, dtype=np.int64)
-        lab[keep] = ids[res.labels]
-        rows.append(
-            {
-                "path": path,
-                "t": t,
-                "n_moved": res.n_moved,
-                "balance": factor * balance(lab, groups),
-                "dcsi": dcsi(X, lab, min_samples, squared=True),
-            }
-        )
-        all_labels.append(lab)
-    front = pd.DataFrame(rows)
-    front["pareto"] = pareto_mask(front["balance"].to_numpy(), front["dcsi"].to_numpy())
-    return front, all_labels
