@@ -198,8 +198,8 @@ def _estimator_classes() -> list[type]:
     from gnnaudit.audit.search.sorted_scan import SortedSimilaritySearcher
     from gnnaudit.graph_ops import DCTree
 
-    # FairDen's constructor is being rewritten in its own change (issue 39 lists it)
     return [
+        FairDen,
         ExDBSCAN,
         TreeClustering,
         CounterfactualEvidence,

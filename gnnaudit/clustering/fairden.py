@@ -228,6 +228,7 @@ class FairDen(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
     def __init__(  # noqa: PLR0913  # estimator: mirrors its documented parameters
         self,
         n_clusters: int = 2,
+        *,
         min_samples: int | None = None,
         solver: Literal["auto", "dense", "matrix_free"] = "auto",
         random_state: int | np.random.RandomState | None = 0,
