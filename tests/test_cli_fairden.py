@@ -107,3 +107,24 @@ def test_cli_fairden_old_flags_warn_and_give_the_same_labels(moons_csv, tmp_path
         main([*base, "--n-clusters", "2", "--k", "3"])
     assert stop.value.code == 2
     assert "not allowed with argument --n-clusters" in capsys.readouterr().err
+
+
+def test_cli_fairden_density_flags_reach_the_estimator(moons_csv, tmp_path, capsys, monkeypatch):
+    from gnnaudit.clustering import FairDen
+
+    seen = {}
+    fit = FairDen.fit
+
+    def spy(self, *args, **kwargs):
+        seen.update(min_dcsi_share=self.min_dcsi_share, max_noise=self.max_noise)
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(FairDen, "fit", spy)
+    base = ["fairden", str(moons_csv), "--sensitive", "group", "--ignore", "colour", "moon"]
+    assert main([*base, "--min-dcsi-share", "0", "--max-noise", "0.05"]) == 0
+    assert seen == {"min_dcsi_share": 0.0, "max_noise": 0.05}
+    capsys.readouterr()
+    for flag in ("--min-dcsi-share", "--max-noise"):
+        with pytest.raises(SystemExit) as stop:
+            main([*base, flag, "1.5"])
+        assert stop.value.code == 2 and f"argument {flag}" in capsys.readouterr().err

@@ -37,6 +37,8 @@ PARAMETER_FLAGS = {
     "min_group_size": "--min-group-size",
     "rounding": "--rounding",
     "min_balance": "--min-balance",
+    "min_dcsi_share": "--min-dcsi-share",
+    "max_noise": "--max-noise",
     "random_state": "--seed",
     "sensitive_features": "--sensitive",
     "categorical": "--categorical",
@@ -92,16 +94,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="repair",
         choices=("repair", "pareto", "kmeans", "balanced"),
         help="how the spectral embedding becomes clusters: repair (default) starts from the "
-        "paper's k-means rounding and moves the fewest, density-cheapest points until the "
-        "balance reaches --min-balance; kmeans is the paper's Alg. 1 unchanged; pareto picks "
-        "the densest step of the repair path that reaches --min-balance; balanced forces full "
-        "balance",
+        "paper's k-means rounding and, when it misses --min-balance, moves density-cheap points "
+        "or drops surplus ones as noise (at most --max-noise), taking the candidate with the "
+        "best DCSI that reaches --min-balance, or the most balanced one keeping --min-dcsi-share "
+        "of the paper rounding's DCSI (with a warning); kmeans is the paper's Alg. 1 unchanged; "
+        "pareto computes the whole balance/DCSI front and picks from it by the same rule; "
+        "balanced forces full balance",
     )
     p.add_argument(
         "--min-balance",
         type=FloatRange(0.0, 1.0, why="a balance lies in [0, 1]"),
         default=0.8,
-        help="balance the repair aims for (default 0.8, the four-fifths rule)",
+        help="mean cluster balance the repair aims for (default 0.8, the four-fifths rule)",
+    )
+    p.add_argument(
+        "--min-dcsi-share",
+        type=FloatRange(0.0, 1.0, why="a share of the paper rounding's DCSI lies in [0, 1]"),
+        default=0.7,
+        help="share of the paper rounding's DCSI a candidate must keep before --min-balance "
+        "counts (default 0.7; 0 makes --min-balance a hard target)",
+    )
+    p.add_argument(
+        "--max-noise",
+        type=FloatRange(0.0, 1.0, why="a share of the clustered points lies in [0, 1]"),
+        default=0.1,
+        help="largest share of the clustered points the repair may drop as noise (default 0.1)",
     )
     p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
     add_out_argument(p, kind="file", what="CSV file for the cluster labels (one per row)")
@@ -159,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
         min_group_size=args.min_group_size,
         rounding=args.rounding,
         min_balance=args.min_balance,
+        min_dcsi_share=args.min_dcsi_share,
+        max_noise=args.max_noise,
         progress=progress_enabled(args),
     ).fit(data.X, sensitive_features=data.sensitive, categorical=data.categorical)
     sens = frame[list(args.sensitive)].to_numpy(dtype=object)
