@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import Any, Protocol
 
 import pandas as pd
@@ -38,7 +39,7 @@ class AuditReport(Protocol):
     run_info: dict[str, Any]
 
 
-__all__ = ["render_markdown", "render_html"]
+__all__ = ["render_markdown", "render_html", "github_anchor"]
 
 #: rows of a table shown in the Markdown report (the JSON keeps every row)
 MD_MAX_ROWS = 30
@@ -47,7 +48,9 @@ _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
 max-width:1100px;color:#222;line-height:1.4}
 h1{border-bottom:2px solid #2c7fb8}h2{margin-top:1.6em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.6em 0;font-size:.9em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.9em;display:block;max-width:100%;
+overflow-x:auto}td{overflow-wrap:anywhere}
+.toc{font-size:.9em;columns:2;margin:.8em 0}.toc li{margin:.1em 0}
 th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
 th{background:#f2f6fa}td:first-child,th:first-child{text-align:left}
 .note{color:#555;font-size:.9em}.pair{display:inline-block;vertical-align:top;margin:.4em 1em .4em 0}
@@ -196,9 +199,37 @@ def _md_section(section: ReportSection) -> list[str]:
     return parts
 
 
+#: the closing headings of every report, after the units' sections: (anchor, title)
+_TAIL = (
+    ("dataset", "Dataset"),
+    ("model", "Model"),
+    ("configuration", "Configuration"),
+    ("run-information", "Run information"),
+)
+
+
+def _contents(report: AuditReport) -> list[tuple[str, str]]:
+    """``(anchor, title)`` of every heading after the summary, in order."""
+    heads = [("findings", "Findings")]
+    heads += [(section.key, section.title) for section in report.sections]
+    return heads + list(_TAIL)
+
+
+def github_anchor(title: str) -> str:
+    """The anchor GitHub gives a Markdown heading: lower case, punctuation dropped, spaces to
+    hyphens."""
+    kept = re.sub(r"[^\w\- ]", "", title.strip().lower())
+    return kept.replace(" ", "-")
+
+
+def _md_contents(report: AuditReport) -> str:
+    items = [f"- [{_md(t)}](#{github_anchor(t)})" for _, t in _contents(report)]
+    return "**Contents.**\n\n" + "\n".join(items) + "\n"
+
+
 def render_markdown(report: AuditReport) -> str:
     """GitHub-flavoured Markdown version of the report (tables only, charts in the HTML)."""
-    parts = [f"# {_md(report.title)}\n", *_md_card(report)]
+    parts = [f"# {_md(report.title)}\n", *_md_card(report), _md_contents(report)]
     parts += ["## Findings\n", _md_findings(report)]
     for section in report.sections:
         parts += _md_section(section)
@@ -360,20 +391,18 @@ def _html_section(section: ReportSection) -> list[str]:
 def render_html(report: AuditReport) -> str:
     """Self-contained HTML page with embedded PNG charts; all text is HTML-escaped."""
     esc = html.escape
+    toc = "".join(
+        f"<li><a href='#{esc(key, quote=True)}'>{esc(title)}</a></li>"
+        for key, title in _contents(report)
+    )
     parts = [f"<h1>{esc(report.title)}</h1>", _html_card(report)]
+    parts += [f"<nav class='toc' aria-label='Contents'><ul>{toc}</ul></nav>"]
     parts += ["<h2 id='findings'>Findings</h2>", _html_findings(report)]
     for section in report.sections:
         parts += _html_section(section)
-    parts += [
-        "<h2>Dataset</h2>",
-        _html_kv(report.dataset),
-        "<h2>Model</h2>",
-        _html_kv(report.model),
-        "<h2>Configuration</h2>",
-        _html_kv(report.config),
-        "<h2>Run information</h2>",
-        _html_kv(report.run_info),
-    ]
+    tail = (report.dataset, report.model, report.config, report.run_info)
+    for (key, title), mapping in zip(_TAIL, tail, strict=True):
+        parts += [f"<h2 id='{key}'>{title}</h2>", _html_kv(mapping)]
     body = "\n".join(parts)
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'/>"
