@@ -403,3 +403,14 @@ def test_overlapping_validation_and_test_nodes_warn(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert warn_overlap(disjoint, "fairgnn") == 0
+
+
+def test_a_candidate_whose_decisions_collapsed_is_out():
+    table = _table([(0.80, 0.2, 0.2, 0.1), (0.80, 0.0, 0.0, 0.0), (0.79, 0.05, 0.05, 0.0)])
+    table["val_top_share"] = [0.6, 1.0, 0.7]  # step 10: one class on every validation node
+    out = select_candidate(table, ("cf", "dsp", "deo"), 0.02)
+    assert out["within_budget"].tolist() == [True, False, True]
+    assert _chosen(out) == "step 20"
+    # a model that is itself collapsed sets no such bound
+    table["val_top_share"] = [0.99, 1.0, 0.7]
+    assert _chosen(select_candidate(table, ("cf", "dsp", "deo"), 0.02)) == "step 10"

@@ -24,9 +24,17 @@ s{=}1)|`). :math:`\tilde X^{a}` sets every node's attribute to alternative :math
 nodes it changes). Multi-class tasks: the same one-vs-rest figures for class 1. A gap is NaN
 with fewer than two groups among its nodes (0 in the sum below), AUROC with one class.
 
+``val_bacc`` is the balanced accuracy of the decisions :math:`\hat y_v` (mean per-class
+recall; a constant model scores :math:`1/C`), reported; ``val_top_share`` the share of the
+most frequent decision.
+
 **Rule** (:func:`select_candidate`): with :math:`A_0` the vanilla validation AUROC and
 :math:`\varepsilon` = ``max_auroc_drop``, a candidate is *within budget* when
-:math:`\mathrm{AUROC} \ge A_0 - \varepsilon` (all when :math:`A_0` is NaN), and *no worse*
+:math:`\mathrm{AUROC} \ge A_0 - \varepsilon` (all when :math:`A_0` is NaN) and its
+decisions have not collapsed: ``val_top_share`` at most the audit's degenerate threshold
+:data:`~gnnaudit.audit.model_quality.PREDICTION_SHARE` (95%; waived when the model as given is
+above it). A candidate whose scores still rank well but whose decisions are one class has every
+gap 0 by construction; the audit would call it degenerate, so it is out. It is *no worse*
 when none of its targeted gaps exceeds the vanilla model's by more than :data:`NO_WORSE_TOL`
 (NaN counts as 0). Among the candidates within budget and no worse the lowest ``gap_sum`` (sum
 of the *targeted* gaps) wins; when no fine-tuned candidate is both, the lowest ``gap_sum``
@@ -64,6 +72,7 @@ from gnnaudit.audit.interventions import (
     category_codes,
     resolve_feature,
 )
+from gnnaudit.audit.model_quality import PREDICTION_SHARE
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.train import positive_auroc
 
@@ -78,6 +87,8 @@ __all__ = [
     "resolve_sensitive_feature",
     "set_sensitive",
     "group_gap",
+    "balanced_accuracy",
+    "top_share",
     "validation_metrics",
     "select_candidate",
     "warn_unless_fairer",
@@ -91,7 +102,8 @@ logger = logging.getLogger(__name__)
 TARGETS: tuple[str, ...] = ("cf", "dsp", "deo")
 #: columns of the ``selection_`` table
 SELECTION_COLUMNS: list[str] = (
-    "candidate step val_auroc val_dsp val_deo val_cf gap_sum within_budget no_worse chosen"
+    "candidate step val_auroc val_bacc val_top_share val_dsp val_deo val_cf gap_sum "
+    "within_budget no_worse chosen"
 ).split()
 #: a "no worse" candidate's targeted validation gaps exceed the vanilla model's by at most this
 #: (one point: below the sampling noise of a gap on a few hundred validation nodes)
@@ -147,6 +159,26 @@ def set_sensitive(
     return x_cf
 
 
+def balanced_accuracy(y: np.ndarray, pred: np.ndarray) -> float:
+    """Mean over the classes present in ``y`` of the share of their nodes predicted as that
+    class (scikit-learn's ``balanced_accuracy_score``); NaN without nodes. A constant model
+    scores ``1 / classes``."""
+    from sklearn.metrics import balanced_accuracy_score
+
+    if len(y) == 0:
+        return math.nan
+    with warnings.catch_warnings():  # classes predicted but absent from y
+        warnings.simplefilter("ignore", UserWarning)
+        return float(balanced_accuracy_score(y, pred))
+
+
+def top_share(pred: np.ndarray) -> float:
+    """The share of the most frequent decision in ``pred`` (NaN when empty)."""
+    if len(pred) == 0:
+        return math.nan
+    return float(np.bincount(np.asarray(pred, dtype=np.int64)).max() / len(pred))
+
+
 def group_gap(decision: np.ndarray, groups: np.ndarray) -> float:
     r""":math:`\max_g \bar d_g - \min_g \bar d_g` of the 0/1 ``decision`` over the groups present
     in ``groups`` (non-negative int codes); NaN with fewer than two groups."""
@@ -194,6 +226,8 @@ def validation_metrics(
     label1 = y[mask_np] == 1
     return {
         "val_auroc": positive_auroc(y[mask_np], score[mask_np]),
+        "val_bacc": balanced_accuracy(y[mask_np], pred[mask_np]),
+        "val_top_share": top_share(pred[mask_np]),
         "val_dsp": group_gap(pos, groups[mask_np]),
         "val_deo": group_gap(pos[label1], groups[mask_np][label1]),
         "val_cf": float(changed[mask_np].mean()) if mask_np.any() else math.nan,
@@ -214,17 +248,25 @@ def select_candidate(
     ``select=False`` marks the last row chosen (the final weights) whatever the rule says."""
     targets = check_targets(targets)
     max_auroc_drop = check_float("max_auroc_drop", max_auroc_drop, minimum=0.0, maximum=1.0)
-    missing = [c for c in SELECTION_COLUMNS[:6] if c not in table.columns]
+    required = ["candidate", "step", "val_auroc", "val_dsp", "val_deo", "val_cf"]
+    missing = [c for c in required if c not in table.columns]
     if missing or len(table) == 0:
         raise InvalidInputError(
             f"table must hold at least the vanilla row and the columns "
-            f"{SELECTION_COLUMNS[:6]}; missing {missing}, {len(table)} rows"
+            f"{required}; missing {missing}, {len(table)} rows"
         )
     out = table.reset_index(drop=True).copy()
+    for column in ("val_bacc", "val_top_share"):  # absent from a hand-made table
+        if column not in out:
+            out[column] = math.nan
     out["gap_sum"] = out[[f"val_{t}" for t in targets]].astype(float).fillna(0.0).sum(axis=1)
     auroc = out["val_auroc"].astype(float).to_numpy()
     floor = -np.inf if math.isnan(auroc[0]) else auroc[0] - max_auroc_drop - _BUDGET_TOL
     within = np.nan_to_num(auroc, nan=-np.inf) >= floor
+    # decisions collapsed to one class: out (unless the model's own are)
+    top = out["val_top_share"].astype(float).fillna(0.0).to_numpy()
+    if top[0] <= PREDICTION_SHARE:
+        within &= top <= PREDICTION_SHARE
     within[0] = True  # the vanilla model is always a candidate (NaN AUROC included)
     out["within_budget"] = within
     each = out[[f"val_{t}" for t in targets]].astype(float).fillna(0.0).to_numpy()
@@ -241,10 +283,11 @@ def _budget_text(table: pd.DataFrame, max_auroc_drop: float) -> str:
     base = float(table["val_auroc"].iloc[0])
     if math.isnan(base):
         return "no AUROC budget (the validation nodes hold one class)"
-    return (
+    text = (
         f"AUROC budget: validation AUROC >= {base - max_auroc_drop:.4f} "
         f"(vanilla {base:.4f} - max_auroc_drop {max_auroc_drop:g})"
     )
+    return text + f", decisions not collapsed (no class above {PREDICTION_SHARE:.0%})"
 
 
 def warn_unless_fairer(
