@@ -91,6 +91,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+# long: whole: a flat table of argparse calls, one per documented flag
 def add_audit_arguments(p: argparse.ArgumentParser) -> None:
     """What the audit computes: the sensitive attribute, the search, mitigation."""
     audit = p.add_argument_group("audit")

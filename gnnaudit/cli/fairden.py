@@ -45,6 +45,7 @@ PARAMETER_FLAGS = {
 }
 
 
+# long: whole: a flat table of argparse calls, one per documented flag
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``fairden`` command and its options to ``subparsers``."""
     p = subparsers.add_parser(

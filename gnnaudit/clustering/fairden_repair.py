@@ -60,6 +60,9 @@ the balance target (:func:`smallest_step`), and the noise path's one step;
 or a partial order (noise path).
 """
 
+# whole (~470 lines): the repair paths (moves, exchange, noise) share one cost model and step
+# record; cut apart, each would import the other's internals.
+
 from __future__ import annotations
 
 import logging
