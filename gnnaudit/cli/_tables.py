@@ -32,7 +32,7 @@ import argparse
 import math
 from typing import Any
 
-from gnnaudit.cli._graph_input import add_table_file_arguments
+from gnnaudit.cli._graph_input import TABLE_FLAGS, add_table_file_arguments
 from gnnaudit.cli._scaling import (
     CHECKPOINT_INPUTS,
     CHECKPOINT_ROLES,
@@ -61,22 +61,7 @@ ACCURACY_MARGIN = 0.05
 _Z99 = 2.5758293035489004  # two-sided 99 % normal quantile
 
 #: read_graph argument -> CLI flag (how messages name them)
-FLAGS = {
-    "nodes": "--graph",
-    "edges": "--graph",
-    "id_column": "--id-column",
-    "source_column": "--source-column",
-    "target_column": "--target-column",
-    "label": "--label",
-    "sensitive": "--sensitive",
-    "ignore": "--ignore",
-    "split_column": "--split-column",
-    "mask_column": "--mask-column",
-    "ordinal": "--ordinal",
-    "categorical": "--categorical",
-    "max_categories": "--max-categories",
-    "undirected": "--undirected",
-}
+FLAGS = {"nodes": "--graph", "edges": "--graph", **TABLE_FLAGS}
 _TABLE_ONLY = (
     "id_column",
     "source_column",
