@@ -52,3 +52,20 @@ def test_wide_tables_scroll_instead_of_overflowing(report):
     table_rule = re.search(r"table\{([^}]*)\}", css).group(1)
     assert "overflow-x:auto" in table_rule and "max-width:100%" in table_rule
     assert "overflow-wrap:anywhere" in css
+
+
+def test_every_bar_chart_of_an_estimate_has_its_interval(report):
+    """The bar charts of rates and flip rates carry intervals that hold their value."""
+    seen = 0
+    for section in report.sections:
+        for fig in section.figures:
+            if fig.kind != "bar" or section.key in ("discrimination",):  # per-node scores
+                continue
+            data = fig.data
+            assert {"ci_low", "ci_high"} <= set(data.columns), (section.key, fig.title)
+            ok = data[["ci_low", "ci_high", "value"]].dropna()
+            assert (
+                (ok["ci_low"] <= ok["value"] + 1e-12) & (ok["value"] <= ok["ci_high"] + 1e-12)
+            ).all()
+            seen += 1
+    assert seen >= 2

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit.audit.fairness.per_class import ClassGaps
+from gnnaudit.audit.intervals import binomial_intervals
 from gnnaudit.audit.report.literature import literature_label, literature_statistic
 from gnnaudit.audit.report.section import Figure, Finding, ReportSection, class_label
 from gnnaudit.audit.report.thresholds import EOD_THRESHOLD, FOUR_FIFTHS
@@ -282,6 +283,9 @@ class GroupFairness(AuditResult):
             columns={"group": "label", "positive_rate": "value"}
         )
         chart["label"] = [f"{name} = {g}" for g in chart["label"]]
+        size = self.groups["size"].to_numpy(dtype=np.float64)  # exact intervals of each rate
+        hits = np.round(self.groups["positive_rate"].to_numpy(dtype=np.float64) * size)
+        chart["ci_low"], chart["ci_high"] = binomial_intervals(hits, size, self.confidence)
         return ReportSection(
             key=UNIT_NAME,
             title=f"Group fairness (sensitive: {name})",
@@ -298,7 +302,8 @@ class GroupFairness(AuditResult):
             figures=[
                 Figure(
                     kind="bar",
-                    title=f"Positive-decision rate per {name} group",
+                    title=f"Positive-decision rate per {name} group (exact "
+                    f"{self.confidence:.0%} intervals)",
                     data=chart,
                     options={"xlabel": f"share predicted {positive}", "xlim": [0, 1]},
                 )
