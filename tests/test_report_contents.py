@@ -69,3 +69,13 @@ def test_every_bar_chart_of_an_estimate_has_its_interval(report):
             ).all()
             seen += 1
     assert seen >= 2
+
+
+def test_the_error_verification_curve_draws_its_intervals(report):
+    if not report.has_section("error_verification"):
+        pytest.skip("no error-verification section on this graph")
+    (fig,) = report.section("error_verification").figures
+    data = fig.data
+    assert {"y_low", "y_high"} <= set(data.columns)
+    ok = data[["y_low", "y", "y_high"]].dropna()
+    assert len(ok) and ((ok["y_low"] <= ok["y"] + 1e-12) & (ok["y"] <= ok["y_high"] + 1e-12)).all()

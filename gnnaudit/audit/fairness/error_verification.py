@@ -253,7 +253,14 @@ class ErrorVerificationResult(AuditResult):
                 f"(p = {row['p_value']:.3g})."
             )
         )
-        curve = pd.DataFrame({"x": self.table["k"], "y": self.table["accuracy_in_evidence"]})
+        curve = pd.DataFrame(
+            {
+                "x": self.table["k"],
+                "y": self.table["accuracy_in_evidence"],
+                "y_low": self.table["ci_low"],
+                "y_high": self.table["ci_high"],
+            }
+        )
         overall = float(self.table["accuracy_overall"].iloc[0]) if len(self.table) else None
         return ReportSection(
             key=ErrorVerificationUnit.name,

@@ -6,7 +6,8 @@ options); :func:`draw_figure` draws it. Kinds:
 * ``"bar"``: horizontal bars, columns ``label``, ``value`` and optional ``ci_low`` /
   ``ci_high`` (drawn as whiskers) and ``baseline`` (drawn as a tick); options ``highlight``
   (labels drawn in a second colour), ``xlabel``, ``xlim``, ``vline`` (a reference value);
-* ``"curve"``: lines, columns ``x``, ``y`` and optional ``series``; options ``xlabel``,
+* ``"curve"``: lines, columns ``x``, ``y`` and optional ``series`` and ``y_low`` / ``y_high``
+  (each point's interval, drawn as a band); options ``xlabel``,
   ``ylabel``, ``hline`` / ``hline_label`` (a reference level), ``logx``, ``ylim``;
 * ``"scatter"``: points, columns ``x``, ``y`` and optional ``color`` (a category) and
   ``marker`` (a second category); options ``xlabel``, ``ylabel``;
@@ -108,13 +109,10 @@ def _curve(data: pd.DataFrame, title: str, options: dict[str, Any]) -> str:
     ax = fig.add_subplot(1, 1, 1)
     groups = data.groupby("series", sort=False) if "series" in data.columns else [("", data)]
     for i, (name, part) in enumerate(groups):
-        ax.plot(
-            part["x"],
-            part["y"],
-            marker="o",
-            color=_PALETTE[i % len(_PALETTE)],
-            label=str(name) or None,
-        )
+        colour = _PALETTE[i % len(_PALETTE)]
+        ax.plot(part["x"], part["y"], marker="o", color=colour, label=str(name) or None)
+        if {"y_low", "y_high"} <= set(part.columns):  # the interval of each point, as a band
+            ax.fill_between(part["x"], part["y_low"], part["y_high"], color=colour, alpha=0.2)
     if options.get("hline") is not None:
         ax.axhline(
             float(options["hline"]),
