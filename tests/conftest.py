@@ -6,6 +6,7 @@ import pickle
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from dask_cluster import import_on_workers, local_dask_client
 from sklearn.cluster import DBSCAN
@@ -33,6 +34,23 @@ def _one_thread():
 
 
 # --- file fixtures ---
+
+
+@pytest.fixture()
+def table(tmp_path):
+    """A CSV of 40 rows: two tight blobs in ``x`` / ``y`` and a group column ``g`` (a / b),
+    for the CLI commands that read a table."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "x": np.r_[rng.normal(0, 0.3, 20), rng.normal(5, 0.3, 20)],
+            "y": np.r_[rng.normal(0, 0.3, 20), rng.normal(5, 0.3, 20)],
+            "g": ["a", "b"] * 20,
+        }
+    )
+    path = tmp_path / "table.csv"
+    frame.to_csv(path, index=False)
+    return path
 
 
 class _Payload:

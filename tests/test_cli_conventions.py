@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -23,21 +22,6 @@ def subparsers() -> dict[str, argparse.ArgumentParser]:
 
 def option(parser: argparse.ArgumentParser, flag: str) -> argparse.Action | None:
     return next((a for a in parser._actions if flag in a.option_strings), None)
-
-
-@pytest.fixture()
-def table(tmp_path):
-    rng = np.random.default_rng(0)
-    frame = pd.DataFrame(
-        {
-            "x": np.r_[rng.normal(0, 0.3, 20), rng.normal(5, 0.3, 20)],
-            "y": np.r_[rng.normal(0, 0.3, 20), rng.normal(5, 0.3, 20)],
-            "g": ["a", "b"] * 20,
-        }
-    )
-    path = tmp_path / "table.csv"
-    frame.to_csv(path, index=False)
-    return path
 
 
 def command_argv(command: str, table, out) -> list[str]:

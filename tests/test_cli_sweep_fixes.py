@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -22,21 +21,6 @@ from gnnaudit.safe_io.manifest import MANIFEST_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE_COMMANDS = ("fairden", "evidence", "tree-cluster", "explain-dbscan")
-
-
-@pytest.fixture()
-def table(tmp_path):
-    rng = np.random.default_rng(0)
-    frame = pd.DataFrame(
-        {
-            "x": np.r_[rng.normal(0, 0.3, 20), rng.normal(5, 0.3, 20)],
-            "y": np.r_[rng.normal(0, 0.3, 20), rng.normal(5, 0.3, 20)],
-            "g": ["a", "b"] * 20,
-        }
-    )
-    path = tmp_path / "table.csv"
-    frame.to_csv(path, index=False)
-    return path
 
 
 def file_argv(command: str, table: Path, out: Path) -> list[str]:

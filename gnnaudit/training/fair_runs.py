@@ -31,7 +31,7 @@ from gnnaudit.training.fair_selection import (
     selection_frame,
     warn_unless_fairer,
 )
-from gnnaudit.training.input_blinding import find_input_slices
+from gnnaudit.training.input_blinding import slices_on_graph
 from gnnaudit.training.train import make_trainer, quiet_lightning
 
 __all__ = [
@@ -176,10 +176,7 @@ def can_blind(model: nn.Module, data: Any, sensitive: Any) -> bool:
     """Whether ``model`` reads ``sensitive`` through input weights that
     :mod:`~gnnaudit.training.input_blinding` can zero (eval-mode forward passes on ``data``)."""
     spec = resolve_sensitive_feature(data, sensitive)
-    device = next(iter(model.parameters())).device
-    x, edge_index = data.x.to(device), data.edge_index.to(device)
-    alts = alternatives(data, spec)
-    return find_input_slices(model, x, edge_index, spec.columns, alts) is not None
+    return slices_on_graph(model, data, spec, alternatives(data, spec)) is not None
 
 
 def blind_modes(

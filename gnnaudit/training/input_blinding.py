@@ -44,7 +44,14 @@ from torch import nn
 from gnnaudit.audit.interventions import Alternative, FeatureSpec
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["InputSlices", "find_input_slices", "zero_input_slices", "is_blind", "blind_model"]
+__all__ = [
+    "InputSlices",
+    "find_input_slices",
+    "zero_input_slices",
+    "is_blind",
+    "blind_model",
+    "slices_on_graph",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -162,15 +169,23 @@ def find_input_slices(
     return InputSlices(tuple(needed), cols)
 
 
+def slices_on_graph(
+    model: nn.Module, data: Any, spec: FeatureSpec, alts: Sequence[Alternative], seed: int = 0
+) -> InputSlices | None:
+    """:func:`find_input_slices` of the feature ``spec`` on the graph ``data`` (moved to the
+    model's device); ``model`` is not modified."""
+    device = next(iter(model.parameters())).device
+    x, edge_index = data.x.to(device), data.edge_index.to(device)
+    return find_input_slices(model, x, edge_index, spec.columns, alts, seed)
+
+
 def blind_model(
     model: nn.Module, data: Any, spec: FeatureSpec, alts: Sequence[Alternative], seed: int = 0
 ) -> InputSlices:
     """Zero, in place, the input weights through which ``model`` reads the feature ``spec`` of
     ``data`` (:func:`find_input_slices`) and return them; a model without such weights is
     refused (:class:`~gnnaudit.errors.InvalidInputError`)."""
-    device = next(iter(model.parameters())).device
-    x, edge_index = data.x.to(device), data.edge_index.to(device)
-    slices = find_input_slices(model, x, edge_index, spec.columns, alts, seed)
+    slices = slices_on_graph(model, data, spec, alts, seed)
     if slices is None:
         raise InvalidInputError(
             f"blind=True: {type(model).__name__} reads the sensitive attribute {spec.name!r} "
