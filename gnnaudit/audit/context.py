@@ -293,10 +293,11 @@ class AuditContext:
     @cached_property
     def quality(self) -> Any:
         """:class:`~gnnaudit.audit.model_quality.ModelQualityResult` of the model on the audited
-        nodes (accuracy, majority rate, degenerate verdict)."""
-        from gnnaudit.audit.model_quality import assess_model
+        nodes (accuracy, majority rate, degenerate verdict; for a degenerate model, the likely
+        cause read from its inputs: :func:`~gnnaudit.audit.model_quality.raw_scale_cause`)."""
+        from gnnaudit.audit.model_quality import assess_model, raw_scale_cause
 
-        return assess_model(
+        quality = assess_model(
             self.predictions,
             self.labels,
             self.nodes,
@@ -306,11 +307,20 @@ class AuditContext:
             split_accuracies={k: v for k, v in self.accuracies.items() if k != "audited_accuracy"},
             class_names=self.class_names,
         )
+        if quality.degenerate:  # only then: the inputs' scales are read once, as the model saw them
+            quality.degenerate_cause = raw_scale_cause(*self.features)
+        return quality
 
     @property
     def degenerate_reason(self) -> str | None:
         """Why the model is degenerate (near-constant), in plain words; None when it is not."""
         return self.quality.degenerate_reason
+
+    @property
+    def degenerate_cause(self) -> str | None:
+        """The likely cause of a degenerate model and its fix (inputs on raw, large scales), in
+        plain words; None when the model is not degenerate or no cause is seen."""
+        return self.quality.degenerate_cause
 
     # ------------------------------------------------------------------ requirements
     def missing(self, requires: Sequence[str]) -> str | None:

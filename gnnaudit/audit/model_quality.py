@@ -15,6 +15,19 @@ therefore checks the model first. A model is **degenerate** when
 
 A degenerate model gets a flagged finding that says so, and the sections whose statistics become
 meaningless are marked "not meaningful" (see :class:`~gnnaudit.audit.unit.AuditUnit`).
+
+**A likely cause: inputs on raw, large scales.** A GNN fed raw columns (an income around
+30,000 beside 0/1 codes) often learns little more than one class. When the model is
+degenerate, :func:`raw_scale_cause` looks at the inputs the model was given: an input column
+that is not 0/1 only is **on a raw, large scale** when its absolute mean or its standard
+deviation over all nodes exceeds :data:`LARGE_SCALE` (100). Standardized columns (z-scores:
+mean 0, sd 1) and min-max scaled ones ([0, 1]) never do, so the rule names only inputs that
+were fed unscaled. The finding, the section and the verdict then name those columns (at most
+:data:`MAX_NAMED`, largest first, with their mean and standard deviation) and the fix: train
+on standardized inputs (gnnaudit's own training does so by default) and audit with the same
+transform (``gnnaudit audit --standardize SCALER`` or ``--transform MODULE:FN``; in Python a
+standardized graph or ``audit_model(..., transform=...)``). On inputs of comparable, small
+scales nothing is added.
 """
 
 from __future__ import annotations
@@ -31,14 +44,23 @@ from gnnaudit.audit.result import AuditResult
 __all__ = [
     "ModelQualityResult",
     "assess_model",
+    "large_scale_columns",
+    "raw_scale_cause",
     "ACCURACY_MARGIN",
     "PREDICTION_SHARE",
+    "LARGE_SCALE",
+    "MAX_NAMED",
 ]
 
 #: a model whose accuracy exceeds the majority rate by less than this is degenerate
 ACCURACY_MARGIN = 0.01
 #: a model predicting one class on more than this share of the audited nodes is degenerate
 PREDICTION_SHARE = 0.95
+#: a non-0/1 input column whose absolute mean or standard deviation exceeds this is on a raw,
+#: large scale (module doc)
+LARGE_SCALE = 100.0
+#: at most this many raw-scale columns are named in the degenerate finding
+MAX_NAMED = 3
 #: key and heading of the model-quality report section (:class:`~gnnaudit.audit.ModelQuality`)
 UNIT_NAME = "model_quality"
 UNIT_TITLE = "Model quality"
@@ -61,6 +83,8 @@ class ModelQualityResult(AuditResult):
     degenerate_reason : why the model is degenerate in plain words, or None.
     class_names : the user's label values by class id (``data.class_names``), or None; the
         sentences then name classes by them.
+    degenerate_cause : the likely cause of a degenerate model and its fix, in plain words
+        (:func:`raw_scale_cause`: inputs on raw, large scales), or None.
     """
 
     n_nodes: int
@@ -74,6 +98,7 @@ class ModelQualityResult(AuditResult):
     split_accuracies: dict[str, float] = field(default_factory=dict)
     degenerate_reason: str | None = None
     class_names: list[str] | None = None
+    degenerate_cause: str | None = None
 
     @property
     def degenerate(self) -> bool:
@@ -115,6 +140,7 @@ class ModelQualityResult(AuditResult):
                         "its decisions (evidences, discrimination scores, feature sensitivity "
                         "ranking, error verification) are marked not meaningful; small parity "
                         "gaps here mean the model decides little, not that it is fair."
+                        + (f" {self.degenerate_cause}" if self.degenerate_cause else "")
                     ),
                 )
             )
@@ -126,6 +152,8 @@ class ModelQualityResult(AuditResult):
     def report_section(self) -> ReportSection:
         if self.degenerate_reason is not None:
             summary = f"The model is degenerate: {self.degenerate_reason}."
+            if self.degenerate_cause:
+                summary += f" {self.degenerate_cause}"
         elif np.isfinite(self.accuracy):
             summary = (
                 f"Accuracy {self.accuracy:.3f} on the audited nodes against a majority rate of "
@@ -152,6 +180,7 @@ class ModelQualityResult(AuditResult):
                 "majority_rate": self.majority_rate,
                 "top_share": self.top_share,
                 "degenerate": self.degenerate,
+                "degenerate_cause": self.degenerate_cause,
                 **self.split_accuracies,
             },
         )
@@ -234,3 +263,55 @@ def _apposition(c: int, class_names: list[str] | None) -> str:
     if class_names is None:
         return f" ({c})"
     return f", {class_label(c, class_names)},"
+
+
+def large_scale_columns(x: np.ndarray, names: list[str]) -> pd.DataFrame:
+    """The input columns of ``x`` ``(n, d)`` (named by ``names``) on a raw, large scale (module
+    doc): ``feature, mean, std`` over all rows, largest ``max(|mean|, std)`` first (ties in
+    column order); empty when there is none."""
+    x = np.asarray(x, dtype=np.float64)
+    columns = ["feature", "mean", "std"]
+    if x.ndim != 2 or not x.size:
+        return pd.DataFrame(columns=columns)
+    binary = ((x == 0) | (x == 1)).all(axis=0)
+    mean, std = x.mean(axis=0), x.std(axis=0)
+    size = np.maximum(np.abs(mean), std)
+    large = np.flatnonzero(~binary & (size > LARGE_SCALE))
+    large = large[np.argsort(-size[large], kind="stable")]
+    return pd.DataFrame(
+        {
+            "feature": [str(names[j]) for j in large],
+            "mean": mean[large],
+            "std": std[large],
+        },
+        columns=columns,
+    )
+
+
+def _figure(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def raw_scale_cause(x: np.ndarray, names: list[str]) -> str | None:
+    """The likely cause of a degenerate model fed inputs ``x`` (columns named by ``names``) and
+    its fix, when some of them are on a raw, large scale (module doc); None otherwise."""
+    found = large_scale_columns(x, names)
+    if found.empty:
+        return None
+    shown = ", ".join(
+        f"{row.feature} (mean {_figure(row.mean)}, sd {_figure(row.std)})"
+        for row in found.head(MAX_NAMED).itertuples()
+    )
+    if len(found) > MAX_NAMED:
+        shown += f" and {len(found) - MAX_NAMED} more"
+    return (
+        "Likely cause: the model's inputs include columns on raw, large scales (mean or "
+        f"standard deviation above {LARGE_SCALE:g}): {shown}; a GNN fed such inputs often "
+        "learns little more than one class. Fix: train the model on standardized inputs (z-scores of the numeric "
+        "columns; gnnaudit's own training standardizes them by default, unless "
+        "--no-standardize) and audit it with the same transform: gnnaudit audit --standardize "
+        "SCALER (the fitted scaler's mean_ and scale_ saved as .npz or .json) or --transform "
+        "MODULE:FN; in Python a standardized graph or audit_model(..., transform=...). If the "
+        "model was trained on standardized inputs, this audit fed it raw values: give it that "
+        "same transform."
+    )

@@ -18,12 +18,16 @@ one-hot codes the scaler never saw, are left as they are); without it ``mean_`` 
 The scaled graph records the transform as ``data.feature_mean`` / ``data.feature_scale`` (one
 entry per feature, ``raw = x * scale + mean``; 0 / 1 for the columns left as they are;
 composed with those already there), so reports can show values in the user's units
-(:mod:`gnnaudit.audit.fairness.feature_units`).
+(:mod:`gnnaudit.audit.fairness.feature_units`). :func:`recorded_inverse` reads that record
+back and :func:`to_raw_units` applies it to model inputs (the evidence pairs, the embedding
+audit's counterparts and tree).
 """
 
 from __future__ import annotations
 
 import copy
+import logging
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +40,9 @@ from gnnaudit.datasets.columns import name_list
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io import load_npz, read_json
 
-__all__ = ["Standardizer", "load_standardizer"]
+__all__ = ["Standardizer", "load_standardizer", "recorded_inverse", "to_raw_units"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -147,3 +153,58 @@ def load_standardizer(path: str | os.PathLike[str], name: str = "standardize") -
             )
         names = tuple(str(n) for n in names)
     return Standardizer(mean, scale, names, source)
+
+
+def _record(data: Any, name: str, d: int) -> np.ndarray | None:
+    value = getattr(data, name, None)
+    if value is None:
+        return None
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"data.{name} must be {d} numbers ({exc})") from exc
+    if arr.ndim != 1 or arr.size != d:
+        logger.warning(
+            "data.%s has shape %s for %d features: ignored (values shown as model inputs)",
+            name,
+            arr.shape,
+            d,
+        )
+        return None
+    if not np.isfinite(arr).all():
+        raise InvalidInputError(f"data.{name} holds NaN or inf values")
+    return arr
+
+
+def recorded_inverse(data: Any, num_features: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(mean, scale)``, ``(d,)`` each, of the standardisation ``data`` records
+    (``feature_mean`` / ``feature_scale``, module doc: ``raw = x * scale + mean``), or None
+    when it records none that fits ``num_features`` columns (a misfit is logged and ignored).
+    :class:`InvalidInputError` for NaN / inf entries or a scale that is not positive."""
+    mean = _record(data, "feature_mean", num_features)
+    scale = _record(data, "feature_scale", num_features)
+    if mean is None or scale is None:
+        return None
+    if (scale <= 0).any():
+        raise InvalidInputError(f"data.feature_scale must be positive, got {float(scale.min())}")
+    return mean, scale
+
+
+def to_raw_units(
+    x: np.ndarray, mean: np.ndarray, scale: np.ndarray, magnitude: np.ndarray | None = None
+) -> np.ndarray:
+    """Model inputs ``x`` ``(m, d)`` in the user's units, ``x * scale + mean``, each column
+    rounded to ``1e-6`` of its largest raw magnitude (float32 inputs carry about 7 digits: this
+    turns a ``28499.998`` back into ``28500``). ``magnitude``: ``(d,)`` largest absolute model
+    input of each column (default: over ``x``'s rows)."""
+    x = np.asarray(x, dtype=np.float64)
+    raw = x * scale + mean
+    if magnitude is None:
+        magnitude = np.abs(x).max(axis=0) if x.shape[0] else np.zeros(x.shape[1])
+    for j in range(raw.shape[1]):
+        top = float(magnitude[j]) * float(scale[j]) + abs(float(mean[j]))
+        if top > 0:
+            raw[:, j] = np.round(raw[:, j], 6 - math.ceil(math.log10(top)))
+    return raw + 0.0  # + 0.0: no "-0"

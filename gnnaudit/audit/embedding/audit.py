@@ -70,6 +70,7 @@ from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.audit.sensitive import resolve_sensitive
 from gnnaudit.clustering import ExDBSCAN, FairDen
 from gnnaudit.clustering.metrics import balance, dcsi, group_mix, noise_fraction
+from gnnaudit.datasets.scaler import recorded_inverse
 from gnnaudit.errors import GnnAuditError, InvalidInputError, NotFittedError
 from gnnaudit.graph_ops import CoreGraph, DCTree
 
@@ -126,7 +127,11 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
     tree_rules_, tree_nodes_, tree_ari_, tree_ari_all_ : the tree's description and fit.
     must_link_, cannot_link_, constraints_held_, constraints_total_, tree_note_ : the tree's
         constraints (node id pairs) and how many it holds.
-    counterparts_, counterpart_features_, counterpart_notes_ : ExDBSCAN counterparts.
+    counterparts_, counterpart_features_, counterpart_notes_ : ExDBSCAN counterparts (feature
+        values in the table's own units when the graph records its standardisation).
+    feature_units_ : ``(mean, scale)`` of that record
+        (:func:`~gnnaudit.datasets.scaler.recorded_inverse`), or None: the tree's thresholds
+        and the counterparts' values are then the model inputs.
     timings_ : seconds per method.
     """
 
@@ -215,6 +220,7 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
         if names is None or len(names) != x.shape[1]:
             names = [f"x{i}" for i in range(x.shape[1])]
         self.input_features_, self.feature_names_ = x, [str(f) for f in names]
+        self.feature_units_ = recorded_inverse(data, x.shape[1])
 
     # ------------------------------------------------------------------ fit
     @renamed_keywords(aliases={"sensitive_features": "sensitive"})
@@ -362,6 +368,7 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
             self.dc_tree_,
             self.input_features_,
             self.feature_names_,
+            self.feature_units_,
         )
         found = describe_clusters(
             view,
@@ -417,6 +424,7 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
             frame["query_node"].to_numpy(dtype=np.int64),
             frame["counterpart_node"].to_numpy(dtype=np.int64),
             x_audit.std(axis=0),
+            self.feature_units_,
         )
         d = len(self.feature_names_)
         differing = features["differs"].to_numpy().reshape(-1, d).sum(axis=1) if d else 0

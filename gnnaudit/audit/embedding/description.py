@@ -12,11 +12,15 @@ clusters under constraints.
 * the tree (:func:`describe_clusters`): depth ``<= depth``, LSU MaxSAT with ``time_limit``
   seconds per solve, retried with half the constraints up to three times; reported are its
   rules, the ARI against the embedding clusters (sample and every clustered node) and the
-  constraints it holds.
+  constraints it holds. The tree is fitted on the model inputs; its rules read in the table's
+  own units when the graph records its standardisation (``ClusterView.units``: each threshold
+  mapped back, ``raw = t * scale + mean``, as the split is unchanged by that positive affine
+  map).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,7 +87,9 @@ class TreeDescription:
 class ClusterView:
     """The embedding clusters :func:`describe_clusters` describes: the audited node ids
     (ascending), their DBSCAN ``labels`` (-1 noise) and number of clusters, the dc-tree of
-    their embeddings, and the input features of every node of the graph with their names."""
+    their embeddings, the input features of every node of the graph with their names, and
+    ``units``: ``(mean, scale)`` of the standardisation the graph records, or None
+    (:func:`~gnnaudit.datasets.scaler.recorded_inverse`)."""
 
     nodes: np.ndarray
     labels: np.ndarray
@@ -91,6 +97,7 @@ class ClusterView:
     dc_tree: DCTree
     input_features: np.ndarray
     feature_names: list[str]
+    units: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def describe_clusters(
@@ -155,6 +162,19 @@ def describe_clusters(
     return out
 
 
+def _rules(est: TreeClustering, view: ClusterView) -> str:
+    """The tree's rules, thresholds in the table's own units when ``view.units`` says how."""
+    if view.units is None:
+        return est.export_text(view.feature_names)
+    mean, scale = view.units
+    tree = est.tree_
+    assert tree is not None  # a fitted tree (checked by the caller)
+    shown = dataclasses.replace(
+        tree, threshold=tree.threshold * scale[tree.feature] + mean[tree.feature]
+    )
+    return shown.export_text(view.feature_names)
+
+
 def _score(
     out: TreeDescription,
     est: TreeClustering,
@@ -165,7 +185,7 @@ def _score(
 ) -> None:
     """The fitted tree's rules, the constraints it holds and its ARI, into ``out``."""
     out.tree = est
-    out.tree_rules = est.export_text(view.feature_names)
+    out.tree_rules = _rules(est, view)
     tl = est.labels_
     assert tl is not None  # a fitted tree (checked by the caller)
     held = int(np.sum(tl[ml_local[:, 0]] == tl[ml_local[:, 1]])) if len(ml_local) else 0

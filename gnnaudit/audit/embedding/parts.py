@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit.clustering.metrics import balance, group_mix
+from gnnaudit.datasets.scaler import to_raw_units
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops import CoreGraph, DCTree
 
@@ -196,20 +197,27 @@ def feature_differences(
     query: np.ndarray,
     counterpart: np.ndarray,
     scale: np.ndarray,
+    units: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """Long table of the input features of (query, counterpart) node pairs.
 
     Columns ``query_node, counterpart_node, feature, query_value, counterpart_value,
-    difference, differs``; ``differs`` marks ``|difference| > DIFF_SCALE * scale[f]`` (scale:
-    the feature's standard deviation over the audited nodes; a constant feature differs when
-    the values do).
+    difference, differs``; ``differs`` marks ``|difference| > DIFF_SCALE * scale[f]`` on the
+    model inputs ``X`` (scale: the feature's standard deviation over the audited nodes; a
+    constant feature differs when the values do). ``units``: ``(mean, scale)`` of the
+    standardisation the graph records (:func:`~gnnaudit.datasets.scaler.recorded_inverse`);
+    the values and differences are then shown in the table's own units.
     """
     if query.shape != counterpart.shape:
         raise InvalidInputError("query and counterpart must have the same shape")
     p, d = query.size, X.shape[1]
     qv, cv = X[query], X[counterpart]
+    differs = np.abs(cv - qv) > np.where(scale > 0, DIFF_SCALE * scale, 0.0)[None, :]
+    if units is not None:
+        magnitude = np.abs(X).max(axis=0)
+        qv = to_raw_units(qv, *units, magnitude=magnitude)
+        cv = to_raw_units(cv, *units, magnitude=magnitude)
     diff = cv - qv
-    tol = np.where(scale > 0, DIFF_SCALE * scale, 0.0)
     return pd.DataFrame(
         {
             "query_node": np.repeat(query, d),
@@ -218,6 +226,6 @@ def feature_differences(
             "query_value": qv.ravel(),
             "counterpart_value": cv.ravel(),
             "difference": diff.ravel(),
-            "differs": (np.abs(diff) > tol[None, :]).ravel(),
+            "differs": differs.ravel(),
         }
     )

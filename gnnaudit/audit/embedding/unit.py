@@ -162,6 +162,13 @@ class EmbeddingStructureResult(AuditResult):
         else:
             notes.append("No counterpart: no noise node (and no node chosen) to explain.")
         notes.extend(a.counterpart_notes_[:5])
+        notes.append(
+            "Feature values (tree thresholds, counterpart features) are in the table's own "
+            "units (the standardisation of the model inputs undone; other columns as given)."
+            if a.feature_units_ is not None
+            else "Feature values (tree thresholds, counterpart features) are the model's "
+            "inputs as given (the graph records no standardisation to undo)."
+        )
         summary = (
             f"{a.n_clusters_} density cluster(s) in the model's embedding, balance "
             f"{a.balance_:.3f} (p = {a.balance_p_value_:.3g}); FairDen on the same embedding: "

@@ -5,6 +5,16 @@ similarity, CE paper Eq. 7) but whose predictions differ, shown with the feature
 differ (largest standardised difference first). When the evidence contrast found that the
 sensitive attribute separates look-alike nodes with different decisions, the cards lead with the
 pairs that differ in it and highlight it.
+
+**Units.** The features are shown in the user's table's own units when the graph records how
+its inputs were standardised (``data.feature_mean`` / ``data.feature_scale``, set by the
+scaler that made the model inputs: gnnaudit's built-in one when it trained the model on the
+table, the one a ``--checkpoint`` carries, or ``--standardize``;
+:mod:`~gnnaudit.audit.fairness.feature_units`): a scaled column reads ``raw = x * scale +
+mean`` (:func:`~gnnaudit.datasets.scaler.to_raw_units`), every other column as it is. Without
+that record the values are the model inputs as given. Only the display changes: the search,
+the similarities and the standardised differences are those of the model inputs (a positive
+affine map leaves ``|x_u - x_v| / std`` unchanged).
 """
 
 from __future__ import annotations
@@ -16,11 +26,13 @@ import numpy as np
 import pandas as pd
 
 from gnnaudit._validation import check_class_array, check_int
+from gnnaudit.audit.fairness.feature_units import MODEL_UNITS, ORIGINAL_UNITS
 from gnnaudit.audit.report.section import Figure, ReportSection
 from gnnaudit.audit.search.evidence_table import EVIDENCE_COLUMNS, evidence_frame, graph_user_ids
 from gnnaudit.audit.search.inputs import node_features
 from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.audit.unit import AuditResult, AuditUnit
+from gnnaudit.datasets.scaler import recorded_inverse, to_raw_units
 from gnnaudit.errors import InvalidInputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,6 +44,7 @@ __all__ = [
     "EvidencePairsUnit",
     "PAIR_COLUMNS",
     "PAIR_FEATURE_COLUMNS",
+    "pair_units_note",
 ]
 
 #: the evidence-table schema, then the true classes and the number of differing features
@@ -57,6 +70,9 @@ def pair_comparison(
     :data:`PAIR_FEATURE_COLUMNS`) lists for each pair up to ``max_features`` differing features,
     largest standardised difference ``|x_u[f] - x_v[f]| / std(x[f])`` first (std over all
     nodes; 1 for constant columns). ``labels`` may be None (label columns then hold -1).
+    ``value_u`` / ``value_v`` are in the table's own units when ``data`` records its
+    standardisation (module doc); ``features_table.attrs["units"]`` says which
+    (:data:`~gnnaudit.audit.fairness.feature_units.ORIGINAL_UNITS` or ``MODEL_UNITS``).
     """
     top = check_int("top", top, minimum=0)
     max_features = check_int("max_features", max_features, minimum=1)
@@ -105,17 +121,45 @@ def pair_comparison(
     cols_i = order.ravel()
     keep = differs[rows_i, cols_i]
     rows_i, cols_i = rows_i[keep], cols_i[keep]
+    (shown_u, shown_v), units = _shown_values(data, x, (u, v))
     features = pd.DataFrame(
         {
             "rank": ranks[rows_i],
             "feature": pd.Series([names[c] for c in cols_i], dtype=object),
-            "value_u": x[u[rows_i], cols_i],
-            "value_v": x[v[rows_i], cols_i],
+            "value_u": shown_u[rows_i, cols_i],
+            "value_v": shown_v[rows_i, cols_i],
             "std_difference": diff[rows_i, cols_i],
         },
         columns=PAIR_FEATURE_COLUMNS,
     )
+    features.attrs["units"] = units
     return table, features
+
+
+def _shown_values(
+    data: Any, x: np.ndarray, rows: tuple[np.ndarray, ...]
+) -> tuple[list[np.ndarray], str]:
+    """``(values, units)``: the model inputs ``x[r]`` of each of ``rows`` with the
+    standardisation ``data`` records undone (module doc), or as they are in model-input
+    units."""
+    inverse = recorded_inverse(data, x.shape[1])
+    if inverse is None:
+        return [x[r] for r in rows], MODEL_UNITS
+    magnitude = np.abs(x).max(axis=0)
+    return [to_raw_units(x[r], *inverse, magnitude=magnitude) for r in rows], ORIGINAL_UNITS
+
+
+def pair_units_note(units: str) -> str:
+    """The report's sentence on the units of the evidence pairs' feature values."""
+    if units == ORIGINAL_UNITS:
+        return (
+            "Feature values are in the table's own units (the standardisation of the model "
+            "inputs undone; other columns as given)."
+        )
+    return (
+        "Feature values are the model's inputs as given (the graph records no standardisation "
+        "to undo: see gnnaudit.audit.fairness.feature_units)."
+    )
 
 
 def sensitive_first(pairs: GlobalEvidence, sensitive: np.ndarray) -> GlobalEvidence:
@@ -143,6 +187,8 @@ class EvidencePairsResult(AuditResult):
     sensitive_name: str | None
     sensitive_first: bool
     pool: int
+    #: units of the feature values (``ORIGINAL_UNITS`` or ``MODEL_UNITS``; module doc)
+    units: str = MODEL_UNITS
 
     def to_frame(self) -> pd.DataFrame:
         return self.pairs
@@ -153,7 +199,8 @@ class EvidencePairsResult(AuditResult):
         else:
             summary = (
                 f"The {len(self.pairs)} most similar pairs of audited nodes that the model "
-                "decides differently, with the features on which they differ."
+                "decides differently, with the features on which they differ. "
+                + pair_units_note(self.units)
             )
             if self.sensitive_first:
                 n_sens = int(
@@ -183,6 +230,7 @@ class EvidencePairsResult(AuditResult):
                 "rank: position among the pairs shown; differing features are listed by "
                 "standardised difference |x_u - x_v| / std, the sensitive attribute highlighted."
             ],
+            data={"units": self.units},
         )
 
 
@@ -234,4 +282,5 @@ class EvidencePairsUnit(AuditUnit):
             sensitive_name=ctx.sensitive_name,
             sensitive_first=lead,
             pool=self.pool,
+            units=str(feats.attrs.get("units", MODEL_UNITS)),
         )

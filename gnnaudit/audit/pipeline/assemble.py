@@ -65,6 +65,7 @@ def build_report(
         outcome.findings,
         sensitive_name=[a.name for a in ctx.attributes],
         degenerate_reason=ctx.degenerate_reason,
+        degenerate_cause=ctx.degenerate_cause,
         not_inputs=[a.name for a in ctx.attributes if a.column is None],
         not_run=not_run_sentences(outcome.sections) if ctx.attributes else (),
     )

@@ -65,11 +65,25 @@ th{background:#f2f6fa}td:first-child,th:first-child{text-align:left}
 """
 
 
+#: floats at least this large (and below 1e15) are written in full, without an exponent
+_FULL_FROM = 1e4
+
+
+def _number(value: float) -> str:
+    """A float in 4 significant digits, or in full (rounded to a whole number) from
+    :data:`_FULL_FROM` on, so a value in the user's units reads ``28500``, not ``2.85e+04``."""
+    if math.isnan(value):
+        return ""
+    if _FULL_FROM <= abs(value) < 1e15:
+        return f"{value:.0f}"
+    return f"{value:.4g}"
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.4g}"
+        return _number(value)
     return str(value)
 
 
@@ -243,7 +257,7 @@ def render_markdown(report: AuditReport) -> str:
 def _html_table(frame: pd.DataFrame | None, css: str = "") -> str:
     if frame is None or frame.empty:
         return "<p class='note'>(empty)</p>"
-    table = frame.to_html(index=False, escape=True, float_format=lambda v: f"{v:.4g}", border=0)
+    table = frame.to_html(index=False, escape=True, float_format=_number, border=0)
     if css:
         table = table.replace("<table", f"<table class='{css}'", 1)
     return table
@@ -307,7 +321,7 @@ def _value_label(value: Any) -> str:
         f = float(value)
     except (TypeError, ValueError):
         return str(value)
-    return str(int(f)) if f.is_integer() else f"{f:.4g}"
+    return str(int(f)) if f.is_integer() else _number(f)
 
 
 def _pair_cards(section: ReportSection, fig: Figure) -> str:

@@ -7,10 +7,11 @@ sentence states one fact and quotes the finding that establishes it; no sentence
 than its finding. For every sensitive attribute ``S`` (with ``node`` / ``graph`` the
 counterfactual-flip findings at node and graph scope, ``gap`` the flagged group-gap findings):
 
-* **degenerate model** (named first): one rule for every sentence that follows: the figures
-  are stated as figures, and *nothing* is said about a mechanism (no "directly", "through the
-  neighbours", "not through S itself" or proxies), as a near-constant model's figures carry no
-  information about how it decides;
+* **degenerate model** (named first, followed by its likely cause and fix when the audit saw
+  one, e.g. inputs on raw, large scales: :func:`~gnnaudit.audit.model_quality.raw_scale_cause`):
+  one rule for every sentence that follows: the figures are stated as figures, and *nothing*
+  is said about a mechanism (no "directly", "through the neighbours", "not through S itself"
+  or proxies), as a near-constant model's figures carry no information about how it decides;
 * **direct use**: ``node`` flagged ("changing a node's own S alone changes its decision");
 * **use through the neighbours**: ``graph`` flagged while ``node`` is not, or both flagged and
   the graph-scope interval lies entirely above the node-scope interval (graph scope *clearly*
@@ -266,6 +267,7 @@ def compose_verdict(
     *,
     sensitive_name: str | Sequence[str] | None,
     degenerate_reason: str | None = None,
+    degenerate_cause: str | None = None,
     not_inputs: Collection[str] = (),
     not_run: Sequence[str] = (),
 ) -> str:
@@ -276,6 +278,8 @@ def compose_verdict(
     group-gap sentence). ``not_inputs``: the attributes that are not model inputs (no direct
     test possible); the others are inputs. ``not_run``: one sentence per test the audit could
     not run, each naming the option that enables it; they close the verdict.
+    ``degenerate_cause``: the likely cause of a degenerate model and its fix, in plain words
+    (stated right after the degenerate sentence; ignored when the model is not degenerate).
     """
     parts: list[str] = []
     if degenerate_reason is not None:
@@ -284,6 +288,8 @@ def compose_verdict(
             "information for a fairness reading, and the evidence-based sections are marked "
             "not meaningful. Improve the model before drawing conclusions."
         )
+        if degenerate_cause:
+            parts.append(degenerate_cause)
     names = [sensitive_name] if isinstance(sensitive_name, str) else list(sensitive_name or [])
     if not names:
         parts.append(
