@@ -27,10 +27,12 @@ from gnnaudit.audit.sensitivity.flip import (
     counterfactual_flip,
     feature_sensitivity,
 )
+from gnnaudit.audit.sensitivity.node_scope import check_groups, pick_checks
 from gnnaudit.audit.sensitivity.receptive_field import (
     hop_adjacency,
     independent_set_colouring,
     infer_num_hops,
+    l_hop_ball,
     l_hop_conflicts,
     plan_batches,
 )
@@ -246,12 +248,53 @@ def test_node_scope_equals_per_node_oracle(conv, layers, graph, request):
         np.testing.assert_array_equal(res.changed, nodes[flipped])
         assert res.num_hops == layers
         n_alt = len(alternatives(data, resolve_feature(data, feature)))
-        assert res.n_forward == 1 + res.n_batches * n_alt + 3 - _skipped(res, data, feature)
+        expected = 1 + res.n_batches * n_alt - _skipped(res, data, feature)
+        assert res.n_forward == expected + _safeguard_passes(res, data, feature)
         # the probability comparison is informative: most nodes' probabilities move
         assert np.mean(delta > 1e-4) > 0.5
         flips += int(flipped.sum())
     # the class comparison too, except where GCN over-smooths a dense graph into one class
     assert flips > 0 or (conv is GCNConv and graph == "dense_graph")
+
+
+def _safeguard_passes(res, data, feature, random_state: int = 0) -> int:
+    """Oracle of the safeguard's passes: its check nodes, taken in order, each join the first
+    group whose members are all more than L hops away (shortest paths on the whole graph)."""
+    n = data.num_nodes
+    adj = hop_adjacency(data.edge_index, n)
+    alts = [alternatives(data, resolve_feature(data, feature))]
+    checks = pick_checks(adj, res.nodes, alts, random_state)
+    dist = shortest_path(adj, unweighted=True, indices=checks)[:, checks]
+    groups: list[list[int]] = []
+    for i in range(checks.size):
+        home = next((g for g in groups if all(dist[i, j] > res.num_hops for j in g)), None)
+        if home is None:
+            groups.append([i])
+        else:
+            home.append(i)
+    return len(groups)
+
+
+def test_safeguard_groups_checks_more_than_l_hops_apart():
+    """check_groups against pairwise shortest-path distances on random graphs: every group's
+    members are more than L hops apart, and a node opens a new group only when it is within L
+    hops of a member of every earlier group."""
+    for seed in range(6):
+        data = random_graph(60, 0.04, seed=seed)
+        adj = hop_adjacency(data.edge_index, data.num_nodes)
+        checks = np.sort(np.random.default_rng(seed).choice(60, size=3, replace=False))
+        for hops in (1, 2, 3):
+            balls = [l_hop_ball(adj, int(v), hops) for v in checks]
+            groups = check_groups(checks, balls)
+            dist = shortest_path(adj, unweighted=True, indices=checks)[:, checks]
+            pos = {int(v): i for i, v in enumerate(checks)}
+            assert sorted(v for g in groups for v in g) == [int(v) for v in checks]
+            for g, group in enumerate(groups):
+                idx = [pos[v] for v in group]
+                assert all(dist[a, b] > hops for a in idx for b in idx if a != b)
+                first = pos[group[0]]
+                for earlier in groups[:g]:
+                    assert any(dist[first, pos[u]] <= hops for u in earlier)
 
 
 def _skipped(res, data, feature) -> int:
@@ -266,7 +309,7 @@ def test_batching_saves_passes_on_sparse_graphs_and_not_on_dense_ones(sparse_gra
     dense = counterfactual_flip(Stack(GCNConv, 2, 9), dense_graph, "b0", n_boot=10)
     assert sparse.n_batches < sparse.n_nodes / 3
     assert dense.n_batches > dense.n_nodes / 2  # dense neighbourhoods: many batches
-    assert sparse.n_forward == 1 + sparse.n_batches + 3
+    assert sparse.n_forward == 1 + sparse.n_batches + _safeguard_passes(sparse, sparse_graph, "b0")
 
 
 def test_graph_scope_equals_one_all_changed_pass(sparse_graph):

@@ -21,11 +21,12 @@ positives :math:`P` and negatives :math:`N`,
         {\sum_{i \in P} w_i \sum_{j \in N} w_j},
 
 which at :math:`w = 1` is ``sklearn.metrics.roc_auc_score``. The scores are sorted once; per
-replicate the positive and negative weights of every tie group are summed
-(``np.add.reduceat``) and the cumulative negative weight below each group gives the numerator:
-:math:`O(m)` per replicate after one :math:`O(m \log m)` sort. Counts are drawn in chunks of at
-most ``max_cells`` cells (default :data:`MAX_CELLS` = 1 M, about 8 MiB per float64 array; a few
-such arrays live at once). Several classes (macro one-vs-rest) share the same counts.
+replicate one cumulative sum of the negative counts in score order gives, for each positive, the
+negative weight below its tie group and within it, read at the group's first and last
+position: :math:`O(m)` per replicate after one :math:`O(m \log m)` sort per class, shared by
+every replicate, in exact ``int64`` arithmetic until the final division. Counts are drawn in
+chunks of at most ``max_cells`` cells (default :data:`MAX_CELLS` = 1 M, about 8 MiB per int64
+array; a few such arrays live at once). Several classes (macro one-vs-rest) share the same counts.
 
 **F1** (binary, class 1 positive; or macro over classes). F1 depends on the data only through
 the confusion matrix, and the confusion-cell counts of a resample of size ``m`` are exactly
@@ -51,21 +52,41 @@ __all__ = ["MAX_CELLS", "weighted_auc", "auroc_interval", "f1_value", "f1_interv
 MAX_CELLS = 1_000_000
 
 
+class _SortedScores:
+    """One score vector sorted once for :func:`weighted_auc`: the sort order and, for each
+    positive position of the sorted array, the first and last position of its tie group."""
+
+    def __init__(self, score: np.ndarray, positive: np.ndarray) -> None:
+        self.order = np.argsort(score, kind="stable")
+        s = score[self.order]
+        pos = np.asarray(positive, dtype=bool)[self.order]
+        new_group = np.r_[True, s[1:] != s[:-1]]
+        first = np.maximum.accumulate(np.where(new_group, np.arange(s.size), 0))
+        last = np.r_[np.flatnonzero(new_group)[1:] - 1, s.size - 1][np.cumsum(new_group) - 1]
+        self.neg = ~pos
+        self.pos_at = np.flatnonzero(pos)
+        self.first = first[self.pos_at]
+        self.last = last[self.pos_at]
+
+    def auc(self, weights: np.ndarray) -> np.ndarray:
+        """AUROC under each row of ``(B, m)`` integer ``weights`` (module docstring)."""
+        w = weights[:, self.order]
+        below = np.cumsum(w * self.neg, axis=1)  # negative weight at or below each position
+        n_total = below[:, -1]
+        # negative weight strictly below the group plus all of it: twice "below + ties / 2"
+        under = np.where(self.first > 0, below[:, np.maximum(self.first - 1, 0)], 0)
+        w_pos = w[:, self.pos_at]
+        num2 = (w_pos * (under + below[:, self.last])).sum(axis=1)
+        den2 = 2 * w_pos.sum(axis=1) * n_total
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(den2 > 0, num2 / np.where(den2 > 0, den2, 1), np.nan)
+
+
 def weighted_auc(score: np.ndarray, positive: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """AUROC of ``score`` for the 0/1 ``positive`` under each row of ``weights`` (``(B, m)``
-    node weights; module docstring). NaN for a row without positive or negative weight."""
-    order = np.argsort(score, kind="stable")
-    s = score[order]
-    pos = positive[order].astype(bool)
-    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
-    w = weights[:, order]
-    p = np.add.reduceat(np.where(pos, w, 0.0), starts, axis=1)
-    n = np.add.reduceat(np.where(pos, 0.0, w), starts, axis=1)
-    below = np.cumsum(n, axis=1) - n
-    num = (p * (below + 0.5 * n)).sum(axis=1)
-    den = p.sum(axis=1) * n.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+    node weights; module docstring). NaN for a row without positive or negative weight.
+    Integer weights (resample counts) are summed exactly in ``int64``."""
+    return _SortedScores(score, positive).auc(weights)
 
 
 def _auc(score: np.ndarray, positive: np.ndarray) -> float:
@@ -79,7 +100,7 @@ def _auc(score: np.ndarray, positive: np.ndarray) -> float:
 def _resample_counts(rng: np.random.Generator, rows: int, m: int) -> np.ndarray:
     """``(rows, m)`` counts of each node in ``rows`` resamples of size ``m``."""
     idx = rng.integers(0, m, size=(rows, m)) + (np.arange(rows) * m)[:, None]
-    return np.bincount(idx.ravel(), minlength=rows * m).reshape(rows, m).astype(np.float64)
+    return np.bincount(idx.ravel(), minlength=rows * m).reshape(rows, m)
 
 
 def auroc_interval(
@@ -100,10 +121,11 @@ def auroc_interval(
     estimate = float(np.mean([_auc(s, p) for s, p in zip(scores, positives, strict=True)]))
     draws = np.empty(n_boot, dtype=np.float64)
     rows = max(1, max_cells // max(1, m))
+    sorted_scores = [_SortedScores(s, p) for s, p in zip(scores, positives, strict=True)]
     for start in range(0, n_boot, rows):
         stop = min(start + rows, n_boot)
         counts = _resample_counts(rng, stop - start, m)
-        per_class = [weighted_auc(s, p, counts) for s, p in zip(scores, positives, strict=True)]
+        per_class = [one.auc(counts) for one in sorted_scores]
         draws[start:stop] = np.mean(per_class, axis=0)  # NaN when a class is missing
     lo, hi = finite_interval(draws, confidence)
     return estimate, lo, hi

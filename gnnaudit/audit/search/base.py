@@ -73,10 +73,24 @@ class EvidenceSearcher(ABC):
 
     def _global_positions(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(similarity, u, v)`` of the best pairs, ``u < v`` positions, sorted by
-        (similarity desc, u, v); entries with ``u = -1`` are padding. ``k`` is validated."""
+        (similarity desc, u, v); entries with ``u = -1`` are padding. ``k`` is validated.
+
+        When :meth:`local` last answered every position of this space (the audit asks the
+        local evidences of all audited nodes before the global pairs), those lists are the
+        merge's first pass instead of a second search of every node."""
         from gnnaudit.audit.search.global_pairs import global_pairs_from_local
 
-        return global_pairs_from_local(self._local_positions, self.space_.size, k)
+        return global_pairs_from_local(
+            self._local_positions, self.space_.size, k, first=self._every_list()
+        )
+
+    def _every_list(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The local lists of every position from the last :meth:`local` call on this space,
+        if it asked for all of them in order; else None."""
+        kept = getattr(self, "_all_lists", None)
+        if kept is None or kept[0] is not self.space_:
+            return None
+        return kept[1], kept[2]
 
     # ------------------------------------------------------------------ public API
     def _built_space(self) -> SearchSpace:
@@ -95,6 +109,8 @@ class EvidenceSearcher(ABC):
         k = check_k(k)
         q = check_queries(queries, space.size)
         sim, pos = self._local_positions(q, k)
+        if q.size == space.size and np.array_equal(q, np.arange(space.size)):
+            self._all_lists = (space, sim, pos)  # the first pass of a later global search
         return LocalEvidence.from_positions(space, q, pos, sim)
 
     def global_pairs(self, k: int) -> GlobalEvidence:

@@ -352,8 +352,6 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
         kk = min(k, int((self.node_ids_.size - counts[query_class]).max()))
         # node, similarity, prediction per entry (+ the backend's own copy): ~32 bytes
         check_allocation("k", 32.0 * pos.size * kk, "the (queries x k) evidence arrays")
-        # node, similarity, prediction per entry (+ the backend's own copy): ~32 bytes
-        check_allocation("k", 32.0 * pos.size * kk, "the (queries x k) evidence arrays")
         res = self.searcher_.local(pos, kk)
         if not isinstance(res, LocalEvidence) or res.evidence.shape != (pos.size, kk):
             raise GnnAuditError(f"backend {self.backend_!r} returned a malformed local result")
@@ -381,7 +379,6 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
             return GlobalEvidence.empty().named(self.user_ids_)
         counts = np.unique(self.predictions_, return_counts=True)[1].astype(object)
         total = (int(counts.sum()) ** 2 - int((counts * counts).sum())) // 2
-        check_allocation("k", 48.0 * min(k, total), "the top-k global pair arrays")
         check_allocation("k", 48.0 * min(k, total), "the top-k global pair arrays")
         res = self.searcher_.global_pairs(min(k, total))
         if not isinstance(res, GlobalEvidence) or len(res) > min(k, total):

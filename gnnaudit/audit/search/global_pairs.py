@@ -58,7 +58,13 @@ def merge_pairs(
     return s[first], u[first], v[first]
 
 
-def global_pairs_from_local(local_positions: LocalPositions, size: int, k: int) -> Pairs:
+def global_pairs_from_local(
+    local_positions: LocalPositions,
+    size: int,
+    k: int,
+    *,
+    first: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Pairs:
     r"""The top-k unordered pairs from the local lists returned by ``local_positions``.
 
     ``local_positions(queries, k')`` must return ``(similarity, position)`` arrays of shape
@@ -69,6 +75,11 @@ def global_pairs_from_local(local_positions: LocalPositions, size: int, k: int) 
     (they may hide more pairs above :math:`\tau`) are asked again with k' doubled, until
     k' = k. With exact local lists the result is exact.
 
+    ``first``: ``(similarity, position)`` lists of every node (row ``i`` = position ``i``),
+    as ``local_positions`` returns them, already computed (the audit's local evidences); they
+    are the first pass (their width, at most k, replaces 16), so no node is searched twice.
+    The argument above holds for any first width, so the result is the same.
+
     Returns ``(similarity, u, v)`` of at most k pairs (``u < v`` positions), sorted by
     (similarity desc, u, v). Memory: ``PAIR_CHUNK * k'`` local results at a time plus the k
     best pairs.
@@ -78,22 +89,36 @@ def global_pairs_from_local(local_positions: LocalPositions, size: int, k: int) 
     best: Pairs | None = None
     tail = np.full(size, -np.inf)  # last similarity of each node's (full) local list
     todo = np.arange(size, dtype=np.int64)
-    while True:
+
+    def absorb(q: np.ndarray, sim: np.ndarray, pos: np.ndarray) -> None:
+        nonlocal best
+        best = merge_pairs(size, q, sim, pos, k, best)
+        full = pos[:, -1] >= 0  # incomplete lists hold every candidate already
+        tail[q] = np.where(full, sim[:, -1], -np.inf)
+
+    if first is not None and first[1].shape[0] == size and first[1].shape[1] > 0:
+        k_cur = min(k_max, first[1].shape[1])
+        for lo in range(0, size, PAIR_CHUNK):
+            q = todo[lo : lo + PAIR_CHUNK]
+            absorb(q, first[0][q, :k_cur], first[1][q, :k_cur])
+        todo = _still_open(best, tail, k) if k_cur < k_max else todo[:0]
+        k_cur = min(k_max, 2 * k_cur)
+    while todo.size:
         for lo in range(0, todo.size, PAIR_CHUNK):
             q = todo[lo : lo + PAIR_CHUNK]
-            sim, pos = local_positions(q, k_cur)
-            best = merge_pairs(size, q, sim, pos, k, best)
-            full = pos[:, -1] >= 0  # incomplete lists hold every candidate already
-            tail[q] = np.where(full, sim[:, -1], -np.inf)
+            absorb(q, *local_positions(q, k_cur))
         if k_cur >= k_max:
             break
-        assert best is not None
-        tau = best[0][k - 1] if best[0].size >= k else -np.inf
-        todo = np.flatnonzero(tail >= tau)
-        if todo.size == 0:
-            break
+        todo = _still_open(best, tail, k)
         k_cur = min(k_max, 2 * k_cur)
     if best is None:
         empty = np.zeros(0, dtype=np.int64)
         return np.zeros(0, dtype=np.float64), empty, empty
     return best
+
+
+def _still_open(best: Pairs | None, tail: np.ndarray, k: int) -> np.ndarray:
+    """Nodes whose list may hide a pair above the k-th best similarity so far."""
+    assert best is not None
+    tau = best[0][k - 1] if best[0].size >= k else -np.inf
+    return np.flatnonzero(tail >= tau)

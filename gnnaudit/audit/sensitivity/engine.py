@@ -13,8 +13,8 @@ of ``max_nodes`` at node scope) and the sensitive groups, and computes the factu
 * node scope: one pass per batch of the receptive-field plan
   (:func:`~gnnaudit.audit.sensitivity.receptive_field.plan_batches`, computed once for all features) with
   the batch's own values changed, then the exactness safeguard (:data:`SAFEGUARD_NODES` nodes
-  re-predicted with every audited feature changed, in one pass when their L-hop balls are
-  disjoint, else one pass each: no output outside their L-hop
+  re-predicted with every audited feature changed, one pass for each group of them more than
+  L hops apart, usually all of them: no output outside their L-hop
   neighbourhood may move beyond a relative tolerance of :data:`SAFEGUARD_RTOL`, and with one
   feature their own output must equal the batched one);
 * graph scope: one pass with every node's value changed.

@@ -33,7 +33,8 @@ Two scopes:
     the most audited nodes within L hops of one audited node), instead of m. Full-graph passes
     keep every degree normalisation exact. L is ``num_hops`` or inferred from the model's
     ``MessagePassing`` submodules. **Exactness safeguard**: :data:`SAFEGUARD_NODES` seeded
-    audited nodes are re-predicted alone with all audited features changed at once; if the
+    audited nodes are re-predicted with all audited features changed at once (in one pass
+    when they are more than L hops apart, else in as few passes as keep them so); if the
     change moves the output of any node outside their L-hop neighbourhood (beyond a relative
     tolerance of 1e-5, for GPU rounding), or, with a single feature, the node's own output
     differs from its batched one, :class:`InvalidInputError` says the receptive field exceeds
@@ -344,9 +345,11 @@ def counterfactual_flip(
 
     Notes
     -----
-    Cost (forward passes): graph scope ``1 + V``; node scope ``1 + B * V + 3`` with ``V``
+    Cost (forward passes): graph scope ``1 + V``; node scope ``1 + B * V + c`` with ``V``
     counterfactual values (1 for binary / continuous, the number of categories otherwise),
-    ``B <= Delta + 1`` batches (module docstring) and :data:`SAFEGUARD_NODES` checks.
+    ``B <= Delta + 1`` batches (module docstring) and ``1 <= c <=``
+    :data:`SAFEGUARD_NODES` safeguard passes (one unless check nodes lie within L hops of
+    each other).
     """
     spec = resolve_feature(data, feature, kind=kind, max_categories=max_categories)
     results, total = sensitivity_results(

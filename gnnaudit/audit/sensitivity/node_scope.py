@@ -34,6 +34,7 @@ __all__ = [
     "NodeWork",
     "node_scope",
     "first_change",
+    "check_groups",
     "pick_checks",
     "safeguard",
 ]
@@ -273,6 +274,21 @@ def pick_checks(
     return np.sort(seeded(random_state, CHECK_STREAM).choice(eligible, size=k, replace=False))
 
 
+def check_groups(checks: np.ndarray, balls: list[np.ndarray]) -> list[list[int]]:
+    """The safeguard's passes: ``checks`` split, in order, into groups whose members lie
+    outside each other's L-hop ``balls`` (a node joins the first group it is compatible with;
+    :data:`SAFEGUARD_NODES` nodes, so the pairwise test is a handful of lookups)."""
+    groups: list[list[tuple[int, int]]] = []
+    for i, v in enumerate(int(c) for c in checks):
+        for group in groups:
+            if all(not balls[i][u] and not balls[j][v] for j, u in group):
+                group.append((i, v))
+                break
+        else:
+            groups.append([(i, v)])
+    return [[v for _, v in group] for group in groups]
+
+
 def _check_changes(
     v: int, specs: list[FeatureSpec], alts: list[list[Alternative]]
 ) -> list[tuple[np.ndarray, tuple[int, ...], np.ndarray]]:
@@ -295,15 +311,15 @@ def safeguard(
     alts: list[list[Alternative]],
     check_rows: dict[int, torch.Tensor],
 ) -> None:
-    """The exactness safeguard (module docstring). The check nodes share one pass when their
-    L-hop balls are disjoint (each node's change may then move outputs only inside its own
-    ball), else each gets its own pass."""
+    """The exactness safeguard (module docstring). Check nodes more than ``num_hops`` hops
+    apart share a pass (:func:`check_groups`): with the receptive field as stated, each node's
+    change may then move outputs only inside its own L-hop ball, so no output outside the
+    union of the group's balls may move, and no member's change reaches another member's
+    output, whose row must equal its batched one."""
     base = eng.setup.base_logits
     tol = SAFEGUARD_RTOL * (1.0 + float(base.abs().max()))
     balls = [l_hop_ball(adj, int(v), num_hops) for v in checks]
-    disjoint = not balls or int(np.sum(balls, axis=0).max()) <= 1
-    groups = [list(checks)] if disjoint else [[v] for v in checks]
-    for group in groups:
+    for group in check_groups(checks, balls):
         members = [int(v) for v in group]
         changes = [c for v in members for c in _check_changes(v, specs, alts)]
         if not changes:
