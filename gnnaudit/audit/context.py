@@ -181,6 +181,9 @@ class AuditContext:
         self.results: dict[str, Any] = {}
         self._local: LocalEvidence | None = None
         self._global: GlobalEvidence | None = None
+        #: layer -> rows whose input the factual pass keeps (:meth:`keep_factual_input`)
+        self._keep: dict[torch.nn.Module, np.ndarray] = {}
+        self._kept: dict[torch.nn.Module, torch.Tensor | None] = {}
 
     # ------------------------------------------------------------------ inputs
     @staticmethod
@@ -251,11 +254,46 @@ class AuditContext:
             logits = self.remote()
             self.remote.set_fill(logits)
         else:
-            logits = self.adapter.logits(
-                self.data.x, self.data.edge_index, stage="the audit's predictions"
-            )
+            handles = [layer.register_forward_hook(self._keeper(layer)) for layer in self._keep]
+            try:
+                logits = self.adapter.logits(
+                    self.data.x, self.data.edge_index, stage="the audit's predictions"
+                )
+            finally:
+                for handle in handles:
+                    handle.remove()
         self._check_outputs(int(logits.shape[1]))
         return logits
+
+    def keep_factual_input(self, layer: torch.nn.Module, rows: np.ndarray) -> None:
+        """Ask the factual pass (:attr:`logits`, before it runs) to keep the input of ``layer``
+        at ``rows`` (:meth:`factual_input`), so a unit that reads a hidden representation of
+        the factual graph needs no pass of its own. Memory: ``rows`` x the layer's width."""
+        if "logits" not in self.__dict__ and self.remote is None:
+            self._keep[layer] = np.asarray(rows, dtype=np.int64)
+
+    def _keeper(self, layer: torch.nn.Module) -> Callable[..., None]:
+        rows = torch.from_numpy(self._keep[layer])
+
+        def hook(_module: Any, inputs: Any, _output: Any) -> None:
+            first = inputs[0] if inputs else None
+            if (
+                isinstance(first, torch.Tensor)
+                and first.dim() == 2
+                and first.size(0) == self.num_nodes
+            ):
+                self._kept[layer] = first.detach()[rows.to(first.device)].cpu()
+            else:  # the last call decides, as a hook on a separate pass would see it
+                self._kept[layer] = None
+
+        return hook
+
+    def factual_input(self, layer: torch.nn.Module) -> tuple[bool, torch.Tensor | None]:
+        """``(seen, rows)``: whether the factual pass ran ``layer`` with a kept input, and its
+        input at the rows asked for (None when that input was not one row per node)."""
+        if layer not in self._kept:
+            return False, None
+        return True, self._kept[layer]
 
     def _check_outputs(self, width: int) -> None:
         """Refuse a model whose number of outputs differs from the number of label classes

@@ -35,6 +35,8 @@ from gnnaudit.audit.result import AuditResult, UnitSkipped
 from gnnaudit.errors import InvalidInputError
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
     from gnnaudit.audit.context import AuditContext
 
 __all__ = [
@@ -76,6 +78,12 @@ class AuditUnit(ABC):
         """``(local_k, global_k)``: evidences per audited node and global pairs the unit will
         read from the context (0 = none). :func:`run_units` fetches the maximum once."""
         return 0, 0
+
+    def factual_inputs(self, ctx: AuditContext) -> list[tuple[Any, np.ndarray]]:
+        """``(layer, rows)`` pairs: inputs of the model's layers at some rows that the unit will
+        read from the factual pass (:meth:`AuditContext.factual_input`). :func:`run_units` asks
+        the context to keep them before that pass runs. Default: none."""
+        return []
 
     @abstractmethod
     def run(self, ctx: AuditContext) -> AuditResult:
@@ -138,6 +146,9 @@ def run_units(
     outcome = UnitsOutcome()
     start, work = time.perf_counter(), _StageWork(ctx)
     work.calls = work.rows = 0  # the factual pass (and any before this call) counts here
+    for unit in units:
+        for layer, rows in unit.factual_inputs(ctx):
+            ctx.keep_factual_input(layer, rows)
     _ = ctx.logits
     outcome.seconds["predictions"] = time.perf_counter() - start
     outcome.work["predictions"] = work.done()

@@ -29,11 +29,30 @@ BLOCK_BYTES = 64 * 2**20
 def _top_k_rows(sim: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-``k`` of every row by (value desc, column asc); ``k <= sim.shape[1]``.
 
-    The k-th largest value of each row comes from ``np.partition``; the entries above it are
-    kept, and the ties at it are taken in column order until ``k`` are chosen. Returns
-    ``(columns, values)``, each ``(rows, k)``, sorted. Extra memory: one copy of ``sim`` and two
-    boolean masks, plus O(number of selected and tied entries).
+    ``torch.topk`` picks k entries per row, breaking ties at the k-th value arbitrarily; a row
+    whose k-th value occurs more often in the row than among the picked entries (a tie that
+    crosses the cut) is recomputed by :func:`_top_k_rows_tied`, so the column order decides.
+    The picks are then sorted by (value desc, column asc). Returns ``(columns, values)``, each
+    ``(rows, k)``. Extra memory: two boolean masks the size of ``sim`` plus O(rows * k).
     """
+    vals_t, cols_t = torch.topk(torch.from_numpy(sim), k, dim=1)
+    vals, cols = vals_t.numpy(), cols_t.numpy().astype(np.int64)
+    kth = vals[:, -1]
+    tied = np.flatnonzero(
+        np.count_nonzero(sim == kth[:, None], axis=1)
+        > np.count_nonzero(vals == kth[:, None], axis=1)
+    )
+    order = np.lexsort((cols, -vals), axis=1)
+    cols, vals = np.take_along_axis(cols, order, axis=1), np.take_along_axis(vals, order, axis=1)
+    if tied.size:
+        cols[tied], vals[tied] = _top_k_rows_tied(sim[tied], k)
+    return cols, vals
+
+
+def _top_k_rows_tied(sim: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_top_k_rows` for rows with ties at the cut: the k-th largest value of each row
+    comes from ``np.partition``; the entries above it are kept, and the ties at it are taken in
+    column order until ``k`` are chosen."""
     rows, width = sim.shape
     kth = np.partition(sim, width - k, axis=1)[:, width - k]
     r_above, c_above = np.nonzero(sim > kth[:, None])

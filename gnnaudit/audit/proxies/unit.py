@@ -228,9 +228,7 @@ class ProxyUnit(AuditUnit):
         assert ctx.sensitive is not None and ctx.sensitive_name is not None
         codes = np.unique(ctx.sensitive, return_inverse=True)[1].reshape(-1)
         keep = [j for j in range(x.shape[1]) if j != ctx.sensitive_column]
-        rows = np.arange(x.shape[0])
-        if rows.size > MAX_PROXY_NODES:
-            rows = np.sort(ctx.options.rng(41).choice(rows.size, MAX_PROXY_NODES, replace=False))
+        rows = _probe_rows(ctx)
         notes: list[str] = []
         if not keep:
             return ProxyAudit(ctx.sensitive_name, pd.DataFrame(), notes=["No other input."])
@@ -292,21 +290,31 @@ class ProxyUnit(AuditUnit):
             ranking[f"flagged_{scope}"] = flags
         return ranking
 
+    def factual_inputs(self, ctx: AuditContext) -> list[tuple[Any, np.ndarray]]:
+        """The probe reads the input of the last layer with parameters at the probe's rows:
+        kept from the audit's factual pass instead of a pass of its own."""
+        layer = self._probe_layer(ctx)
+        return [] if layer is None else [(layer, _probe_rows(ctx))]
+
+    def _probe_layer(self, ctx: AuditContext) -> torch.nn.Module | None:
+        """The probed layer: the model's last module with parameters of its own (None: no
+        probe, or no such module)."""
+        model = ctx.adapter.model
+        if not self.probe or not isinstance(model, torch.nn.Module):
+            return None
+        layers = [m for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
+        return layers[-1] if layers else None
+
     def _probe(
         self, ctx: AuditContext, codes: np.ndarray, rows: np.ndarray, notes: list[str]
     ) -> tuple[float, float]:
         """Balanced accuracy of a cross-validated logistic probe on the penultimate layer."""
         chance = 1.0 / np.unique(codes).size
-        model = ctx.adapter.model
-        layers = (
-            [m for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
-            if self.probe and isinstance(model, torch.nn.Module)
-            else []
-        )
-        if not layers:
+        layer = self._probe_layer(ctx)
+        if layer is None:
             notes.append("Hidden-representation probe skipped: the model has no layers to hook.")
             return float("nan"), chance
-        h = _hidden_rows(ctx, layers[-1], rows)
+        h = _hidden_rows(ctx, layer, rows)
         if h is None:
             notes.append("Hidden-representation probe skipped: no per-node representation.")
             return float("nan"), chance
@@ -322,10 +330,23 @@ class ProxyUnit(AuditUnit):
         return float(np.mean(scores)), chance
 
 
+def _probe_rows(ctx: AuditContext) -> np.ndarray:
+    """The nodes the proxies are ranked and probed on: all of them, or a seeded sample of
+    :data:`MAX_PROXY_NODES` (ascending)."""
+    n = ctx.num_nodes
+    if n <= MAX_PROXY_NODES:
+        return np.arange(n)
+    return np.sort(ctx.options.rng(41).choice(n, MAX_PROXY_NODES, replace=False))
+
+
 def _hidden_rows(ctx: AuditContext, layer: torch.nn.Module, rows: np.ndarray) -> np.ndarray | None:
-    """The input of ``layer`` at ``rows`` on the factual graph (float64), from one forward
-    pass with a hook (on the cluster's partitions when the audit is distributed); None when
-    that input is not one row per node."""
+    """The input of ``layer`` at ``rows`` on the factual graph (float64): kept from the audit's
+    factual pass when it was asked to (:meth:`ProxyUnit.factual_inputs`), else from one
+    forward pass with a hook (on the cluster's partitions when the audit is distributed);
+    None when that input is not one row per node."""
+    from_factual, kept = ctx.factual_input(layer)
+    if from_factual:
+        return None if kept is None else kept.to(torch.float64).numpy()
     if ctx.remote is not None:
         name = next(n for n, m in ctx.adapter.model.named_modules() if m is layer)
         got = ctx.remote.hidden(name, rows)

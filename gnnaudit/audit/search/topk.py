@@ -94,16 +94,35 @@ def block_topk(
 
 def row_candidates(sim: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(row, col, sim)`` of the entries of each row of ``sim`` at or above the row's k-th
-    largest value (all entries when a row has at most ``k``); ``-inf`` entries included only
-    where a row has fewer than ``k`` finite ones (callers drop them)."""
-    n = sim.shape[1]
-    if n > k:
-        kth = np.partition(sim, n - k, axis=1)[:, n - k]
-        mask = sim >= kth[:, None]
-    else:
-        mask = np.ones_like(sim, dtype=bool)
-    rr, cc = np.nonzero(mask)
-    return rr.astype(np.int64, copy=False), cc.astype(np.int64, copy=False), sim[rr, cc]
+    largest value (all entries when a row has at most ``k``), sorted by row then column;
+    ``-inf`` entries included only where a row has fewer than ``k`` finite ones (callers drop
+    them).
+
+    ``torch.topk`` picks k entries per row; where the k-th value occurs more often in the row
+    than among the picks (a tie crossing the cut) the row's entries at or above it are read
+    from a mask instead, so every tie stays. Extra memory: two boolean masks the size of
+    ``sim`` plus O(rows * k + tied entries)."""
+    import torch
+
+    rows, n = sim.shape
+    if n <= k:
+        rr, cc = np.nonzero(np.ones_like(sim, dtype=bool))
+        return rr.astype(np.int64), cc.astype(np.int64), sim[rr, cc]
+    vals_t, cols_t = torch.topk(torch.from_numpy(np.ascontiguousarray(sim)), k, dim=1)
+    vals, cols = vals_t.numpy(), cols_t.numpy().astype(np.int64)
+    kth = vals[:, -1:]
+    tied = np.count_nonzero(sim == kth, axis=1) > np.count_nonzero(vals == kth, axis=1)
+    rr = np.repeat(np.arange(rows, dtype=np.int64), k)
+    keep = ~tied[rr]
+    rr, cc, ss = rr[keep], cols.reshape(-1)[keep], vals.reshape(-1)[keep]
+    if tied.any():
+        t_rows = np.flatnonzero(tied)
+        tr, tc = np.nonzero(sim[t_rows] >= kth[t_rows])
+        rr = np.r_[rr, t_rows[tr]]
+        cc = np.r_[cc, tc.astype(np.int64)]
+        ss = np.r_[ss, sim[t_rows[tr], tc]]
+    order = np.lexsort((cc, rr))
+    return rr[order], cc[order], ss[order]
 
 
 def fill_rows(
