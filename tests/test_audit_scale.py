@@ -115,7 +115,7 @@ def test_audit_notes_the_automatic_finetune_skip(monkeypatch):
 
 @pytest.mark.parametrize("feature", ["gender", "income"])
 def test_node_scope_subgraph_passes_equal_whole_graph_passes(monkeypatch, feature):
-    """Node-scope passes on the (L+1)-hop ball subgraphs give the same flips and probability
+    """Node-scope passes on the L-hop ball subgraphs (closed by a sink) give the same flips and probability
     changes as whole-graph passes, and really run on subgraphs."""
     import gnnaudit.audit.sensitivity.node_scope as node_scope
     from gnnaudit.audit.sensitivity.flip import counterfactual_flip

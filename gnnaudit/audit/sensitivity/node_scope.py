@@ -1,6 +1,7 @@
 """Node scope of the counterfactual passes: batches of audited nodes more than L hops apart,
-run on their ``(L+1)``-hop subgraphs where that is cheaper (:class:`LocalGraph`), and the
-exactness safeguard (see :mod:`gnnaudit.audit.sensitivity.engine` for both)."""
+run on their L-hop ball subgraphs closed by a sink where that is cheaper
+(:class:`LocalGraph`), and the exactness safeguard (see
+:mod:`gnnaudit.audit.sensitivity.engine` for both)."""
 
 from __future__ import annotations
 
@@ -41,15 +42,15 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: node scope runs a chunk's passes on its (L+1)-hop ball when the ball holds at most this
+#: node scope runs a chunk's passes on its L-hop ball when the ball holds at most this
 #: fraction of the graph's nodes (module docstring of :mod:`~gnnaudit.audit.sensitivity.engine`)
-LOCAL_MAX_FRACTION = 0.25
+LOCAL_MAX_FRACTION = 0.6
 #: chunks run on subgraphs only when their balls hold at most this share of the graph's nodes in
-#: all: a subgraph pass also pays for cutting its subgraph and for the ball searches, so a set of
-#: chunks covering a large part of the graph costs more than the whole-graph passes it replaces
-#: (on the small-world credit graph a node's 4-hop ball holds about a fifth of 100k nodes, and
-#: the whole-graph path is the one ``benchmarks/bench_audit_1m.py`` measures)
-LOCAL_MAX_TOTAL = 0.25
+#: all: a subgraph pass costs about its share of the graph's edges plus the cutting of its
+#: subgraph and the ball searches, so chunks covering most of the graph cost more than the
+#: whole-graph passes they replace (``benchmarks/bench_audit_1m.py``: on the credit graph of
+#: 1M nodes a batch of 344 sampled nodes has a 3-hop ball of half the nodes, run locally)
+LOCAL_MAX_TOTAL = 0.6
 #: with the passes on a cluster (``remote``), the client runs a chunk on its subgraph only when
 #: the chunks' balls hold at most this many nodes in all: larger subgraph passes would need the
 #: memory the cluster is there to spread (about 230 B per edge of the ball, 0.3 GB here on the
@@ -58,13 +59,14 @@ REMOTE_LOCAL_MAX_NODES = 100_000
 
 
 class LocalGraph:
-    """Chunks of a node-scope batch and the ``(L+1)``-hop subgraph of each (module docstring)."""
+    """Chunks of a node-scope batch and the L-hop subgraph of each, closed by a sink (module
+    docstring of :mod:`~gnnaudit.audit.sensitivity.engine`)."""
 
     def __init__(self, eng: Intervener, adj: sp.csr_matrix, num_hops: int) -> None:
         self._entries = row_entries
         self.eng = eng
         self.adj = adj
-        self.hops = num_hops + 1
+        self.hops = num_hops
         n = int(eng.setup.x.size(0))
         self.limit = int(LOCAL_MAX_FRACTION * n)
         self.total = LOCAL_MAX_TOTAL * n
@@ -74,12 +76,15 @@ class LocalGraph:
         ei = eng.setup.edge_index.cpu().numpy()
         self.order = np.argsort(ei[0], kind="stable")  # edges grouped by source, order kept
         self.src_ptr = np.concatenate(([0], np.cumsum(np.bincount(ei[0], minlength=n))))
+        self.src = ei[0]
         self.dst = ei[1]
+        self.in_degree = np.bincount(ei[1], minlength=n)
+        self.out_degree = np.bincount(ei[0], minlength=n)
         self.enabled = not eng.setup.adapter.forward_kwargs  # per-edge kwargs cannot be cut
         self.checked = False
 
     def ball(self, seeds: np.ndarray, limit: float) -> np.ndarray | None:
-        """Sorted ids within ``L+1`` hops of ``seeds``; None once more than ``limit``."""
+        """Sorted ids within ``L`` hops of ``seeds``; None once more than ``limit``."""
         reach = np.zeros(self.adj.shape[0], dtype=bool)
         reach[seeds] = True
         frontier, size = seeds, seeds.size
@@ -119,7 +124,10 @@ class LocalGraph:
         return parts
 
     def subgraph(self, ball: np.ndarray) -> torch.Tensor:
-        """Edges of the subgraph induced by ``ball`` (relabelled, original order)."""
+        """Edges of the subgraph induced by ``ball`` (relabelled, original order), then the
+        sink's: node ``ball.size`` is a sink linked to each ball node by as many edges, in each
+        direction, as that node has to nodes outside the ball, so every ball node keeps its
+        in- and out-degree (module docstring of :mod:`~gnnaudit.audit.sensitivity.engine`)."""
         pos, _ = self._entries(self.src_ptr, ball)
         edges = np.sort(self.order[pos])
         dst = self.dst[edges]
@@ -128,38 +136,70 @@ class LocalGraph:
         edges = edges[inside[dst]]
         relabel = np.full(self.adj.shape[0], -1, dtype=np.int64)
         relabel[ball] = np.arange(ball.size)
-        src = relabel[self.eng.setup.edge_index[0].cpu().numpy()[edges]]
-        sub = np.stack([src, relabel[self.dst[edges]]])
+        src, dst = relabel[self.src[edges]], relabel[self.dst[edges]]
+        sink = ball.size
+        lost_in = self.in_degree[ball] - np.bincount(dst, minlength=ball.size)
+        lost_out = self.out_degree[ball] - np.bincount(src, minlength=ball.size)
+        into = np.repeat(np.arange(ball.size), lost_in)  # sink -> node
+        out_of = np.repeat(np.arange(ball.size), lost_out)  # node -> sink
+        sub = np.stack(
+            [
+                np.concatenate([src, np.full(into.size, sink), out_of]),
+                np.concatenate([dst, into, np.full(out_of.size, sink)]),
+            ]
+        )
         return torch.from_numpy(sub).to(self.eng.setup.edge_index.device)
 
     def logits(
-        self, ball: np.ndarray, sub: torch.Tensor, changes: list[tuple[np.ndarray, Any, Any]]
+        self,
+        ball: np.ndarray,
+        sub: torch.Tensor,
+        changes: list[tuple[np.ndarray, Any, Any]],
+        rows: np.ndarray,
     ) -> torch.Tensor:
-        """Full-size logits (factual outside ``ball``) of a pass run on the ball's subgraph."""
+        """Full-size logits of a pass run on the ball's subgraph: exact at ``rows`` (the
+        chunk, whose L-hop neighbourhoods the ball holds), factual everywhere else."""
         eng = self.eng
+        if not self.checked:
+            self.checked = True
+            self.enabled = self._factual_matches(rows[:1])
+            if not self.enabled:
+                logger.info("node scope: subgraph passes differ from the graph; whole graph used")
+                return eng.logits(changes)
         dev = eng.work.device
         ball_t = torch.from_numpy(ball).to(dev)
-        x_sub = eng.work[ball_t].clone()
-        if not self.checked:  # the factual pass must give the factual logits
-            self.checked = True
-            got = eng.setup.adapter.logits(x_sub, sub, to_cpu=False, stage=STAGE)
-            eng.passes += 1
-            base = eng.setup.base_logits
-            tol = SAFEGUARD_RTOL * (1.0 + float(base.abs().max()))
-            if float((got - base[ball_t]).abs().max()) > tol:
-                logger.info("node scope: subgraph passes differ from the graph; whole graph used")
-                self.enabled = False
-                return eng.logits(changes)
+        at = torch.from_numpy(np.searchsorted(ball, rows)).to(dev)
+        rows_t = torch.from_numpy(rows).to(dev)
+        x_sub = torch.cat([eng.work[ball_t], eng.work.new_zeros((1, eng.work.size(1)))])
         for ids, cols, vals in changes:
             local = torch.from_numpy(np.searchsorted(ball, ids)).to(dev)[:, None]
             cidx = torch.tensor(cols, device=dev)[None, :]
             v = np.array(np.broadcast_to(vals, (ids.size, len(cols))))
             x_sub[local, cidx] = torch.as_tensor(v, dtype=x_sub.dtype).to(dev)
         out = eng.setup.base_logits.clone()
-        out[ball_t] = eng.setup.adapter.logits(x_sub, sub, to_cpu=False, stage=STAGE).to(out.dtype)
+        got = eng.setup.adapter.logits(x_sub, sub, to_cpu=False, stage=STAGE)
+        out[rows_t] = got[at].to(out.dtype)
         eng.passes += 1
         eng.bar.update(1)
         return out
+
+    def _factual_matches(self, node: np.ndarray) -> bool:
+        """Whether a factual pass on the subgraph of ``node``'s ball (one node: a small pass)
+        gives its factual logits, within the safeguard's tolerance; False for a model that
+        reads more than that subgraph (e.g. one that merges parallel edges)."""
+        eng = self.eng
+        ball = self.ball(node, np.inf)
+        assert ball is not None
+        dev = eng.work.device
+        x_sub = torch.cat(
+            [eng.work[torch.from_numpy(ball).to(dev)], eng.work.new_zeros((1, eng.work.size(1)))]
+        )
+        got = eng.setup.adapter.logits(x_sub, self.subgraph(ball), to_cpu=False, stage=STAGE)
+        eng.passes += 1
+        base = eng.setup.base_logits
+        tol = SAFEGUARD_RTOL * (1.0 + float(base.abs().max()))
+        at = int(np.searchsorted(ball, node[0]))
+        return float((got[at] - base[int(node[0])]).abs().max()) <= tol
 
 
 @dataclass
@@ -236,7 +276,7 @@ def _node_chunk(
                 continue
             change = [(ids, spec.columns, alt_values(alt, ids))]
             if ball is not None and sub is not None and local.enabled:
-                out = local.logits(ball, sub, change)
+                out = local.logits(ball, sub, change, batch)
             else:
                 out = eng.logits(change, rows=batch)
             effects.passes[f] += 1

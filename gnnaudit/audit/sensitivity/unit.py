@@ -94,8 +94,8 @@ MAX_RANK_VALUES = 64
 #: the ranking among features (each counterfactual value costs whole-graph passes) and audits
 #: node scope on a seeded sample of at most :data:`LARGE_GRAPH_MAX_NODES` nodes
 LARGE_GRAPH_NODES = 50_000
-#: node-scope sample size in large-graph mode (each sampled node costs a pass over its
-#: (L+1)-hop ball, about 25,000 nodes on the synthetic credit graph)
+#: node-scope sample size in large-graph mode (the sample's batches run on their L-hop balls:
+#: on the synthetic credit graph of 1M nodes, three batches covering about 80% of the nodes)
 LARGE_GRAPH_MAX_NODES = 500
 
 
