@@ -185,6 +185,8 @@ def recorded_inverse(data: Any, num_features: int) -> tuple[np.ndarray, np.ndarr
     :class:`InvalidInputError` for NaN / inf entries or a scale that is not positive."""
     mean = _record(data, "feature_mean", num_features)
     scale = _record(data, "feature_scale", num_features)
+    if (mean is None) != (scale is None):
+        logger.warning("data carries only one of feature_mean / feature_scale: ignored")
     if mean is None or scale is None:
         return None
     if (scale <= 0).any():

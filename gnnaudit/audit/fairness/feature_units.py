@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from gnnaudit.datasets.scaler import recorded_inverse
 from gnnaudit.errors import InvalidInputError
 
 __all__ = [
@@ -55,29 +56,6 @@ FEATURE_UNIT_ATTRIBUTES = ("feature_mean", "feature_scale", "feature_categories"
 #: how a table says which units its values are in
 MODEL_UNITS = "model-input units"
 ORIGINAL_UNITS = "original units"
-
-
-def _vector(name: str, value: Any, d: int) -> np.ndarray | None:
-    if value is None:
-        return None
-    try:
-        arr = np.asarray(
-            value.detach().cpu().numpy() if hasattr(value, "detach") else value, dtype=np.float64
-        )
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"data.{name} must be {d} numbers ({exc})") from exc
-    if arr.ndim != 1 or arr.size != d:
-        logger.warning(
-            "data.%s has shape %s for %d features: ignored (discrimination values shown in "
-            "model-input units)",
-            name,
-            arr.shape,
-            d,
-        )
-        return None
-    if not np.isfinite(arr).all():
-        raise InvalidInputError(f"data.{name} holds NaN or inf values")
-    return arr
 
 
 def _mapping(name: str, value: Any) -> dict[str, Any]:
@@ -116,15 +94,8 @@ class FeatureUnits:
     @classmethod
     def from_data(cls, data: Any, num_features: int) -> FeatureUnits | None:
         """The units ``data`` carries, or None when it carries none (or none that fit)."""
-        mean = _vector("feature_mean", getattr(data, "feature_mean", None), num_features)
-        scale = _vector("feature_scale", getattr(data, "feature_scale", None), num_features)
-        if (mean is None) != (scale is None):
-            logger.warning("data carries only one of feature_mean / feature_scale: ignored")
-            mean = scale = None
-        if scale is not None and (scale <= 0).any():
-            raise InvalidInputError(
-                f"data.feature_scale must be positive, got {float(scale.min())}"
-            )
+        recorded = recorded_inverse(data, num_features)
+        mean, scale = (None, None) if recorded is None else recorded
         categories = {
             k: list(v)
             for k, v in _mapping(
