@@ -407,7 +407,9 @@ class AuditContext:
                 "num_hops": torch.tensor(opts.num_hops, dtype=torch.int64),
                 "alpha": torch.tensor(opts.alpha, dtype=torch.float64),
             }
-            client = self.distributed.client if opts.backend == "exact" else None
+            client = (
+                self.distributed.client if opts.backend in ("exact", "auto", "sharded") else None
+            )
         return CounterfactualEvidence(
             num_hops=opts.num_hops,
             alpha=opts.alpha,

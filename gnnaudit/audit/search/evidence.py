@@ -108,7 +108,9 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
         exact backend runs its similarity blocks on the client's workers (CPU); results equal
         the single-process CPU results exactly; the sharded backend builds and searches its
         shards there. Other backends do not accept it;
-        ``backend="auto"`` with a client is the exact backend.
+        ``backend="auto"`` with a client is the distributed exact backend where ``"auto"``
+        alone would be exact, and the distributed sharded backend (faiss shards on the
+        workers, re-ranked exactly here) where it would be faiss (above the crossover).
 
     Attributes (after ``fit``)
     --------------------------
@@ -268,7 +270,9 @@ class CounterfactualEvidence(GraphInputTagsMixin, BaseEstimator):
         params = dict(self.index_params or {})
         backend = resolve_backend(self.backend, int(emb.shape[0]), int(emb.shape[1]))
         if client is not None and backend != "sharded":
-            backend = "exact"  # "auto" with a Dask client: the distributed exact search
+            # "auto" with a Dask client: the approximate search on the workers where "auto"
+            # would be approximate, else the distributed exact search
+            backend = "sharded" if self.backend == "auto" and backend == "faiss" else "exact"
         if self.backend == "auto":
             logger.info(
                 "backend='auto': %s for %d test nodes x %d dimensions",
