@@ -44,6 +44,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from provenance import commit, commit_line
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -122,7 +124,8 @@ def load_average() -> str:
 
 class RunHeader:
     """The header every results file starts with: start it when the run starts, render it at
-    the end (date, wall time, load at start and end, machine, threads, versions, command)."""
+    the end (date, wall time, load at start and end, machine, commit, threads, versions,
+    command); the commit is the checkout's when the run starts (``provenance.commit``)."""
 
     def __init__(self, script: str) -> None:
         import sys
@@ -131,6 +134,7 @@ class RunHeader:
         self.command = f"python benchmarks/{script} " + " ".join(sys.argv[1:])
         self.start = time.perf_counter()
         self.load_start = load_average()
+        self.commit = commit()
 
     def lines(
         self, title: str, threads: str, machine_extra: str = "", versions_extra: str = ""
@@ -145,6 +149,7 @@ class RunHeader:
             f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; wall time "
             f"{wall:.0f} s; load average at start / end: {self.load_start} / {load_average()}",
             f"- machine: {machine()}{machine_extra}",
+            commit_line(self.commit),
             f"- threads: {threads}",
             f"- versions: {versions()}{versions_extra}",
             f"- command: `{self.command.strip()}`",
@@ -537,6 +542,7 @@ def write_report(out: Path, r: dict[str, Any]) -> None:
         f"- machine: {r['machine']}; load average at start / end: {r['load_start']} / "
         f"{r['load_end']}"
         + (" (shared with other jobs: timings are under contention)" if r["busy"] else ""),
+        commit_line(r["commit"]),
         "- threads: `OMP_NUM_THREADS=1` (set by the script, also for the demo subprocess), "
         "`torch.set_num_threads(1)`, faiss 1 thread",
         f"- versions: {r['versions']}",
@@ -932,6 +938,7 @@ def main() -> None:
     args = ap.parse_args()
     started = time.perf_counter()
     load_start = " ".join(f"{v:.1f}" for v in os.getloadavg())
+    measured_commit = commit()
     set_threads()
 
     import pandas as pd
@@ -980,6 +987,7 @@ def main() -> None:
         "args": args,
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
         "machine": machine(),
+        "commit": measured_commit,
         "versions": versions(),
         "command": "python benchmarks/bench_audit.py"
         + ("" if len(sys.argv) < 2 else " " + " ".join(sys.argv[1:])),

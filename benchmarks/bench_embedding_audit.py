@@ -39,6 +39,8 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from provenance import commit, commit_line  # noqa: E402
+
 METHODS = ("embeddings", "dbscan", "balance_test_dcsi", "fairden", "tree", "counterparts")
 
 
@@ -148,6 +150,7 @@ def main() -> None:
 
     start = time.perf_counter()
     load = os.getloadavg()[0]
+    measured_commit = commit()
     rows = []
     for n in args.sizes:
         proc = subprocess.run(
@@ -169,6 +172,7 @@ def main() -> None:
         f"- date: {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC\n"
         f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; "
         f"load average at the start {load:.1f}\n"
+        f"{commit_line(measured_commit)}\n"
         "- threads: OMP/BLAS/torch = 1\n"
         f"- command: `OMP_NUM_THREADS=1 python benchmarks/bench_embedding_audit.py --sizes {sizes}`\n\n"
         "Protocol: see the script's docstring (synthetic credit graph, bias 3.0, 2-layer GCN, "

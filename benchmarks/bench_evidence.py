@@ -44,6 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from provenance import UNKNOWN, commit, commit_line
+
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / "_data"
 RESULTS = HERE / "results" / "evidence.md"
@@ -272,6 +274,7 @@ def worker(name: str, quick: bool, threads: int) -> dict[str, Any]:
     x, ei, pred, test, info = load_config(name, quick)
     row: dict[str, Any] = {
         "config": name,
+        "commit": commit(),
         "nodes": int(x.size(0)),
         "features": int(x.size(1)),
         "undirected_edges": int(ei.size(1) // 2),
@@ -588,6 +591,8 @@ def markdown(rows: dict[str, dict], command: str, threads: int, quick: bool) -> 
         f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC (report); each "
         "configuration's own run time is in the `measured` column (results of separate runs "
         "of this script are merged from `benchmarks/_data/`)",
+        # the commit of each configuration's run (`unknown`: cached before it was recorded)
+        commit_line(*(r.get("commit", UNKNOWN) for r in rows.values())),
         f"- command: `{command}` (full run: `python benchmarks/bench_evidence.py`)",
         f"- threads: torch.set_num_threads({threads}), faiss.omp_set_num_threads({threads}), "
         f"threadpoolctl.threadpool_limits({threads}) (numpy BLAS), OMP_NUM_THREADS={threads}",

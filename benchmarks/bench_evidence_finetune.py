@@ -31,6 +31,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
+from provenance import commit, commit_line  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 from gnnaudit.datasets import load_planetoid, synthetic_credit_graph  # noqa: E402
@@ -76,6 +77,7 @@ def main() -> None:
     torch.set_num_threads(1)
     logging.getLogger("lightning").setLevel(logging.ERROR)
     start = time.perf_counter()
+    measured_commit = commit()
     notes, rows, runs = [], [], []
     for name in args.datasets:
         if name == "cora" and not (args.root / "Cora" / "raw").is_dir():
@@ -120,6 +122,7 @@ def main() -> None:
         f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; wall time "
         f"{time.perf_counter() - start:.0f} s; machine: {platform.platform()}, "
         f"{os.cpu_count()} cores",
+        commit_line(measured_commit),
         f"- command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`",
         "- GCN (3 layers synthetic, 2 layers Cora, 200 epochs, one model per seed); "
         "finetune_on_evidences(m, epochs=30, lr=1e-3, keep_train=True); accuracy on the test "

@@ -27,6 +27,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
+from provenance import commit, commit_line  # noqa: E402
 from sklearn.cluster import DBSCAN  # noqa: E402
 from sklearn.datasets import load_iris, load_wine, make_blobs, make_moons  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
@@ -259,6 +260,7 @@ def main() -> None:
         help="markdown results file",
     )
     args = parser.parse_args()
+    measured_commit = commit()
     torch.set_num_threads(THREADS)
     try:
         import faiss
@@ -286,6 +288,7 @@ def main() -> None:
                 f"{platform.platform()}, Python {platform.python_version()}, "
                 f"load average at the start {LOAD_AT_START:.1f}\n"
             )
+            fh.write(commit_line(measured_commit) + "\n")
             fh.write(
                 f"- threads: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
                 f"torch.set_num_threads({THREADS}), faiss.omp_set_num_threads({THREADS})\n"

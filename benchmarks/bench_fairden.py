@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from provenance import commit, commit_line
 
 THREADS = 1
 os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
@@ -293,6 +294,7 @@ def main() -> int:
         print(json.dumps(run_single(args.single[0], int(args.single[1]))))
         return 0
     sizes = args.sizes or ([1000, 5000] if args.quick else [1000, 10_000, 100_000])
+    measured_commit = commit()
     rows = []
     for kind in args.data:
         for n in sizes:
@@ -321,6 +323,7 @@ def main() -> int:
         f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"{mem:.0f} GB RAM, {platform.system()} {platform.release()}; "
         f"load average at the start {os.getloadavg()[0]:.1f}",
+        commit_line(measured_commit),
         f"- threads: OMP/BLAS/torch/faiss = {THREADS}",
         f"- command: `{cmd.strip()}`",
         "",

@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from provenance import commit, commit_line
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -317,6 +318,7 @@ def main() -> int:
         else []
     )
     t0 = time.perf_counter()
+    measured_commit = commit()
     df = run(args.quick, ks)
     check = default_check(df)
     loop = noise_loop_check(df)
@@ -337,6 +339,7 @@ def main() -> int:
             f"- date: {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
             f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()}; "
             f"load average at the start {os.getloadavg()[0]:.1f}; OMP threads 1",
+            commit_line(measured_commit),
             f"- command: `{cmd.strip()}`",
             f"- paper's three-moons files: {[str(p) for p in files] or 'not available'}; "
             f"Communities and Crime: {[str(p) for p in comm] or 'not available'}",

@@ -38,6 +38,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
+from provenance import commit, commit_line  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 from gnnaudit.datasets import synthetic_credit_graph  # noqa: E402
@@ -174,6 +175,7 @@ def main() -> None:
         lambdas = args.lambdas or [0.0, DEFAULT_LAMBDA_CF]
         settings = [(nodes[0], homs[0], s) for s in seeds]
     start = time.perf_counter()
+    measured_commit = commit()
     jobs = [(n, b, h, s, bb) for b in biases for (n, h, s) in settings for bb in args.backbones]
     rows = []
     for n, b, h, s, bb in tqdm(jobs, desc="runs"):
@@ -200,6 +202,7 @@ def main() -> None:
         f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; wall time {wall:.0f} s; "
         f"load average at end: {' '.join(f'{v:.1f}' for v in os.getloadavg())}",
         f"- machine: {platform.platform()}, {os.cpu_count()} cores",
+        commit_line(measured_commit),
         f"- versions: Python {platform.python_version()}, torch {torch.__version__}, "
         f"torch_geometric {torch_geometric.__version__}, lightning {lightning.__version__}",
         f"- command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`",

@@ -51,6 +51,7 @@ import pandas as pd  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))  # this checkout's gnnaudit, not an installed one
+from provenance import commit, commit_line  # noqa: E402
 from tune_faiss_index import clustered  # noqa: E402
 
 from gnnaudit.audit.search.base import SearchSpace  # noqa: E402
@@ -218,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     faiss.omp_set_num_threads(1)
     start = dt.datetime.now(dt.timezone.utc)
     load_before = load()
+    measured_commit = commit()
     t0 = time.perf_counter()
     df = grid_rows(args)
     cross = crossovers(df)
@@ -233,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"- date: {start:%Y-%m-%d %H:%M} UTC; wall {wall:.0f} s",
         f"- machine: {machine()}; {platform.platform()}",
+        commit_line(measured_commit),
         f"- load average (1/5/15 min): before {load_before}, after {load()}",
         "- threads: 1 (OMP/OPENBLAS/MKL_NUM_THREADS=1, faiss.omp_set_num_threads(1))",
         f"- versions: python {platform.python_version()}, numpy {np.__version__}, "

@@ -45,6 +45,7 @@ import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import psutil  # noqa: E402
+from provenance import commit, commit_line  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # this checkout's gnnaudit, not an installed one
@@ -236,6 +237,7 @@ def main() -> None:
     faiss.omp_set_num_threads(1)
     start = time.perf_counter()
     load_before = os.getloadavg()
+    measured_commit = commit()
     x, pred = clustered(args.n, args.dim)
     space = SearchSpace(x, pred, np.arange(args.n, dtype=np.int64))
     q = np.sort(np.random.default_rng(1).choice(args.n, args.queries, replace=False))
@@ -283,6 +285,7 @@ def main() -> None:
         f"- machine: {platform.platform()}, {cpu_model()}, "
         f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GB RAM (shared "
         "with other jobs)",
+        commit_line(measured_commit),
         "- load average (1/5/15 min): before "
         + " / ".join(f"{v:.2f}" for v in load_before)
         + ", after "

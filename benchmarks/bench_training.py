@@ -22,6 +22,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
+from provenance import commit, commit_line  # noqa: E402
 
 from gnnaudit.datasets import load_planetoid, synthetic_credit_graph  # noqa: E402
 from gnnaudit.training import BACKBONES, train_node_classifier  # noqa: E402
@@ -82,6 +83,7 @@ def main() -> None:
     logging.getLogger("lightning").setLevel(logging.ERROR)
     epochs = 30 if args.quick else 200
     load = os.getloadavg()[0]
+    measured_commit = commit()
     table, notes = accuracy_rows(epochs, args.root, args.quick)
     print(table.to_string(index=False))
     cli = cli_seconds(epochs)
@@ -93,6 +95,7 @@ def main() -> None:
         f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
         f"load average at the start {load:.1f}",
+        commit_line(measured_commit),
         f"- threads: OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, torch.set_num_threads(1)",
         f"- versions: torch {torch.__version__}, Python {platform.python_version()}",
         f"- command: `{cmd.strip()}`",

@@ -37,6 +37,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from provenance import commit_line  # noqa: E402
 from sklearn.datasets import load_iris, load_wine  # noqa: E402
 from sklearn.metrics import adjusted_rand_score  # noqa: E402
 from tqdm import tqdm  # noqa: E402
@@ -220,6 +221,7 @@ def main(argv=None) -> int:
         f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
         f"Python {platform.python_version()}; single-threaded SAT solving (OMP_NUM_THREADS=1, "
         "no torch / faiss)",
+        commit_line(),
         f"- command: `python benchmarks/bench_tree_clustering.py {' '.join(sys.argv[1:])}`",
         f"- solver: {args.solver} (pysat Glucose 4 oracle), time limit {args.time_limit:g} s per "
         f"solve; {args.n_sets} constraint sets per kappa (paper: 20, Loandra, 30 min limit)",

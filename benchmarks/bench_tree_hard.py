@@ -30,6 +30,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from provenance import commit, commit_line  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "tree_hard.md"
@@ -85,6 +86,7 @@ def main() -> None:
 
     X, y = load_breast_cancer(return_X_y=True)
     load0 = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    measured_commit = commit()
     t0 = time.perf_counter()
     rows = [
         run_cell(X, y, kappa, seed, limit)
@@ -100,6 +102,7 @@ def main() -> None:
         f"- machine: {platform.machine()}, {os.cpu_count()} cores shared with other jobs, "
         f"{platform.platform()}, Python {platform.python_version()}, python-sat "
         f"{version('python-sat')}",
+        commit_line(measured_commit),
         f"- load average (1, 5, 15 min) at start: {load0}; at end: "
         + " ".join(f"{v:.2f}" for v in os.getloadavg()),
         "- threads: OMP_NUM_THREADS=1, single-threaded SAT solving (Glucose 4)",

@@ -39,6 +39,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from provenance import commit, commit_line  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "tree_scale.md"
@@ -180,6 +181,7 @@ def main() -> None:
     from importlib.metadata import version
 
     start_load = load()
+    measured_commit = commit()
     t0 = time.perf_counter()
     parts = {}
     if "solvers" in args.sections:
@@ -195,6 +197,7 @@ def main() -> None:
         f"- machine: {platform.machine()}, {os.cpu_count()} cores shared with other jobs, "
         f"{platform.platform()}, Python {platform.python_version()}, python-sat "
         f"{version('python-sat')}, gnnaudit {version('gnnaudit')}",
+        commit_line(measured_commit),
         f"- load average (1, 5, 15 min) at start: {start_load}; at end: {load()} (timings under "
         "this load are inflated)",
         "- threads: OMP_NUM_THREADS=1, single-threaded SAT solving (Glucose 4)",

@@ -1,7 +1,9 @@
 """Run every ``benchmarks/bench_*.py`` script, then rebuild ``benchmarks/RESULTS.md``.
 
 Usage: ``python benchmarks/run_all.py [--quick] [--only NAME ...]``. Each script writes its own
-section to ``benchmarks/results/<area>.md``; this runner concatenates those sections.
+section to ``benchmarks/results/<area>.md``; this runner concatenates those sections after an
+index that names, per file, the commit it measured (its ``- commit:`` header line, written by
+``provenance.commit_line``; "commit not recorded" for files older than that line).
 """
 
 from __future__ import annotations
@@ -11,19 +13,49 @@ import subprocess
 import sys
 from pathlib import Path
 
+from provenance import read_commits  # this folder: the script's own, first on sys.path
+
 HERE = Path(__file__).resolve().parent
 
 
-def collect() -> Path:
-    sections = sorted((HERE / "results").glob("*.md"))
+def title(text: str) -> str:
+    """The first heading of a results file, without its ``#`` marks."""
+    for line in text.splitlines():
+        if line.startswith("#"):
+            return line.lstrip("#").strip()
+    return "(no heading)"
+
+
+def measured_at(text: str) -> str:
+    """Where the index says which code a results file measured (its ``- commit:`` lines)."""
+    commits = read_commits(text)
+    if not commits:
+        return "commit not recorded"
+    shown = ", ".join(f"`{c}`" for c in commits)
+    return f"measured at commit{'s' if len(commits) > 1 else ''} {shown}"
+
+
+def collect(results: Path = HERE / "results", out: Path = HERE / "RESULTS.md") -> Path:
+    """Write ``out``: an intro, an index (file, title, commit measured) and every results file
+    of ``results`` in name order."""
+    sections = [(s, s.read_text()) for s in sorted(results.glob("*.md"))]
     parts = [
         "# gnnaudit benchmark results\n",
         "Each section is written by the script named in it (`python benchmarks/bench_<area>.py`)"
-        " and states the machine, the date, the thread settings and the exact command. "
-        "Regenerate everything with `make bench`.\n",
+        " and states the machine, the date, the commit measured, the thread settings and the "
+        "exact command. Regenerate everything with `make bench`.\n",
+        "The commit (`- commit:` in each header, `benchmarks/provenance.py`) is the checkout's "
+        "`git rev-parse --short HEAD` when the run started; `+dirty`: with uncommitted changes "
+        "to `gnnaudit/` or `benchmarks/` other than the results files; `unknown`: no git. A file "
+        'written before commits were recorded reads "commit not recorded" below.\n',
+        "## Contents\n",
+        "\n".join(
+            f"- [`{s.name}`](results/{s.name}): {title(text)} — {measured_at(text)}"
+            for s, text in sections
+        )
+        + "\n",
     ]
-    parts += [s.read_text().rstrip() + "\n" for s in sections]
-    out = HERE / "RESULTS.md"
+    parts += [text.rstrip() + "\n" for _, text in sections]
     out.write_text("\n".join(parts))
     return out
 

@@ -39,6 +39,7 @@ import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
+from provenance import commit, commit_line  # noqa: E402
 
 from gnnaudit.audit.search.base import SearchSpace  # noqa: E402
 from gnnaudit.audit.search.faiss_search import FaissSearcher  # noqa: E402
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "faiss_tuning.md"))
     args = parser.parse_args(argv)
     faiss.omp_set_num_threads(N_THREADS)
+    measured_commit = commit()
     m = 5_000 if args.quick else 20_000
     d = 500
     n_q, n_single = 1_000, 100
@@ -206,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; "
         f"python {sys.version.split()[0]}, faiss {faiss.__version__}, numpy {np.__version__}",
+        commit_line(measured_commit),
         f"- threads: faiss.omp_set_num_threads({N_THREADS}), OMP/OPENBLAS/MKL_NUM_THREADS=1",
         f"- command: `{cmd}`",
         f"- data: m = {m} unit vectors, d = {d}, 3 predicted classes; {n_q} random queries, "

@@ -1,0 +1,114 @@
+"""benchmarks/provenance.py (the commit a results file measured) and run_all.py's index of it.
+
+No benchmark runs here: the git checks use a throwaway repository under ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+SHA = re.compile(r"^[0-9a-f]{4,40}(\+dirty)?$")
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+
+
+@pytest.fixture
+def provenance(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))  # how the benchmark scripts find it
+    monkeypatch.delenv("GNNAUDIT_BENCH_COMMIT", raising=False)
+    return importlib.import_module("provenance")
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch) -> Path:
+    """A committed checkout with the library, a benchmark and a results file."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-gitconfig"))  # not the user's
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    root = tmp_path / "checkout"
+    for path in ("gnnaudit/core.py", "benchmarks/bench_x.py", "benchmarks/results/x.md"):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text("v1\n")
+    (root / "README.md").write_text("v1\n")
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    return root
+
+
+def test_this_checkout_gives_a_short_sha_or_unknown(provenance):
+    got = provenance.commit()
+    assert got == "unknown" or SHA.match(got), got
+
+
+@needs_git
+def test_clean_checkout_is_its_short_head(provenance, repo):
+    head = _git(repo, "rev-parse", "--short", "HEAD")
+    assert re.fullmatch(r"[0-9a-f]{4,40}", head)
+    assert provenance.commit(repo) == head
+    # outside gnnaudit/ and benchmarks/, or the benchmarks' own outputs: still clean
+    (repo / "README.md").write_text("v2\n")
+    (repo / "benchmarks/results/x.md").write_text("v2\n")
+    (repo / "benchmarks/results/new.md").write_text("new\n")
+    (repo / "benchmarks/RESULTS.md").write_text("new\n")
+    assert provenance.commit(repo) == head
+
+
+@needs_git
+@pytest.mark.parametrize(
+    "change", ["gnnaudit/core.py", "benchmarks/bench_x.py", "benchmarks/new.py", "gnnaudit/n.py"]
+)
+def test_changed_or_new_code_is_dirty(provenance, repo, change):
+    head = _git(repo, "rev-parse", "--short", "HEAD")
+    (repo / change).write_text("v2\n")  # a modified tracked file, or an untracked one
+    assert provenance.commit(repo) == head + "+dirty"
+
+
+@needs_git
+def test_no_git_checkout_is_unknown(provenance, repo, tmp_path, monkeypatch):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert provenance.commit(plain) == "unknown"  # not a repository
+    assert provenance.commit(repo / "benchmarks") == "unknown"  # not a checkout's top
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # git not found
+    assert provenance.commit(repo) == "unknown"
+
+
+def test_environment_names_a_snapshot_commit(provenance, tmp_path, monkeypatch):
+    monkeypatch.setenv("GNNAUDIT_BENCH_COMMIT", "abc1234")
+    assert provenance.commit(tmp_path) == "abc1234"
+
+
+def test_commit_line_reads_back(provenance):
+    assert provenance.commit_line("abc1234") == "- commit: `abc1234`"
+    line = provenance.commit_line("abc1234", "def5678+dirty", "abc1234")
+    assert line == "- commit: `abc1234`, `def5678+dirty`"
+    text = f"# T\n\n- date: today\n{line}\n- command: `x`\n\n{provenance.commit_line('9f9f9f9')}\n"
+    assert provenance.read_commits(text) == ["abc1234", "def5678+dirty", "9f9f9f9"]
+    assert provenance.read_commits("# T\n\n- date: today\n- command: `x`\n") == []
+    assert provenance.commit_line() == f"- commit: `{provenance.commit()}`"  # now, by default
+
+
+def test_results_index_shows_each_files_commit(provenance, tmp_path):
+    run_all = importlib.import_module("run_all")
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "a.md").write_text("# Old run\n\n- date: then\n- command: `a`\n\nbody a\n")
+    (results / "b.md").write_text(f"# New run\n\n{provenance.commit_line('abc1234')}\n\nbody b\n")
+    out = run_all.collect(results, tmp_path / "RESULTS.md")
+    text = out.read_text()
+    assert "- [`a.md`](results/a.md): Old run — commit not recorded" in text
+    assert "- [`b.md`](results/b.md): New run — measured at commit `abc1234`" in text
+    assert text.index("## Contents") < text.index("# Old run") < text.index("# New run")
+    assert "body a" in text and "body b" in text
