@@ -38,11 +38,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from provenance import commit, commit_line
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results" / "audit_1m.md"
-TIME_BUDGET_S = 180.0
-RSS_BUDGET_GB = 8.0
+#: issue 37's goal: the whole CLI audit of a checkpoint at idle
+TIME_BUDGET_S = 120.0
+RSS_BUDGET_GB = 6.0
 
 #: run in the audit subprocess: generate, load, audit, write the report; JSON to argv[1]
 CHILD = r"""
@@ -66,6 +69,8 @@ report = gnnaudit.audit_model(model, data, backend=backend, out=report_dir, prog
 t_audit = time.perf_counter() - t
 json.dump({"import": t_import, "generate": t_gen, "load_model": t_load, "audit": t_audit,
            "stages": report.run_info.get("seconds", {}),
+           "calls": report.run_info.get("model_calls", {}),
+           "passes": report.run_info.get("model_passes", {}),
            "notes": report.run_info.get("notes", []),
            "edges": int(data.edge_index.size(1)), "audited": int(report.dataset["audited_nodes"]),
            "verdict": str(report.verdict)[:300]}, open(out_json, "w"))
@@ -155,6 +160,7 @@ def main() -> None:
     set_threads(args.threads)
     meta = {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
+        "commit": commit(),
         "load_start": load(),
         "command": "python " + " ".join([os.path.relpath(__file__, ROOT), *sys.argv[1:]]),
     }
@@ -183,12 +189,18 @@ def main() -> None:
                 ("  audited (test) nodes", f"{api['audited']:,}"),
                 ("load checkpoint", f"{api['load_model']:.2f} s"),
             ]
-            rows += [(f"  stage: {k}", f"{v:.1f} s") for k, v in api["stages"].items()]
-            ok = api["audit"] <= TIME_BUDGET_S
+            rows += [
+                (
+                    f"  stage: {k}",
+                    f"{v:.1f} s, {api['calls'].get(k, 0)} model calls, "
+                    f"{api['passes'].get(k, 0):g} whole-graph passes of rows",
+                )
+                for k, v in api["stages"].items()
+            ]
             rows += [
                 (
                     f"audit_model(backend={args.backend!r}) incl. report",
-                    f"**{api['audit']:.1f} s** ({'within' if ok else 'OVER'} 180 s)",
+                    f"**{api['audit']:.1f} s**",
                 ),
                 ("audit_model subprocess wall (import+generate+audit)", f"{wall:.1f} s"),
                 ("audit_model subprocess peak RSS", f"**{rss:.2f} GB**"),
@@ -201,8 +213,12 @@ def main() -> None:
             rc, wall, rss, tail = run_child(cmd)
             if rc != 0:
                 raise SystemExit(f"CLI subprocess failed ({rc}):\n{tail}")
+            ok = wall <= TIME_BUDGET_S and rss <= RSS_BUDGET_GB
             rows += [
-                ("CLI `gnnaudit audit` wall (import+generate+audit)", f"**{wall:.1f} s**"),
+                (
+                    "CLI `gnnaudit audit` wall (import+generate+audit)",
+                    f"**{wall:.1f} s** ({'within' if ok else 'OVER'} the budget)",
+                ),
                 ("CLI peak RSS", f"**{rss:.2f} GB**"),
             ]
     meta["load_end"] = load()
@@ -215,11 +231,12 @@ def main() -> None:
         f"- date: {meta['date']} UTC; load average (1, 5, 15 min) at start: {meta['load_start']}, "
         f"at end: {meta['load_end']} (the machine is shared: timings under load are inflated)",
         f"- machine: {machine()}",
+        commit_line(meta["commit"]),
         f"- threads: OMP_NUM_THREADS={args.threads}",
         f"- versions: Python {platform.python_version()}, {versions()}",
         f"- command: `{meta['command']}`",
-        f"- budget: audit under {TIME_BUDGET_S:.0f} s wall and {RSS_BUDGET_GB:.0f} GB peak RSS "
-        "(training excluded)",
+        f"- budget (issue 37): the CLI audit under {TIME_BUDGET_S:.0f} s wall and "
+        f"{RSS_BUDGET_GB:.0f} GB peak RSS at idle (training excluded)",
         "",
         table,
         "",
