@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from provenance import commit
 
 METRICS = ("auroc", "f1", "dsp", "deo", "cf", "instability", "fit_s")
 ORDER = {"vanilla": 0, "fairfinetune": 1, "nifty": 2, "fairgnn": 3, "fairgnn_port": 4}
@@ -161,6 +162,8 @@ def write_markdown(records: list[dict[str, Any]], path: Path, command: str) -> N
         f"- machine: {platform.platform()}, {platform.processor() or 'cpu'}, "
         f"{os.cpu_count()} cores (shared with other jobs: fit times are indicative)",
         f"- command: `{command}`",
+        f"- commit: report written at `{commit()}`; the records come from `--resume` runs over "
+        "several sessions (each record's run: the history of `fair_gnn.json`)",
         f"- records: {len(records)}",
         "",
         "Metrics in % of the test nodes (mean ± sd over the seeds listed; one value when one "
