@@ -20,8 +20,9 @@ demo: $(STAMP)
 	@# --force replaces only the files gnnaudit wrote (its manifest lists them); nothing else
 	$(BIN)/gnnaudit audit --dataset synthetic --out $(OUT) --force
 
+# 2 pytest-xdist workers; each test module runs on one of them (tests/conftest.py)
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -163,12 +166,92 @@ def faiss_one_thread():
 # --- end search fixtures ---
 
 
+class _SharedCluster:
+    """One :func:`local_dask_client` with worker processes, shared by consecutive tests: starting
+    one costs its two workers about 7 s of CPU each to import torch, PyG and gnnaudit, and an
+    idle one still costs about 10 % of a core (heartbeats, event loops), so it is started for
+    the first test that asks for ``client`` and closed when the next test is in a module that
+    does not use it (:func:`pytest_runtest_teardown`). The Dask modules run one after the other
+    (their names sort together; under ``make test`` their ``xdist_group("dask")`` mark keeps
+    them on one worker, :func:`pytest_xdist_make_scheduler`), so they share one cluster."""
+
+    def __init__(self) -> None:
+        self._stack: contextlib.ExitStack | None = None
+        self.client = None
+        self.modules: set[Path] = set()  # the test modules with a test that uses ``client``
+
+    def get(self):
+        if self.client is None:
+            self._stack = contextlib.ExitStack()
+            self.client = self._stack.enter_context(local_dask_client())
+        return self.client
+
+    def close(self) -> None:
+        if self._stack is not None:
+            self.client, stack, self._stack = None, self._stack, None
+            stack.close()
+
+
+_CLUSTER = _SharedCluster()
+
+
 @pytest.fixture(scope="module")
 def client(request):
-    """:func:`local_dask_client` with worker processes, one per test module; the module imports
-    ``distributed`` with ``pytest.importorskip`` first. The workers import the test module
-    (torch, PyG, gnnaudit) before its first test, both at the same time, instead of each in the
-    first task it runs, one after the other."""
-    with local_dask_client() as dask_client:
-        import_on_workers(dask_client, request.module.__name__)
-        yield dask_client
+    """A Dask client on a cluster of worker processes (:class:`_SharedCluster`); the module
+    imports ``distributed`` with ``pytest.importorskip`` first. The workers import the test
+    module (torch, PyG, gnnaudit) before its first test, both at the same time, instead of each
+    in the first task it runs, one after the other."""
+    dask_client = _CLUSTER.get()
+    import_on_workers(dask_client, request.module.__name__)
+    return dask_client
+
+
+def pytest_collection_modifyitems(items):
+    _CLUSTER.modules = {item.path for item in items if "client" in item.fixturenames}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Close the shared Dask cluster when the next test's module does not use it (or no test
+    is left)."""
+    if nextitem is None or nextitem.path not in _CLUSTER.modules:
+        _CLUSTER.close()
+
+
+def pytest_sessionfinish(session):
+    _CLUSTER.close()
+
+
+# --- parallel runs (pytest-xdist) ---
+
+#: a module-level ``pytestmark = pytest.mark.xdist_group("NAME")`` line of a test module
+_GROUP_MARK = re.compile(r"""^pytestmark = pytest\.mark\.xdist_group\(["']([^"']+)["']\)""", re.M)
+
+
+@functools.cache
+def module_group(rootpath: Path, module: str) -> str:
+    """The xdist work unit of test module ``module`` (a path relative to ``rootpath``): the
+    ``NAME`` of its module-level ``xdist_group`` mark, else the module itself."""
+    path = rootpath / module
+    found = _GROUP_MARK.search(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return f"group {found.group(1)}" if found else module
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``make test`` runs ``-n 2 --dist loadfile``: each test module runs on one worker, so its
+    module-scoped fixtures (trained models among them) are built once, not once per worker; the
+    modules that carry the same module-level ``xdist_group`` mark form one unit (the Dask
+    modules: one worker, one cluster, :class:`_SharedCluster`). ``--dist loadgroup`` would
+    read those marks itself, but pytest 9.2's structured node ids drop the group suffix that
+    pytest-xdist 3.8 writes into them, so it groups nothing (pytest-xdist issue 1386); the
+    controller has no items, so the marks are read from the modules' source."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ModuleScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return module_group(config.rootpath, super()._split_scope(nodeid))
+
+    return ModuleScheduling(config, log)

@@ -2,7 +2,9 @@
 the model's forward passes per partition, ``audit_model(client=)`` and ``gnnaudit audit
 --scheduler``, each equal to the single-process result.
 
-One module-scoped LocalCluster of two single-threaded worker processes serves every test.
+One LocalCluster of two single-threaded worker processes (conftest's ``client``) serves
+every test here and in the other Dask modules; ``make test`` runs them on one xdist worker
+(their ``xdist_group("dask")`` mark).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import scipy.sparse as sp
 import torch
 
 distributed = pytest.importorskip("distributed")
+pytestmark = pytest.mark.xdist_group("dask")  # one worker, one cluster (conftest)
 
 from torch_geometric.data import Data  # noqa: E402
 from torch_geometric.nn import GCNConv  # noqa: E402

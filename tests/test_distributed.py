@@ -1,6 +1,8 @@
 """Dask support (``client=``): every distributed result equals the single-process one exactly.
 
-One module-scoped LocalCluster of two single-threaded worker processes serves every test.
+One LocalCluster of two single-threaded worker processes (conftest's ``client``) serves
+every test here and in the other Dask modules; ``make test`` runs them on one xdist worker
+(their ``xdist_group("dask")`` mark).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pytest
 import torch
 
 distributed = pytest.importorskip("distributed")
+pytestmark = pytest.mark.xdist_group("dask")  # one worker, one cluster (conftest)
 
 from sklearn.datasets import make_blobs  # noqa: E402
 from torch_geometric.nn.models import GraphSAGE  # noqa: E402

@@ -7,43 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-CODE = """
-import sys, torch, gnnaudit
-gnnaudit.audit_model
-assert "lightning" not in sys.modules, "import gnnaudit; gnnaudit.audit_model loaded lightning"
-from torch_geometric.nn import GCNConv
-from gnnaudit.datasets import synthetic_credit_graph
-data = synthetic_credit_graph(num_nodes=120, seed=0)
-class M(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = GCNConv(data.num_features, 2)
-    def forward(self, x, edge_index):
-        return self.conv(x, edge_index)
-gnnaudit.audit_model(M().eval(), data, sensitive="gender", progress=False, n_boot=20)
-assert "lightning" not in sys.modules, "auditing a plain model loaded lightning"
-from gnnaudit.training import NodeClassifier  # the Lightning classes still come on use
-assert "lightning" in sys.modules
-print("ok")
-"""
+import pytest
 
-
-def test_audit_of_a_plain_model_never_imports_lightning():
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.run(
-        [sys.executable, "-c", CODE], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
-
-
-def test_training_exports_resolve_lazily():
-    import gnnaudit.training as training
-
-    for name in training.__all__:
-        assert getattr(training, name) is not None, name
-    assert set(training.__all__) <= set(dir(training))
-
-
+#: run_audit in a fresh interpreter: neither Lightning nor Dask is loaded (prints "local ok")
 LOCAL_AUDIT = """
 import sys, torch, gnnaudit
 from torch_geometric.nn import GCNConv
@@ -63,24 +29,60 @@ loaded = sorted(
     or m.startswith(("gnnaudit.training", "gnnaudit.audit.distributed"))
 )
 assert not loaded, loaded
-print("ok")
+print("local ok")
+"""
+
+#: then, in the same interpreter (Lightning still not loaded: LOCAL_AUDIT checked it),
+#: gnnaudit.audit_model on a plain model loads no Lightning, and the training classes do
+#: (prints "plain ok")
+CODE = """
+gnnaudit.audit_model
+assert "lightning" not in sys.modules, "import gnnaudit; gnnaudit.audit_model loaded lightning"
+gnnaudit.audit_model(M().eval(), data, sensitive="gender", progress=False, n_boot=20)
+assert "lightning" not in sys.modules, "auditing a plain model loaded lightning"
+from gnnaudit.training import NodeClassifier  # the Lightning classes still come on use
+assert "lightning" in sys.modules
+print("plain ok")
 """
 
 
-def test_local_audit_imports_neither_lightning_nor_dask():
+@pytest.fixture(scope="module")
+def fresh_interpreter() -> subprocess.CompletedProcess:
+    """LOCAL_AUDIT then CODE in one fresh interpreter: starting one (torch, PyG, gnnaudit)
+    costs seconds of CPU, so both tests below read this one run."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return subprocess.run(
+        [sys.executable, "-c", LOCAL_AUDIT + CODE],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_audit_of_a_plain_model_never_imports_lightning(fresh_interpreter):
+    proc = fresh_interpreter
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["local", "ok", "plain", "ok"], proc.stderr[-2000:]
+
+
+def test_local_audit_imports_neither_lightning_nor_dask(fresh_interpreter):
     """``run_audit`` without ``client=`` imports neither Lightning (the training layer) nor
     dask / distributed, nor gnnaudit's own Dask path (``gnnaudit.audit.distributed``)."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.run(
-        [sys.executable, "-c", LOCAL_AUDIT], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+    proc = fresh_interpreter
+    assert proc.stdout.startswith("local ok\n"), proc.stderr[-2000:]
+
+
+def test_training_exports_resolve_lazily():
+    import gnnaudit.training as training
+
+    for name in training.__all__:
+        assert getattr(training, name) is not None, name
+    assert set(training.__all__) <= set(dir(training))
 
 
 def test_training_units_come_from_the_registry():
     """The audit builds training's units by name; ``gnnaudit.training`` registers them."""
-    import pytest
-
     from gnnaudit.audit.pipeline import build_unit, default_units, registered_units
     from gnnaudit.errors import InvalidInputError
     from gnnaudit.training import EvidenceFinetuneUnit, MitigationUnit
@@ -97,8 +99,6 @@ def test_training_units_come_from_the_registry():
 def test_old_pipeline_names_warn_and_resolve(monkeypatch):
     """``gnnaudit.training.run_audit`` and the other moved names still work until 0.3.0."""
     import importlib
-
-    import pytest
 
     import gnnaudit
     import gnnaudit.training as training

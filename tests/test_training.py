@@ -44,12 +44,13 @@ def _without_time(metrics: dict) -> dict:
 
 
 def test_training_learns_the_synthetic_graph(graph):
-    module, metrics = train_node_classifier(graph, backbone="gcn", max_epochs=150, seed=0)
+    # 80 epochs: test accuracy 0.77 (0.80 after 150) against a majority rate of 0.5
+    module, metrics = train_node_classifier(graph, backbone="gcn", max_epochs=80, seed=0)
     assert metrics["majority_rate"] == pytest.approx(0.5, abs=0.02)
     assert metrics["test_acc"] > metrics["majority_rate"] + 0.2
     assert metrics["train_acc"] > 0.7
     assert metrics["device"] == ("cuda:0" if torch.cuda.is_available() else "cpu")
-    assert metrics["epochs_run"] == 150 and 0 <= metrics["best_epoch"] < 150
+    assert metrics["epochs_run"] == 80 and 0 <= metrics["best_epoch"] < 80
     assert not module.training
     # the module stays on the device it trained on (a GPU under accelerator="auto")
     logits = module(graph.x.to(module.device), graph.edge_index.to(module.device)).cpu()
