@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pandas as pd
 import pytest
 import torch
+from own_tables import write_people
 
 from gnnaudit.cli.main import main
 
@@ -26,25 +26,7 @@ def people(tmp_path_factory):
     """``people.csv`` / ``links.csv`` as a new user has them: text ids, text gender, city and
     split, a yes/no label and an income around 30,000."""
     folder = tmp_path_factory.mktemp("own")
-    rng = np.random.default_rng(0)
-    n = 80
-    ids = [f"p{i:03d}" for i in range(n)]
-    income = rng.normal(30_000, 8_000, n).round()
-    frame = pd.DataFrame(
-        {
-            "person": ids,
-            "Gender": rng.choice(["F", "M"], n),
-            "Age": rng.integers(20, 70, n),
-            "Income": income,
-            "City": rng.choice(["Lyon", "Nice"], n),
-            "split": rng.choice(["train", "val", "test"], n, p=[0.6, 0.2, 0.2]),
-            "Defaulted": np.where(income > 30_000, "no", "yes"),
-        }
-    )
-    frame.to_csv(folder / "people.csv", index=False)
-    src, dst = rng.integers(0, n, 240), rng.integers(0, n, 240)
-    links = pd.DataFrame({"source": [ids[s] for s in src], "target": [ids[t] for t in dst]})
-    links.to_csv(folder / "links.csv", index=False)
+    write_people(folder)
     return folder
 
 

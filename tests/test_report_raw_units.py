@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from own_tables import write_people
 from torch import nn
 from torch_geometric.data import Data
 
@@ -177,24 +178,7 @@ def test_pipeline_without_a_scaler_shows_the_inputs_as_given(income_graph):
 def people(tmp_path_factory):
     """A user's two tables: text ids, a text gender, an age and an income around 30,000."""
     folder = tmp_path_factory.mktemp("raw_units")
-    rng = np.random.default_rng(0)
-    n = 80
-    ids = [f"p{i:03d}" for i in range(n)]
-    income = rng.normal(30_000, 8_000, n).round()
-    frame = pd.DataFrame(
-        {
-            "person": ids,
-            "Gender": rng.choice(["F", "M"], n),
-            "Age": rng.integers(20, 70, n),
-            "Income": income,
-            "split": rng.choice(["train", "val", "test"], n, p=[0.6, 0.2, 0.2]),
-            "Defaulted": np.where(income > 30_000, "no", "yes"),
-        }
-    )
-    frame.to_csv(folder / "people.csv", index=False)
-    src, dst = rng.integers(0, n, 240), rng.integers(0, n, 240)
-    links = pd.DataFrame({"source": [ids[s] for s in src], "target": [ids[t] for t in dst]})
-    links.to_csv(folder / "links.csv", index=False)
+    frame = write_people(folder, city=False)
     return folder, frame.set_index("person")
 
 
