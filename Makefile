@@ -40,6 +40,7 @@ $(DOCS_STAMP): $(STAMP)
 
 docs: $(DOCS_STAMP)
 	$(BIN)/python docs/gen_figures.py
+	$(BIN)/python docs/gen_cli.py
 	$(BIN)/python -m sphinx -W --keep-going -b html docs docs/_build/html
 
 format: $(STAMP)
