@@ -29,6 +29,7 @@ a model fed inputs it was not trained on measures nothing about the model.
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 from typing import Any
 
@@ -184,6 +185,14 @@ def add_table_arguments(parser: argparse.ArgumentParser, *, expected_accuracy: b
     if not expected_accuracy:
         return
     prep.add_argument(
+        "--feature-order",
+        default=None,
+        metavar="FILE",
+        help="the model's input column names in its order (one per line or comma-separated): "
+        "the graph's columns are matched to it by name and reordered; extra or missing "
+        "columns are refused, naming them (a gnnaudit --checkpoint carries its names already)",
+    )
+    prep.add_argument(
         "--expected-accuracy",
         type=FloatRange(0.0, 1.0),
         default=None,
@@ -255,8 +264,70 @@ def preprocess(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, str]
     if scaler is not None and args.standardize is None and not args.no_standardize:
         data = scaler.apply(data)
         applied["standardize"] = "the scaler stored in --checkpoint (z-scores as in training)"
+    data, reordered = match_input_order(args, data, ckpt)
+    if reordered is not None:
+        applied["input order"] = reordered
     check_checkpoint_inputs(args, data, ckpt)
     return data, applied
+
+
+def _feature_order(path: str) -> list[str]:
+    """The input column names of ``--feature-order FILE``: one per line, or separated by
+    commas; blank lines and surrounding spaces ignored."""
+    from gnnaudit.errors import InvalidInputError
+    from gnnaudit.safe_io import check_input_file
+
+    text = check_input_file("--feature-order", path).read_text(encoding="utf-8")
+    names = [n.strip() for line in text.splitlines() for n in line.split(",") if n.strip()]
+    if not names or len(set(names)) != len(names):
+        raise InvalidInputError(
+            f"--feature-order {path}: must name each input column of the model once, in the "
+            f"model's order (one per line or comma-separated), got {names[:10]}"
+        )
+    return names
+
+
+def match_input_order(
+    args: argparse.Namespace, data: Any, ckpt: dict[str, Any] | None
+) -> tuple[Any, str | None]:
+    """The graph with its input columns in the model's order, matched by name: the names a
+    gnnaudit ``--checkpoint`` carries, or ``--feature-order FILE`` (which wins). Returns
+    ``(data, note)``, ``note`` saying what was reordered (None: nothing). Columns that do not
+    match (extra or missing names) are refused, naming them (:func:`input_mismatch`). The
+    recorded standardisation and ``sensitive_index`` follow the columns."""
+    from gnnaudit.errors import InvalidInputError
+
+    order_file = getattr(args, "feature_order", None)
+    expected: Any
+    if order_file is not None:
+        expected, source = _feature_order(order_file), f"--feature-order {order_file}"
+    else:
+        expected = ckpt.get(CHECKPOINT_INPUTS) if ckpt is not None else None
+        source = f"--checkpoint {getattr(args, 'checkpoint', None)}"
+    x = getattr(data, "x", None)
+    names = [str(n) for n in (getattr(data, "feature_names", None) or [])]
+    if not isinstance(expected, list | tuple) or x is None or len(names) != int(x.size(1)):
+        return data, None
+    expected = [str(n) for n in expected]
+    if sorted(expected) != sorted(names):
+        problem = input_mismatch(expected, None, names, len(names))
+        raise InvalidInputError(f"{source}: {problem}")
+    if expected == names:
+        return data, None
+    import torch
+
+    perm = [names.index(n) for n in expected]
+    out = copy.copy(data)
+    out.x = x[:, torch.tensor(perm, dtype=torch.long, device=x.device)]
+    out.feature_names = list(expected)
+    for attr in ("feature_mean", "feature_scale"):
+        value = getattr(data, attr, None)
+        if value is not None and len(value) == len(perm):
+            setattr(out, attr, value[perm] if hasattr(value, "shape") else [value[i] for i in perm])
+    index = getattr(data, "sensitive_index", None)
+    if isinstance(index, int) and 0 <= index < len(names):
+        out.sensitive_index = expected.index(names[index])
+    return out, f"input columns put in the model's order by name ({source})"
 
 
 def _checkpoint_dict(args: argparse.Namespace) -> dict[str, Any] | None:
