@@ -42,6 +42,9 @@ docs: $(DOCS_STAMP)
 	$(BIN)/python docs/gen_figures.py
 	$(BIN)/python docs/gen_cli.py
 	$(BIN)/python -m sphinx -W --keep-going -b html docs docs/_build/html
+	@# the formulas must render offline: MathJax from the site itself, never a CDN
+	test -f docs/_build/html/_static/mathjax/tex-chtml.js
+	! grep -rlI "cdn.jsdelivr.net" docs/_build/html --include=*.html
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix gnnaudit tests examples benchmarks
