@@ -34,3 +34,12 @@ def write_people(folder: Path, *, city: bool = True) -> pd.DataFrame:
     links = pd.DataFrame({"source": [ids[s] for s in src], "target": [ids[t] for t in dst]})
     links.to_csv(folder / "links.csv", index=False)
     return frame
+
+
+def table_args(folder: Path) -> list[str]:
+    """The CLI flags that read :func:`write_people`'s tables in ``folder``: the two files, the
+    id column, the label and the sensitive attribute."""
+    return [
+        "--nodes", str(folder / "people.csv"), "--edges", str(folder / "links.csv"),
+        "--id-column", "person", "--label", "Defaulted", "--sensitive", "Gender",
+    ]  # fmt: skip

@@ -10,17 +10,13 @@ import json
 import pandas as pd
 import pytest
 import torch
-from own_tables import write_people
+from own_tables import table_args, write_people
 
 from gnnaudit.cli.main import main
 
 
 def _tables(folder) -> list[str]:
-    return [
-        "--nodes", str(folder / "people.csv"), "--edges", str(folder / "links.csv"),
-        "--id-column", "person", "--label", "Defaulted", "--sensitive", "Gender",
-        "--no-progress",
-    ]  # fmt: skip
+    return [*table_args(folder), "--no-progress"]
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 import torch
-from own_tables import write_people
+from own_tables import table_args, write_people
 
 from gnnaudit.cli.main import main
 
@@ -28,21 +28,6 @@ def people(tmp_path_factory):
     folder = tmp_path_factory.mktemp("own")
     write_people(folder)
     return folder
-
-
-def tables(folder: Path) -> list[str]:
-    return [
-        "--nodes",
-        str(folder / "people.csv"),
-        "--edges",
-        str(folder / "links.csv"),
-        "--id-column",
-        "person",
-        "--label",
-        "Defaulted",
-        "--sensitive",
-        "Gender",
-    ]
 
 
 def run_fresh(argv: list[str]) -> subprocess.CompletedProcess:
@@ -104,7 +89,7 @@ def test_the_builtin_scaler_fits_the_training_nodes_and_keeps_0_1_columns():
 @pytest.fixture(scope="module")
 def trained(people, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "run"
-    argv = ["train", *tables(people), "--epochs", "3", "--no-progress", "--out", str(out)]
+    argv = ["train", *table_args(people), "--epochs", "3", "--no-progress", "--out", str(out)]
     assert main(argv) == 0
     return out
 
@@ -121,7 +106,7 @@ def test_train_on_two_named_tables_standardizes_and_stores_the_scaler(trained, c
 
 def test_no_standardize_trains_on_raw_values(people, tmp_path):
     out = tmp_path / "raw"
-    argv = ["train", *tables(people), "--epochs", "2", "--no-progress", "--no-standardize"]
+    argv = ["train", *table_args(people), "--epochs", "2", "--no-progress", "--no-standardize"]
     assert main([*argv, "--out", str(out)]) == 0
     assert "standardizer" not in torch.load(out / "model.ckpt", weights_only=True)
     with pytest.raises(SystemExit):  # one or the other
@@ -130,7 +115,7 @@ def test_no_standardize_trains_on_raw_values(people, tmp_path):
 
 def test_audit_of_the_checkpoint_applies_its_scaler(people, trained, tmp_path, capsys):
     out = tmp_path / "audit"
-    argv = ["audit", *tables(people), "--checkpoint", str(trained / "model.ckpt")]
+    argv = ["audit", *table_args(people), "--checkpoint", str(trained / "model.ckpt")]
     assert main([*argv, "--no-finetune", "--no-progress", "--out", str(out)]) == 0
     report = json.loads((out / "report.json").read_text())
     assert "stored in --checkpoint" in report["model"]["standardize"]

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from own_tables import write_people
+from own_tables import table_args, write_people
 from torch import nn
 from torch_geometric.data import Data
 
@@ -183,20 +183,7 @@ def people(tmp_path_factory):
 
 
 def _tables(folder) -> list[str]:
-    return [
-        "--nodes",
-        str(folder / "people.csv"),
-        "--edges",
-        str(folder / "links.csv"),
-        "--id-column",
-        "person",
-        "--label",
-        "Defaulted",
-        "--sensitive",
-        "Gender",
-        "--no-finetune",
-        "--no-progress",
-    ]
+    return [*table_args(folder), "--no-finetune", "--no-progress"]
 
 
 @pytest.fixture(scope="module")
