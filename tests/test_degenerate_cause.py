@@ -135,6 +135,8 @@ def test_a_degenerate_model_on_raw_large_columns_gets_the_cause(raw_graph):
     section = report.section("model_quality")
     assert cause in section.summary and section.data["degenerate_cause"] == cause
     assert cause in report.to_markdown()
+    step = report.summary_card().next_step.text  # the card's one next step names the fix too
+    assert step.startswith("Improve the model first") and step.endswith(cause)
 
 
 def test_a_degenerate_model_on_standardized_inputs_keeps_the_plain_message(raw_graph):
@@ -145,6 +147,7 @@ def test_a_degenerate_model_on_standardized_inputs_keeps_the_plain_message(raw_g
     assert explanation.endswith(PLAIN_END) and "Likely cause" not in explanation
     assert "Likely cause" not in report.verdict and "--standardize" not in report.verdict
     assert report.section("model_quality").data["degenerate_cause"] is None
+    assert report.summary_card().next_step.text.endswith("retrain it and audit it again.")
 
 
 def test_a_working_model_on_raw_columns_gets_no_cause(raw_graph):

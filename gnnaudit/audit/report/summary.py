@@ -224,9 +224,13 @@ def next_step(
 ) -> NextStep:
     """The single next step of the card (module docstring)."""
     if any(f.finding == "degenerate model" and f.flagged for f in findings):
+        cause = next(
+            (str(c) for s in sections if (c := (s.data or {}).get("degenerate_cause"))), None
+        )
         return NextStep(
             "Improve the model first: it is degenerate (see Model quality), so its fairness "
             "figures carry no information about how it decides; retrain it and audit it again."
+            + (f" {cause}" if cause else "")
         )
     if not name:
         return NextStep(
