@@ -162,8 +162,8 @@ def write_markdown(records: list[dict[str, Any]], path: Path, command: str) -> N
         f"- machine: {platform.platform()}, {platform.processor() or 'cpu'}, "
         f"{os.cpu_count()} cores (shared with other jobs: fit times are indicative)",
         f"- command: `{command}`",
-        f"- commit: report written at `{commit()}`; the records come from `--resume` runs over "
-        "several sessions (each record's run: the history of `fair_gnn.json`)",
+        f"- commit: `{commit()}` (where this report was written; the records come from "
+        "resumed runs over several sessions, each in the history of fair_gnn.json)",
         f"- records: {len(records)}",
         "",
         "Metrics in % of the test nodes (mean ± sd over the seeds listed; one value when one "
