@@ -42,6 +42,20 @@ def run_fresh(code: str, timeout: float = 240) -> subprocess.CompletedProcess:
     )
 
 
+def run_cli_fresh(
+    argv: list[str], heavy: tuple[str, ...] = ("torch", "sklearn")
+) -> subprocess.CompletedProcess:
+    """``gnnaudit argv`` in a fresh interpreter; returns its process after printing the exit
+    code and which of the ``heavy`` modules were imported by then."""
+    code = (
+        "import sys\nfrom gnnaudit.cli.main import main\n"
+        f"rc = main({argv!r})\n"
+        f"heavy = sorted(m for m in {heavy!r} if m in sys.modules)\n"
+        "print(rc, heavy)\n"
+    )
+    return run_fresh(code)
+
+
 # ---------------------------------------------------------------- overwrite: --force on a file
 
 
@@ -101,13 +115,7 @@ def test_a_taken_out_fails_before_torch_or_sklearn_load(command, table, tmp_path
     out = tmp_path / "taken.csv"
     out.write_text("x")
     argv = file_argv(command, table, out)
-    code = (
-        "import sys\nfrom gnnaudit.cli.main import main\n"
-        f"rc = main({argv!r})\n"
-        "heavy = sorted(m for m in ('torch', 'sklearn', 'lightning') if m in sys.modules)\n"
-        "print(rc, heavy)\n"
-    )
-    proc = run_fresh(code)
+    proc = run_cli_fresh(argv, ("torch", "sklearn", "lightning"))
     assert proc.stdout.strip() == "2 []", proc.stderr[-2000:]
     assert "--out" in proc.stderr and "already exists" in proc.stderr
 
@@ -192,13 +200,7 @@ def test_flag_message_rewrites_parameters_into_flags():
 def test_tree_cluster_errors_name_the_flag_before_sklearn_loads(extra, flag, table):
     argv = ["tree-cluster", str(table), "--ignore", "g", *extra]
     argv += [] if "--n-clusters" in extra else ["--n-clusters", "2"]
-    code = (
-        "import sys\nfrom gnnaudit.cli.main import main\n"
-        f"rc = main({argv!r})\n"
-        "heavy = sorted(m for m in ('torch', 'sklearn') if m in sys.modules)\n"
-        "print(rc, heavy)\n"
-    )
-    proc = run_fresh(code)
+    proc = run_cli_fresh(argv)
     assert proc.stdout.strip() == "2 []", proc.stderr[-2000:]
     assert flag in proc.stderr and "TreeClustering" not in proc.stderr
     assert "min_clusters" not in proc.stderr and "n_clusters" not in proc.stderr
@@ -211,13 +213,7 @@ def test_tree_cluster_errors_name_the_flag_before_sklearn_loads(extra, flag, tab
 def test_explain_dbscan_errors_name_the_flag_before_sklearn_loads(extra, flag, table):
     argv = ["explain-dbscan", str(table), "--eps", "1", "--min-samples", "3", "--label", "g"]
     argv += extra if "--index" in extra else ["--index", "0", *extra]
-    code = (
-        "import sys\nfrom gnnaudit.cli.main import main\n"
-        f"rc = main({argv!r})\n"
-        "heavy = sorted(m for m in ('torch', 'sklearn') if m in sys.modules)\n"
-        "print(rc, heavy)\n"
-    )
-    proc = run_fresh(code)
+    proc = run_cli_fresh(argv)
     assert proc.stdout.strip() == "2 []", proc.stderr[-2000:]
     assert f"error: {flag}" in proc.stderr and "x_or_index" not in proc.stderr
 

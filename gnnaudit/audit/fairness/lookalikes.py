@@ -13,6 +13,7 @@ import torch
 
 from gnnaudit._validation import check_allocation, check_int
 from gnnaudit.audit.search.fit_inputs import unit_rows
+from gnnaudit.audit.search.topk import block_topk
 from gnnaudit.errors import InvalidInputError
 
 __all__ = [
@@ -27,44 +28,12 @@ BLOCK_BYTES = 64 * 2**20
 
 
 def _top_k_rows(sim: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-``k`` of every row by (value desc, column asc); ``k <= sim.shape[1]``.
-
-    ``torch.topk`` picks k entries per row, breaking ties at the k-th value arbitrarily; a row
-    whose k-th value occurs more often in the row than among the picked entries (a tie that
-    crosses the cut) is recomputed by :func:`_top_k_rows_tied`, so the column order decides.
-    The picks are then sorted by (value desc, column asc). Returns ``(columns, values)``, each
-    ``(rows, k)``. Extra memory: two boolean masks the size of ``sim`` plus O(rows * k).
-    """
-    vals_t, cols_t = torch.topk(torch.from_numpy(sim), k, dim=1)
-    vals, cols = vals_t.numpy(), cols_t.numpy().astype(np.int64)
-    kth = vals[:, -1]
-    tied = np.flatnonzero(
-        np.count_nonzero(sim == kth[:, None], axis=1)
-        > np.count_nonzero(vals == kth[:, None], axis=1)
-    )
-    order = np.lexsort((cols, -vals), axis=1)
-    cols, vals = np.take_along_axis(cols, order, axis=1), np.take_along_axis(vals, order, axis=1)
-    if tied.size:
-        cols[tied], vals[tied] = _top_k_rows_tied(sim[tied], k)
-    return cols, vals
-
-
-def _top_k_rows_tied(sim: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_top_k_rows` for rows with ties at the cut: the k-th largest value of each row
-    comes from ``np.partition``; the entries above it are kept, and the ties at it are taken in
-    column order until ``k`` are chosen."""
+    """Exact top-``k`` of every row by (value desc, column asc); ``k <= sim.shape[1]`` finite
+    entries per row. The search backends' :func:`~gnnaudit.audit.search.topk.block_topk` with
+    the columns as tie-break keys. Returns ``(columns, values)``, each ``(rows, k)``, sorted."""
     rows, width = sim.shape
-    kth = np.partition(sim, width - k, axis=1)[:, width - k]
-    r_above, c_above = np.nonzero(sim > kth[:, None])
-    r_tie, c_tie = np.nonzero(sim == kth[:, None])
-    need = k - np.bincount(r_above, minlength=rows)
-    first = np.searchsorted(r_tie, np.arange(rows))
-    keep = (np.arange(r_tie.size) - first[r_tie]) < need[r_tie]
-    r = np.concatenate([r_above, r_tie[keep]])
-    c = np.concatenate([c_above, c_tie[keep]])
-    v = sim[r, c]
-    order = np.lexsort((c, -v, r))
-    return c[order].reshape(rows, k), v[order].reshape(rows, k)
+    _, vals, cols = block_topk(sim, np.arange(width, dtype=np.int64), k)
+    return cols.reshape(rows, k), vals.reshape(rows, k)
 
 
 def neighbours_by_prediction(

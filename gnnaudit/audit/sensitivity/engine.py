@@ -34,9 +34,10 @@ a one-node check runs: the factual pass on one chunk node's ball subgraph must g
 node's factual logits (same tolerance as the safeguard); if not (a model that reads more than
 that subgraph, e.g. one that merges the sink's parallel edges) the engine falls back to
 whole-graph passes. Cost: about the balls' share of the graph's edges instead of
-``batches x`` the graph (1M credit nodes, 500 sampled: three batches in 0.9 whole-graph
-passes' time instead of 3); memory: one ball's subgraph at a time (at most
-``LOCAL_MAX_FRACTION x n`` nodes, their edges and their edges to the sink).
+``batches x`` the graph (1M credit nodes, 500 sampled: the whole sensitivity stage reads
+2.8 whole-graph passes' worth of rows instead of 7, ``benchmarks/bench_audit_1m.py``);
+memory: one ball's subgraph at a time (at most ``LOCAL_MAX_FRACTION x n`` nodes, their edges
+and their edges to the sink).
 
 Every pass changes the rows of a single working copy of ``x`` on the model's device and restores
 them afterwards; only the rows of the audited nodes of the pass are read back.

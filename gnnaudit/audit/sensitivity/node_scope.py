@@ -167,10 +167,9 @@ class LocalGraph:
                 logger.info("node scope: subgraph passes differ from the graph; whole graph used")
                 return eng.logits(changes)
         dev = eng.work.device
-        ball_t = torch.from_numpy(ball).to(dev)
         at = torch.from_numpy(np.searchsorted(ball, rows)).to(dev)
         rows_t = torch.from_numpy(rows).to(dev)
-        x_sub = torch.cat([eng.work[ball_t], eng.work.new_zeros((1, eng.work.size(1)))])
+        x_sub = self._inputs(ball)
         for ids, cols, vals in changes:
             local = torch.from_numpy(np.searchsorted(ball, ids)).to(dev)[:, None]
             cidx = torch.tensor(cols, device=dev)[None, :]
@@ -183,6 +182,12 @@ class LocalGraph:
         eng.bar.update(1)
         return out
 
+    def _inputs(self, ball: np.ndarray) -> torch.Tensor:
+        """A copy of the working inputs of ``ball``'s nodes, then the sink's row of zeros."""
+        work = self.eng.work
+        rows = work[torch.from_numpy(ball).to(work.device)]
+        return torch.cat([rows, work.new_zeros((1, work.size(1)))])
+
     def _factual_matches(self, node: np.ndarray) -> bool:
         """Whether a factual pass on the subgraph of ``node``'s ball (one node: a small pass)
         gives its factual logits, within the safeguard's tolerance; False for a model that
@@ -190,10 +195,7 @@ class LocalGraph:
         eng = self.eng
         ball = self.ball(node, np.inf)
         assert ball is not None
-        dev = eng.work.device
-        x_sub = torch.cat(
-            [eng.work[torch.from_numpy(ball).to(dev)], eng.work.new_zeros((1, eng.work.size(1)))]
-        )
+        x_sub = self._inputs(ball)
         got = eng.setup.adapter.logits(x_sub, self.subgraph(ball), to_cpu=False, stage=STAGE)
         eng.passes += 1
         base = eng.setup.base_logits
