@@ -299,14 +299,17 @@ def test_default_finetune_does_not_raise_the_validation_gap_sum(graph, trained):
     table = tuned.selection_
     assert list(table.columns) == SELECTION_COLUMNS
     # vanilla + 20 snapshots (every 40 // 15 = 2 steps) of each run of the weight grid
-    assert int(table["chosen"].sum()) == 1 and len(table) == 41
-    assert table["step"].tolist() == [0, *range(2, 41, 2), *range(2, 41, 2)]
-    assert table["candidate"].iloc[[0, 1, 21, 40]].tolist() == [
+    assert int(table["chosen"].sum()) == 1 and len(table) == 61
+    assert table["step"].tolist() == [0, *range(2, 41, 2), *range(2, 41, 2), *range(2, 41, 2)]
+    assert table["candidate"].iloc[[0, 1, 21, 41, 60]].tolist() == [
         "vanilla",
+        "cov=0 step 2",
         "cov=20 step 2",
         "cov=300 step 2",
         "cov=300 step 40",
     ]
+    # each candidate's paired standard error against the vanilla model (0 for the vanilla)
+    assert table["val_auroc_se"].iloc[0] == 0.0 and (table["val_auroc_se"].iloc[1:] > 0).all()
     chosen = table[table["chosen"]].iloc[0]
     assert chosen["gap_sum"] <= table["gap_sum"].iloc[0]
     assert chosen["within_budget"]
@@ -357,10 +360,10 @@ def test_multiclass_finetune_runs():
         warnings.simplefilter("ignore")
         tuned = FairFinetune.finetune(model, data, "gender", epochs=4, n_candidates=2)
     table = tuned.selection_
-    # vanilla + 2 runs x 2 snapshots, blinded; the blinded round kept the model as given, so
-    # the consistency round ran too (2 x 2 more)
-    assert int(table["chosen"].sum()) == 1 and len(table) == 9
-    assert table["candidate"].iloc[1:5].str.startswith("blind ").all()
+    # vanilla + 3 runs x 2 snapshots, blinded; the blinded round kept the model as given, so
+    # the consistency round ran too (3 x 2 more)
+    assert int(table["chosen"].sum()) == 1 and len(table) == 13
+    assert table["candidate"].iloc[1:7].str.startswith("blind ").all()
     assert table[["val_auroc", "val_cf"]].notna().all().all()
 
 
@@ -414,3 +417,22 @@ def test_a_candidate_whose_decisions_collapsed_is_out():
     # a model that is itself collapsed sets no such bound
     table["val_top_share"] = [0.99, 1.0, 0.7]
     assert _chosen(select_candidate(table, ("cf", "dsp", "deo"), 0.02)) == "step 10"
+
+
+def test_the_budget_is_an_upper_bound_on_the_drop_not_the_point_estimate():
+    """A candidate 0.01 below the vanilla AUROC is inside a 0.02 budget on its point estimate,
+    but not when 1.645 of its paired standard errors take the drop's bound past the budget."""
+    from gnnaudit.training.fair_selection import BUDGET_Z
+
+    table = _table([(0.80, 0.3, 0.3, 0.3), (0.79, 0.0, 0.0, 0.0), (0.795, 0.2, 0.2, 0.2)])
+    table["val_auroc_se"] = [0.0, 0.02, 0.005]
+    out = select_candidate(table, ("cf", "dsp", "deo"), 0.02)
+    # 0.01 + 1.645 * 0.02 = 0.043 > 0.02: out; 0.005 + 1.645 * 0.005 = 0.013: in
+    assert out["within_budget"].tolist() == [True, False, True]
+    assert _chosen(out) == "step 20"
+    assert 0.01 + BUDGET_Z * 0.02 > 0.02 >= 0.005 + BUDGET_Z * 0.005
+    # without the column (a hand-made table) the point estimate counts
+    assert _chosen(select_candidate(table.drop(columns="val_auroc_se"), "cf", 0.02)) == "step 10"
+    # a NaN error (too few nodes of a class) counts as 0
+    table.loc[1, "val_auroc_se"] = float("nan")
+    assert select_candidate(table, "cf", 0.02)["within_budget"].tolist() == [True, True, True]

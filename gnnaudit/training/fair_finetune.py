@@ -436,11 +436,12 @@ class FairFinetune(L.LightningModule):
         Candidates: the model as given and each run's weights after every ``epochs //
         n_candidates`` steps;
         returned: the lowest sum of the targeted validation gaps among those whose validation
-        AUROC is at most ``max_auroc_drop`` below the model as given's and whose decisions
+        AUROC is at most ``max_auroc_drop`` below the model as given's with 95% confidence
+        (the drop plus 1.645 paired standard errors, DeLong's) and whose decisions
         have not collapsed to one class (``select=False``: one run's final weights). A ``UserWarning`` says when it lowers no
         targeted gap. The module carries ``selection_``, a DataFrame, one row per candidate:
         ``candidate`` (``"vanilla"``, ``"[blind ][cov=<w> ]step <k>"``), ``step``,
-        ``val_auroc``, ``val_bacc``, ``val_top_share``, ``val_dsp``, ``val_deo``, ``val_cf``, ``gap_sum``
+        ``val_auroc``, ``val_auroc_se``, ``val_bacc``, ``val_top_share``, ``val_dsp``, ``val_deo``, ``val_cf``, ``gap_sum``
         (targeted), ``within_budget``, ``no_worse``, ``chosen`` (one row).
 
         ``random_state`` seeds Lightning (dropout, the consistency draws); ``options``: the

@@ -1,0 +1,205 @@
+"""The default remedy on fair-GNN graphs that no default was tuned on (issue 36's held-out check).
+
+Usage::
+
+    python benchmarks/bench_fair_heldout.py --root DIR            # german and nba under DIR
+    python benchmarks/bench_fair_heldout.py --root DIR --graphs german --seeds 0 --no-write
+
+``DIR/<name>/`` holds the published files (``load_nifty``'s layouts): NIFTY's German
+(``german.csv``, ``german_edges.txt``, github.com/chirag126/nifty ``dataset/german``) and FairGNN's
+NBA (``nba.csv``, ``nba_relationship.txt``, github.com/EnyanDai/FairGNN ``dataset/NBA``). Nothing
+is downloaded.
+
+Protocol, as a user would run it, per graph and seed (0-2 by default):
+
+- the published split: ``"nifty"`` for German; NBA's published FairGNN split uses its test nodes
+  for validation, so NBA gets the library's disjoint stratified split (``split="stratified"``);
+- the vanilla model: ``train_node_classifier(data, "gcn", 1000, seed, num_layers=2,
+  hidden_channels=16, lr=1e-3, weight_decay=1e-5)`` (NIFTY's settings);
+- the remedy: ``FairFinetune.finetune(model, data, sensitive=data.sensitive_name,
+  random_state=seed)`` with every other setting at its default.
+
+The test-node metrics are computed here with numpy and scikit-learn only, not with gnnaudit's
+metric code: AUROC of the class-1 probability, F1 and balanced accuracy of the argmax
+decision, ΔSP = |P(ŷ=1 | s=0) - P(ŷ=1 | s=1)|, ΔEO the same among label-1 nodes, CF = share of
+test decisions that change when every node's sensitive input column is flipped (0 <-> 1).
+A vanilla model is "constant" when all its test decisions are one class.
+
+Pass rule (the issue's): FairFinetune's AUROC >= vanilla - 0.03; ΔSP and ΔEO <= 0.8 x vanilla
++ 0.01; CF <= 0.5 x vanilla + 0.005.
+
+Writes ``benchmarks/results/fair_heldout.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # this checkout's gnnaudit, not an installed one
+
+from bench_audit import RunHeader, fmt_table, set_threads  # noqa: E402
+
+set_threads()  # one thread, before numpy is imported
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+from sklearn.metrics import balanced_accuracy_score, f1_score, roc_auc_score  # noqa: E402
+
+from gnnaudit.datasets import load_nifty  # noqa: E402
+from gnnaudit.training import FairFinetune, train_node_classifier  # noqa: E402
+
+RESULTS = HERE / "results" / "fair_heldout.md"
+#: graph -> split used (NBA's published split reuses the test nodes for validation)
+SPLITS = {"german": "nifty", "nba": "stratified"}
+NIFTY_SETTINGS = {"num_layers": 2, "hidden_channels": 16, "lr": 1e-3, "weight_decay": 1e-5}
+METRICS = ("auroc", "f1", "bacc", "dsp", "deo", "cf", "pos_share")
+
+
+def class1_probability(model: torch.nn.Module, x: torch.Tensor, edge_index: torch.Tensor):
+    """Class-1 probability of every node (softmax of two logits, or sigmoid of one)."""
+    model.eval()
+    with torch.no_grad():
+        out = model(x, edge_index)
+    if out.dim() == 2 and out.size(1) == 2:
+        return torch.softmax(out, dim=1)[:, 1].numpy()
+    return torch.sigmoid(out.reshape(-1)).numpy()
+
+
+def group_gap(decision: np.ndarray, group: np.ndarray) -> float:
+    """|mean decision in group 0 - mean decision in group 1| (0 if a group is empty)."""
+    a, b = decision[group == 0], decision[group == 1]
+    if a.size == 0 or b.size == 0:
+        return 0.0
+    return float(abs(a.mean() - b.mean()))
+
+
+def test_metrics(model: torch.nn.Module, data: Any) -> dict[str, float]:
+    """The independent test-node metrics of the module docstring."""
+    test = data.test_mask.numpy()
+    for known in ("label_mask", "sensitive_mask"):  # FairGNN graphs: unknown values out
+        if hasattr(data, known):
+            test = test & getattr(data, known).numpy()
+    y = data.y.numpy()[test]
+    s = data.sensitive.numpy()[test]
+    prob = class1_probability(model, data.x, data.edge_index)
+    x_flip = data.x.clone()
+    col = int(data.sensitive_index)
+    x_flip[:, col] = 1.0 - x_flip[:, col]
+    prob_flip = class1_probability(model, x_flip, data.edge_index)
+    dec, dec_flip = (prob[test] > 0.5).astype(int), (prob_flip[test] > 0.5).astype(int)
+    pos = y == 1
+    return {
+        "auroc": float(roc_auc_score(y, prob[test])),
+        "f1": float(f1_score(y, dec, zero_division=0)),
+        "bacc": float(balanced_accuracy_score(y, dec)),
+        "dsp": group_gap(dec, s),
+        "deo": group_gap(dec[pos], s[pos]),
+        "cf": float((dec != dec_flip).mean()),
+        "pos_share": float(dec.mean()),
+    }
+
+
+def check(van: dict[str, float], ff: dict[str, float]) -> dict[str, bool]:
+    """The issue's pass rule, one entry per condition."""
+    return {
+        "auroc_ok": ff["auroc"] >= van["auroc"] - 0.03,
+        "dsp_ok": ff["dsp"] <= 0.8 * van["dsp"] + 0.01,
+        "deo_ok": ff["deo"] <= 0.8 * van["deo"] + 0.01,
+        "cf_ok": ff["cf"] <= 0.5 * van["cf"] + 0.005,
+    }
+
+
+def run_one(root: Path, graph: str, seed: int, epochs: int) -> dict[str, Any]:
+    """Vanilla and default remedy on one graph and seed: metrics and pass rule."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        data = load_nifty(graph, root, split=SPLITS[graph])
+    t0 = time.perf_counter()
+    model = train_node_classifier(data, "gcn", epochs, seed, **NIFTY_SETTINGS).module
+    t_train = time.perf_counter() - t0
+    van = test_metrics(model, data)
+    t0 = time.perf_counter()
+    tuned = FairFinetune.finetune(model, data, sensitive=data.sensitive_name, random_state=seed)
+    t_ff = time.perf_counter() - t0
+    ff = test_metrics(tuned, data)
+    row: dict[str, Any] = {"graph": graph, "split": SPLITS[graph], "seed": seed}
+    for name in METRICS:
+        row[f"van_{name}"] = van[name]
+        row[f"ff_{name}"] = ff[name]
+    row["van_constant"] = van["pos_share"] in (0.0, 1.0)
+    row.update(check(van, ff))
+    row["passed"] = (
+        all(row[k] for k in ("auroc_ok", "dsp_ok", "deo_ok", "cf_ok")) and not (row["van_constant"])
+    )
+    row["train_s"], row["finetune_s"] = t_train, t_ff
+    return row
+
+
+def summarise(df: pd.DataFrame) -> pd.DataFrame:
+    """Per graph: seed count, means of every metric, seeds that pass the rule."""
+    cols = [c for c in df.columns if c.startswith(("van_", "ff_")) and c != "van_constant"]
+    out = df.groupby("graph")[cols].mean()
+    out.insert(0, "seeds", df.groupby("graph").size())
+    out["passed"] = df.groupby("graph")["passed"].sum().astype(int)
+    return out.reset_index()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--root", type=Path, required=True, help="folder holding german/ and nba/")
+    ap.add_argument("--graphs", nargs="+", default=list(SPLITS), choices=list(SPLITS))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--epochs", type=int, default=1000, help="vanilla training epochs")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args(argv)
+    header = RunHeader(Path(__file__).name)
+    rows = []
+    for graph in args.graphs:
+        for seed in args.seeds:
+            row = run_one(args.root, graph, seed, args.epochs)
+            shown = [k for k in row if k.startswith(("van_", "ff_")) and k != "van_constant"]
+            print(
+                f"{graph} seed {seed}:",
+                ", ".join(f"{k} {row[k]:.3f}" for k in shown),
+                f"passed={row['passed']}",
+                flush=True,
+            )
+            rows.append(row)
+    df = pd.DataFrame(rows)
+    per_seed = fmt_table(df)
+    summary = fmt_table(summarise(df))
+    print(summary)
+    if not args.no_write:
+        text = "\n".join(
+            [
+                *header.lines(
+                    "The default remedy on held-out fair-GNN graphs (issue 36)",
+                    "1 (OMP_NUM_THREADS=1)",
+                ),
+                __doc__.split("Protocol, as a user would run it,")[1].split("Writes")[0].strip(),
+                "",
+                "## Means per graph",
+                "",
+                summary,
+                "",
+                "## Every seed",
+                "",
+                per_seed,
+                "",
+            ]
+        )
+        args.out.write_text(text)
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
