@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> None:
                     "The default remedy on held-out fair-GNN graphs (issue 36)",
                     "1 (OMP_NUM_THREADS=1)",
                 ),
-                __doc__.split("Protocol, as a user would run it,")[1].split("Writes")[0].strip(),
+                "Protocol, as a user would run it, "
+                + __doc__.split("Protocol, as a user would run it, ")[1].split("Writes")[0].strip(),
                 "",
                 "## Means per graph",
                 "",
