@@ -136,9 +136,9 @@ def run_one(root: Path, graph: str, seed: int, epochs: int) -> dict[str, Any]:
         row[f"ff_{name}"] = ff[name]
     row["van_constant"] = van["pos_share"] in (0.0, 1.0)
     row.update(check(van, ff))
-    row["passed"] = (
-        all(row[k] for k in ("auroc_ok", "dsp_ok", "deo_ok", "cf_ok")) and not (row["van_constant"])
-    )
+    failed = [k[:-3] for k in ("auroc_ok", "dsp_ok", "deo_ok", "cf_ok") if not row[k]]
+    row["failed"] = ", ".join(failed + (["vanilla constant"] if row["van_constant"] else []))
+    row["passed"] = not row["failed"]
     row["train_s"], row["finetune_s"] = t_train, t_ff
     return row
 
