@@ -380,6 +380,38 @@ def test_remote_hidden_and_added_rows_equal_local(client, tmp_path, backbone):
     assert torch.equal(forward([AddRows(str(tmp_path / "noise.npy"))]), ref_noisy)
 
 
+def test_factual_pass_keeps_the_probe_input(client, tmp_path):
+    """keep_hidden: the next factual pass also probes the module's input; hidden() on the
+    same rows then answers without a pass of its own (equal to the hooked local input), a
+    pass with changes in between neither consumes nor answers the request."""
+    data = synthetic_credit_graph(num_nodes=300, seed=8)
+    torch.manual_seed(4)
+    model = NodeClassifier(data.num_features, 2, backbone="gcn").eval()
+    store = write_graph_store(data, tmp_path / "store", 2)
+    gcn = [i for i, conv in enumerate(model.convs) if isinstance(conv, GCNConv)]
+    forward = RemoteForward(
+        client, store, 3, model=model, layered=True, num_layers=3, gcn_layers=gcn
+    )
+    name = "convs.2.lin"
+    rows = np.array([250, 3, 99, 3])
+    ref = _hook_input(model, model.convs[2].lin, data.x, data.edge_index)
+    with torch.no_grad():
+        ref_logits = model(data.x, data.edge_index)
+        x_cf = data.x.clone()
+        x_cf[:5, 0] = 7.0
+        ref_cf = model(x_cf, data.edge_index)
+    forward.keep_hidden(name, rows)
+    changed = forward([(np.arange(5), (0,), np.array([7.0]))])
+    torch.testing.assert_close(changed, ref_cf, rtol=1e-5, atol=1e-6)
+    assert forward.passes == 1
+    torch.testing.assert_close(forward(), ref_logits, rtol=1e-5, atol=1e-6)
+    assert forward.passes == 2
+    assert torch.equal(forward.hidden(name, rows), ref[rows])
+    assert forward.passes == 2  # answered from the factual pass
+    forward.hidden(name, np.array([1, 2]))  # other rows: a pass of their own
+    assert forward.passes == 3
+
+
 def test_remote_hidden_ball_mode(client, tmp_path):
     """Any model (ball per partition): the hooked input at the rows, close to the local one."""
     data = synthetic_credit_graph(num_nodes=300, seed=7)

@@ -268,9 +268,18 @@ class AuditContext:
     def keep_factual_input(self, layer: torch.nn.Module, rows: np.ndarray) -> None:
         """Ask the factual pass (:attr:`logits`, before it runs) to keep the input of ``layer``
         at ``rows`` (:meth:`factual_input`), so a unit that reads a hidden representation of
-        the factual graph needs no pass of its own. Memory: ``rows`` x the layer's width."""
-        if "logits" not in self.__dict__ and self.remote is None:
+        the factual graph needs no pass of its own. Memory: ``rows`` x the layer's width. On a
+        cluster the request goes to the remote forward
+        (:meth:`~gnnaudit.audit.distributed.forward.RemoteForward.keep_hidden`), whose
+        ``hidden`` then answers from the factual pass."""
+        if "logits" in self.__dict__:
+            return
+        if self.remote is None:
             self._keep[layer] = np.asarray(rows, dtype=np.int64)
+        elif hasattr(self.remote, "keep_hidden"):  # the cluster's factual pass probes it
+            name = next((n for n, m in self.adapter.model.named_modules() if m is layer), None)
+            if name is not None:
+                self.remote.keep_hidden(name, rows)
 
     def _keeper(self, layer: torch.nn.Module) -> Callable[..., None]:
         rows = torch.from_numpy(self._keep[layer])

@@ -288,6 +288,18 @@ class RemoteForward:
         self.passes = 0
         self.seconds = 0.0
         self.ball_rows = 0
+        #: (module, sorted rows) the next factual pass also probes (:meth:`keep_hidden`)
+        self._keep: tuple[str, np.ndarray] | None = None
+        #: module -> (sorted rows, per-partition probe) kept from a factual pass
+        self._kept: dict[str, tuple[np.ndarray, list[Any]]] = {}
+
+    def keep_hidden(self, module: str, rows: np.ndarray) -> None:
+        """Ask the next factual pass (no changes, every row) to keep the input of the module
+        named ``module`` at ``rows``, so that :meth:`hidden` on them needs no pass of its own
+        (layer-by-layer mode: the probe reads the last layer's input, which the pass computes
+        anyway; ball mode: ignored, the probe runs its own pass)."""
+        if self.layered:
+            self._keep = (str(module), np.unique(np.asarray(rows, dtype=np.int64)))
 
     def set_fill(self, logits: torch.Tensor) -> None:
         """Rows not computed by a pass with ``rows`` take these (the factual logits)."""
@@ -300,11 +312,17 @@ class RemoteForward:
         client = self.client
         shipped = client.scatter([list(changes)], broadcast=True, hash=False)[0]
         if self.layered:
+            keep = self._keep if not changes and rows is None else None  # a factual pass
+            self._keep = None if keep is not None else self._keep
             try:
-                parts = [(ids, lg, 0) for ids, lg in self._layered().logits(shipped)]
+                if keep is None:
+                    logits = self._layered().logits(shipped)
+                else:
+                    logits, probed = self._layered().logits_and_hidden(shipped, *keep)
+                    self._kept[keep[0]] = (keep[1], probed)
             finally:
                 shipped.release()
-            return self._done(parts, start)
+            return self._done([(ids, lg, 0) for ids, lg in logits], start)
         wanted = None if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
         try:
             parts = self._ball_tasks(
@@ -320,13 +338,17 @@ class RemoteForward:
         graph; None when that input is not one row per node (the proxies' probe)."""
         start = time.perf_counter()
         wanted = np.unique(np.asarray(rows, dtype=np.int64))
-        if self.layered:
-            parts = self._layered().hidden(module, wanted)
+        kept = self._kept.get(module)
+        if kept is not None and np.array_equal(kept[0], wanted):
+            parts = kept[1]  # read by the factual pass (keep_hidden): no pass of its own
         else:
-            step = "the proxies' hidden-representation pass"
-            parts = self._ball_tasks(_partition_hidden, step, module, wanted)
-        self.passes += 1
-        self.seconds += time.perf_counter() - start
+            if self.layered:
+                parts = self._layered().hidden(module, wanted)
+            else:
+                step = "the proxies' hidden-representation pass"
+                parts = self._ball_tasks(_partition_hidden, step, module, wanted)
+            self.passes += 1
+            self.seconds += time.perf_counter() - start
         if any(part is None for part in parts):
             return None
         found = [(ids, h) for ids, h in parts if ids.numel()]  # type: ignore[misc]

@@ -346,36 +346,44 @@ class LayeredPlan:
     def logits(self, changes: Any) -> list[tuple[Tensor, Tensor]]:
         """``(own ids, logits)`` of every partition for the graph with ``changes`` applied
         (``changes``: a future of the change list, or the list)."""
-        h = self._run(changes, self.num_layers)
-        try:
-            out = gather_pinned(self.client, h, "a layer-by-layer forward pass of the model")
-        finally:
-            for fut in h:
-                fut.release()
-        return list(zip(self.own_ids, out, strict=True))
+        logits, _ = self._last_layer(changes, None, "a layer-by-layer forward pass of the model")
+        return logits
 
     def hidden(self, module: str, wanted: np.ndarray) -> list[tuple[Tensor, Tensor] | None]:
         """Per partition, ``(ids, input of the module named module)`` at its rows among
         ``wanted`` (the module lies in the last layer), or None where that input is not one
         row per node: the proxies' hidden-representation probe on the factual graph."""
-        last = self.num_layers - 1
-        h = self._run([], last)
-        out = [
-            self.on(
-                p,
-                _probe_layer,
-                *self._layer_args(last, h, p),
-                module,
-                wanted,
-                *self._pieces(h, p),
-            )
-            for p in range(self.parts)
-        ]
-        try:
-            got: list[tuple[Tensor, Tensor] | None] = gather_pinned(
-                self.client, out, "the proxies' hidden-representation pass"
-            )
-        finally:
-            for fut in [*h, *out]:
-                fut.release()
+        _, got = self._last_layer(None, (module, wanted), "the proxies' hidden-representation pass")
         return got
+
+    def logits_and_hidden(
+        self, changes: Any, module: str, wanted: np.ndarray
+    ) -> tuple[list[tuple[Tensor, Tensor]], list[tuple[Tensor, Tensor] | None]]:
+        """:meth:`logits` and :meth:`hidden` from one pass: the probe reads the last layer's
+        input that the pass computes anyway (the first ``L - 1`` layers and their halo pieces
+        run once)."""
+        step = "a layer-by-layer forward pass of the model and the proxies' probe"
+        return self._last_layer(changes, (module, wanted), step)
+
+    def _last_layer(
+        self, changes: Any, probe: tuple[str, np.ndarray] | None, step: str
+    ) -> tuple[list[tuple[Tensor, Tensor]], list[tuple[Tensor, Tensor] | None]]:
+        """The first ``L - 1`` layers, then the last one (``changes`` not None: the logits)
+        and / or the probe of its module's input (``probe = (module, wanted)``), gathered."""
+        last = self.num_layers - 1
+        h = self._run([] if changes is None else changes, last)
+        pieces = [self._pieces(h, p) for p in range(self.parts)]
+        outs, probes = [], []
+        for p in range(self.parts):
+            args = self._layer_args(last, h, p)
+            if changes is not None:
+                outs.append(self.on(p, _layer, *args, *pieces[p]))
+            if probe is not None:
+                probes.append(self.on(p, _probe_layer, *args, *probe, *pieces[p]))
+        try:
+            got = gather_pinned(self.client, [*outs, *probes], step)
+        finally:
+            for fut in [*h, *outs, *probes]:
+                fut.release()
+        logits = list(zip(self.own_ids, got[: len(outs)], strict=True)) if outs else []
+        return logits, got[len(outs) :]
