@@ -277,7 +277,9 @@ class AuditContext:
         if self.remote is None:
             self._keep[layer] = np.asarray(rows, dtype=np.int64)
         elif hasattr(self.remote, "keep_hidden"):  # the cluster's factual pass probes it
-            name = next((n for n, m in self.adapter.model.named_modules() if m is layer), None)
+            model = self.adapter.model
+            named = model.named_modules() if isinstance(model, torch.nn.Module) else ()
+            name = next((n for n, m in named if m is layer), None)
             if name is not None:
                 self.remote.keep_hidden(name, rows)
 
