@@ -277,11 +277,16 @@ class AuditContext:
         if self.remote is None:
             self._keep[layer] = np.asarray(rows, dtype=np.int64)
         elif hasattr(self.remote, "keep_hidden"):  # the cluster's factual pass probes it
-            model = self.adapter.model
-            named = model.named_modules() if isinstance(model, torch.nn.Module) else ()
-            name = next((n for n, m in named if m is layer), None)
+            name = self.module_name(layer)
             if name is not None:
                 self.remote.keep_hidden(name, rows)
+
+    def module_name(self, layer: torch.nn.Module) -> str | None:
+        """``layer``'s name in the audited model's ``named_modules()`` (None: not one of its
+        modules, or the model is not a torch module)."""
+        model = self.adapter.model
+        named = model.named_modules() if isinstance(model, torch.nn.Module) else ()
+        return next((n for n, m in named if m is layer), None)
 
     def _keeper(self, layer: torch.nn.Module) -> Callable[..., None]:
         rows = torch.from_numpy(self._keep[layer])

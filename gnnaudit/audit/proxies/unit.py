@@ -348,8 +348,8 @@ def _hidden_rows(ctx: AuditContext, layer: torch.nn.Module, rows: np.ndarray) ->
     if from_factual:
         return None if kept is None else kept.to(torch.float64).numpy()
     if ctx.remote is not None:
-        name = next(n for n, m in ctx.adapter.model.named_modules() if m is layer)
-        got = ctx.remote.hidden(name, rows)
+        name = ctx.module_name(layer)
+        got = None if name is None else ctx.remote.hidden(name, rows)
         return None if got is None else got.to(torch.float64).numpy()
     seen: list[torch.Tensor] = []
 
