@@ -105,6 +105,39 @@ def test_accuracy_keeps_the_constant_epoch_auroc_the_informative_one(monitor, ke
         assert [round(h[0], 6) for h in keep.history] == [0.9, 0.85]
 
 
+def _collapsed_scripts(positives: int = 16) -> tuple[Data, list[torch.Tensor]]:
+    """40 nodes, ``positives`` of label 1. Epoch 0: ranks perfectly (AUROC 1) but every class-1
+    probability is above 0.5 (all decisions 1). Epoch 1: AUROC below 1, both classes decided."""
+    data, _ = _imbalanced_scripts()
+    data.y = torch.zeros(40, dtype=torch.long)
+    data.y[:positives] = 1
+    perfect = torch.zeros(40, 2)
+    perfect[:, 1] = 0.5  # class-1 probability above 0.5 everywhere ...
+    perfect[:positives, 1] = 1.0  # ... higher for every label-1 node
+    decided = torch.zeros(40, 2)
+    decided[: positives - 2, 1] = 1.0  # two label-1 nodes missed, two label-0 nodes called 1
+    decided[positives : positives + 2, 1] = 1.0
+    return data, [perfect, decided]
+
+
+@pytest.mark.parametrize("positives, kept", [(16, 1), (39, 0)])
+def test_an_epoch_whose_decisions_collapsed_ranks_last(positives, kept):
+    """The higher-AUROC epoch answers 1 for every node: with balanced-enough labels (16 of 40)
+    the other epoch is kept; when the labels themselves are 39 of 40 one class, answering one
+    class is no collapse and AUROC decides."""
+    data, script = _collapsed_scripts(positives)
+    module = Scripted(script)
+    keep = KeepBestWeights("val_auroc")
+    with quiet_lightning(False):
+        trainer = make_trainer(2, accelerator="cpu", callbacks=[keep])
+        trainer.fit(module, datamodule=GraphDataModule(data))
+    aurocs = [round(h[0], 6) for h in keep.history]
+    assert aurocs[0] == 1.0 and aurocs[1] < 1.0
+    assert keep.collapsed == [positives <= 38, False]
+    assert keep.best_epoch == kept
+    assert float(module.marker.detach()) == float(kept)
+
+
 def _imbalanced_graph(seed: int = 0, n: int = 300) -> Data:
     """Synthetic features with 10% label-1 nodes (a noisy linear score's top decile)."""
     data = synthetic_credit_graph(num_nodes=n, bias=0.0, seed=seed)

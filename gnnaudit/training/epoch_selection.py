@@ -1,7 +1,8 @@
 """Which epoch a training run keeps: the callback that remembers the best validation epoch's
 weights (highest validation AUROC of the class-1 probability for a binary task, as NIFTY
-selects; highest accuracy otherwise; ties by the lower validation loss) and the one that counts
-the epochs run (:func:`~gnnaudit.training.train.train_node_classifier` documents the rule)."""
+selects, among the epochs whose validation decisions have not collapsed to one class; highest
+accuracy otherwise; ties by the lower validation loss) and the one that counts the epochs run
+(:func:`~gnnaudit.training.train.train_node_classifier` documents the rule)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from lightning.pytorch.callbacks import Callback
 from torch_geometric.data import Data
 
 from gnnaudit._validation import check_choice
+from gnnaudit.audit.model_quality import PREDICTION_SHARE
 
 __all__ = [
     "KeepBestWeights",
@@ -44,15 +46,22 @@ class KeepBestWeights(Callback):
     :class:`~gnnaudit.training.NodeClassifier`: the ``val_mask`` nodes, the seed nodes of a
     ``NeighborLoader`` batch), takes ``roc_auc_score`` over the epoch (the mean over processes
     under a multi-process strategy) and logs it as ``val_auroc``; an undefined AUROC (one
-    class) ranks last. :attr:`history` holds every epoch's ``(score, -val_loss)``.
+    class) ranks last. An epoch whose validation decisions (class-1 probability above 0.5)
+    are more than :data:`~gnnaudit.audit.model_quality.PREDICTION_SHARE` (95%) one class, the
+    audit's degenerate rule, ranks after every epoch whose decisions are not (unless the
+    validation labels themselves are that imbalanced): such an epoch can rank the nodes well
+    and still answer one class for nearly all of them, and the audit would call it
+    degenerate. :attr:`history` holds every epoch's ``(score, -val_loss)``,
+    :attr:`collapsed` whether its decisions collapsed (``val_auroc`` only; False otherwise).
     """
 
     def __init__(self, monitor: str = "val_acc") -> None:
         self.monitor = check_choice("monitor", monitor, MONITORS)
-        self.best: tuple[float, float] | None = None
+        self.best: tuple[float, float, float] | None = None
         self.best_epoch = -1
         self.state: dict[str, torch.Tensor] | None = None
         self.history: list[tuple[float, float]] = []
+        self.collapsed: list[bool] = []
         self._last: torch.Tensor | None = None
         self._val: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._hook: Any = None
@@ -86,7 +95,9 @@ class KeepBestWeights(Callback):
         self._val.append((torch.softmax(logits[mask].float(), dim=1)[:, 1].cpu(), y[mask].cpu()))
         self._last = None
 
-    def _auroc(self, trainer: L.Trainer, pl_module: L.LightningModule) -> float:
+    def _auroc(self, trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[float, bool]:
+        """The epoch's validation AUROC and whether its decisions collapsed (class docstring);
+        both means over processes under a multi-process strategy."""
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
@@ -96,21 +107,26 @@ class KeepBestWeights(Callback):
         value = trainer.strategy.reduce(value, reduce_op="mean")
         if not trainer.sanity_checking and bool(torch.isfinite(value)):
             pl_module.log("val_auroc", value, prog_bar=True)
-        return float(value)
+        collapsed = torch.tensor(float(_collapsed(y, p)), device=pl_module.device)
+        collapsed = trainer.strategy.reduce(collapsed, reduce_op="mean")
+        return float(value), bool(float(collapsed) > 0.5)
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        auroc = self._auroc(trainer, pl_module) if self.monitor == "val_auroc" else math.nan
+        by_auroc = self.monitor == "val_auroc"
+        auroc, collapsed = self._auroc(trainer, pl_module) if by_auroc else (math.nan, False)
         if trainer.sanity_checking:
             return
         metrics = trainer.callback_metrics
         if self.monitor == "val_acc" and "val_acc" not in metrics:
             return
-        value = auroc if self.monitor == "val_auroc" else float(metrics["val_acc"])
+        value = auroc if by_auroc else float(metrics["val_acc"])
         loss = float(metrics.get("val_loss", torch.tensor(0.0)))
         score = (value if math.isfinite(value) else -math.inf, -loss)
         self.history.append(score)
-        if self.best is None or score > self.best:
-            self.best, self.best_epoch = score, trainer.current_epoch
+        self.collapsed.append(collapsed)
+        key = (0.0 if collapsed else 1.0, *score)  # collapsed epochs rank after the others
+        if self.best is None or key > self.best:
+            self.best, self.best_epoch = key, trainer.current_epoch
             self.state = copy.deepcopy(pl_module.state_dict())
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -128,6 +144,16 @@ class CountEpochs(Callback):
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         trainer.callback_metrics[EPOCHS_RUN_KEY] = torch.tensor(trainer.current_epoch)
+
+
+def _collapsed(y: np.ndarray, p: np.ndarray) -> bool:
+    """Whether the decisions ``p > 0.5`` are more than ``PREDICTION_SHARE`` one class while the
+    labels ``y`` are not (no nodes: False)."""
+    if p.size == 0:
+        return False
+    top = max(float((p > 0.5).mean()), float((p <= 0.5).mean()))
+    majority = max(float((y == 1).mean()), float((y != 1).mean()))
+    return top > PREDICTION_SHARE >= majority
 
 
 def positive_auroc(y: Any, score: Any) -> float:

@@ -8,8 +8,11 @@ binary task (labels 0 / 1, both among the validation nodes) the highest validati
 class-1 probability, as NIFTY selects, :math:`\mathrm{AUROC} = P(p_u > p_v) + \tfrac12 P(p_u =
 p_v)` over validation nodes :math:`u` of label 1 and :math:`v` of label 0
 (``sklearn.metrics.roc_auc_score``), since accuracy alone keeps a constant model on imbalanced
-labels (predicting the majority label scores the majority rate); otherwise (multi-class) the
-highest validation accuracy. Checkpoints are ordinary Lightning checkpoints whose
+labels (predicting the majority label scores the majority rate), among the epochs whose
+validation decisions are not more than 95% one class (the audit's degenerate rule; waived when
+the validation labels are that imbalanced): a model can rank well and still answer one class
+everywhere (NBA, a stratified split of seed 200: the best-AUROC epoch answered 1 for every test
+node); otherwise (multi-class) the highest validation accuracy. Checkpoints are ordinary Lightning checkpoints whose
 ``hyper_parameters`` hold only plain ``int`` / ``float`` / ``str`` values;
 :func:`load_node_classifier` reads them with ``torch.load(path, weights_only=True)`` and never
 unpickles arbitrary objects.
