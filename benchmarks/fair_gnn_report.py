@@ -68,8 +68,13 @@ NOTES = """\
   the grid, from issue 36's held-out check): the same chosen candidates and figures as before
   on all 10 runs (thousands of validation nodes: a paired AUROC error below 0.005), fit s
   longer by the extra run.
+- **GIN and SAGE** rows (vanilla and the default remedy) were run on 2026-11-29 after the
+  trainer's collapse guard (commit 49228e4: an epoch whose validation decisions are more than
+  95% one class ranks after the others; the cached GCNs' kept epochs are not affected); they
+  hold the seeds listed, the rest of the queue is for later sessions.
 - **Fit times** are wall seconds on 2 CPU cores shared with other jobs (one thread per run,
-  `nice`): indicative only.
+  `nice`): indicative only. The bail `nifty` seeds 2-4 and `fairgnn` seeds 3-4 ran two at a
+  time beside other benchmarks (about 50 min each).
 """
 
 
