@@ -23,6 +23,7 @@ __all__ = [
     "KeepBestWeights",
     "CountEpochs",
     "positive_auroc",
+    "top_share",
     "selection_monitor",
     "MONITORS",
     "BEST_EPOCH_KEY",
@@ -146,14 +147,19 @@ class CountEpochs(Callback):
         trainer.callback_metrics[EPOCHS_RUN_KEY] = torch.tensor(trainer.current_epoch)
 
 
+def top_share(pred: np.ndarray) -> float:
+    """The share of the most frequent decision (or label) in ``pred`` (NaN when empty)."""
+    if len(pred) == 0:
+        return math.nan
+    return float(np.bincount(np.asarray(pred, dtype=np.int64)).max() / len(pred))
+
+
 def _collapsed(y: np.ndarray, p: np.ndarray) -> bool:
     """Whether the decisions ``p > 0.5`` are more than ``PREDICTION_SHARE`` one class while the
     labels ``y`` are not (no nodes: False)."""
     if p.size == 0:
         return False
-    top = max(float((p > 0.5).mean()), float((p <= 0.5).mean()))
-    majority = max(float((y == 1).mean()), float((y != 1).mean()))
-    return top > PREDICTION_SHARE >= majority
+    return top_share(p > 0.5) > PREDICTION_SHARE >= top_share(y == 1)
 
 
 def positive_auroc(y: Any, score: Any) -> float:

@@ -92,6 +92,7 @@ from gnnaudit.audit.interventions import (
 from gnnaudit.audit.model_quality import PREDICTION_SHARE
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.auroc_delong import paired_auroc_se
+from gnnaudit.training.epoch_selection import top_share
 from gnnaudit.training.train import positive_auroc
 
 __all__ = [
@@ -192,13 +193,6 @@ def balanced_accuracy(y: np.ndarray, pred: np.ndarray) -> float:
     with warnings.catch_warnings():  # classes predicted but absent from y
         warnings.simplefilter("ignore", UserWarning)
         return float(balanced_accuracy_score(y, pred))
-
-
-def top_share(pred: np.ndarray) -> float:
-    """The share of the most frequent decision in ``pred`` (NaN when empty)."""
-    if len(pred) == 0:
-        return math.nan
-    return float(np.bincount(np.asarray(pred, dtype=np.int64)).max() / len(pred))
 
 
 def group_gap(decision: np.ndarray, groups: np.ndarray) -> float:

@@ -12,10 +12,10 @@ labels (predicting the majority label scores the majority rate), among the epoch
 validation decisions are not more than 95% one class (the audit's degenerate rule; waived when
 the validation labels are that imbalanced): a model can rank well and still answer one class
 everywhere (NBA, a stratified split of seed 200: the best-AUROC epoch answered 1 for every test
-node); otherwise (multi-class) the highest validation accuracy. Checkpoints are ordinary Lightning checkpoints whose
-``hyper_parameters`` hold only plain ``int`` / ``float`` / ``str`` values;
-:func:`load_node_classifier` reads them with ``torch.load(path, weights_only=True)`` and never
-unpickles arbitrary objects.
+node); otherwise (multi-class) the highest validation accuracy. Checkpoints are ordinary
+Lightning checkpoints whose ``hyper_parameters`` hold only plain ``int`` / ``float`` / ``str``
+values; :func:`load_node_classifier` reads them with ``torch.load(path, weights_only=True)`` and
+never unpickles arbitrary objects.
 """
 
 from __future__ import annotations
