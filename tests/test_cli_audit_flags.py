@@ -13,6 +13,7 @@ from gnnaudit.cli.main import main
         (["--mitigate-lambda", "1.0"], "--mitigate-lambda"),
         (["--mitigate-epochs", "5"], "--mitigate-epochs"),
         (["--mitigate-grid", "0", "1"], "--mitigate-grid"),
+        (["--mitigate-max-bacc-drop", "0.02"], "--mitigate-max-bacc-drop"),
     ],
 )
 def test_mitigation_settings_need_mitigate(tmp_path, capsys, flags, named):

@@ -26,6 +26,7 @@ from gnnaudit.training.fair_selection import (
     resolve_sensitive_feature,
     select_candidate,
     validation_metrics,
+    warn_if_decisions_worse,
     warn_unless_fairer,
 )
 from gnnaudit.training.train import make_trainer, quiet_lightning
@@ -210,6 +211,59 @@ def test_warning_names_each_gap_with_both_figures():
         assert warn_unless_fairer(fairer, TARGETS, 0.02) == []
 
 
+def test_decision_warning_names_both_balanced_accuracies():
+    table = _table([(0.80, 0.3, 0.2, 0.1), (0.81, 0.0, 0.0, 0.0), (0.80, 0.1, 0.1, 0.0)])
+    table["val_bacc"] = [0.84, 0.71, 0.83]
+    table["val_top_share"] = [0.63, 0.665, 0.64]
+    worse = select_candidate(table, TARGETS, 0.02)
+    assert _chosen(worse) == "step 10"
+    with pytest.warns(UserWarning, match="decides worse") as rec:
+        assert warn_if_decisions_worse(worse, 0.02) == pytest.approx(0.13)
+    text = str(rec[0].message)
+    assert "(val_bacc) 0.8400 vanilla vs 0.7100 chosen" in text
+    assert "66.5% of the validation nodes against 63.0%" in text and "(step 10)" in text
+    # a budget that allows the drop, a candidate that decides as well, or the model as given
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert warn_if_decisions_worse(worse, 0.15) is None
+        table["val_bacc"] = [0.84, 0.83, 0.83]
+        assert warn_if_decisions_worse(select_candidate(table, TARGETS, 0.02), 0.02) is None
+        table["val_bacc"] = [0.84, 0.5, 0.5]
+        table["val_auroc"] = [0.80, 0.70, 0.70]  # nothing within budget: vanilla kept
+        kept = select_candidate(table, TARGETS, 0.02)
+        assert _chosen(kept) == "vanilla" and warn_if_decisions_worse(kept, 0.02) is None
+        table["val_auroc"] = [0.80, 0.81, 0.80]
+        table["val_bacc"] = [math.nan, 0.5, 0.5]  # undefined: nothing to compare
+        assert warn_if_decisions_worse(select_candidate(table, TARGETS, 0.02), 0.02) is None
+
+
+def test_max_bacc_drop_keeps_only_candidates_that_decide_as_well():
+    table = _table([(0.80, 0.3, 0.2, 0.1), (0.81, 0.0, 0.0, 0.0), (0.80, 0.1, 0.1, 0.0)])
+    table["val_bacc"] = [0.84, 0.71, 0.83]
+    table["val_top_share"] = [0.63, 0.665, 0.64]
+    assert _chosen(select_candidate(table, TARGETS, 0.02)) == "step 10"
+    bounded = select_candidate(table, TARGETS, 0.02, max_bacc_drop=0.02)
+    assert bounded["within_budget"].tolist() == [True, False, True]
+    assert _chosen(bounded) == "step 20"
+    with warnings.catch_warnings():  # it decides within the bound: no decision warning
+        warnings.simplefilter("error")
+        assert warn_if_decisions_worse(bounded, 0.02, max_bacc_drop=0.02) is None
+    # the bound is the user's: a looser one lets the first candidate back in, and the warning
+    # then measures against it
+    loose = select_candidate(table, TARGETS, 0.02, max_bacc_drop=0.2)
+    assert _chosen(loose) == "step 10"
+    with pytest.warns(UserWarning, match="max_bacc_drop 0.1"):
+        assert warn_if_decisions_worse(loose, 0.02, max_bacc_drop=0.1) == pytest.approx(0.13)
+    # no candidate decides well enough: the model as given, and the warning says the bound
+    table["val_bacc"] = [0.84, 0.71, 0.70]
+    kept = select_candidate(table, TARGETS, 0.02, max_bacc_drop=0.02)
+    assert _chosen(kept) == "vanilla"
+    with pytest.warns(UserWarning, match=r"balanced accuracy >= 0\.8200 \(max_bacc_drop 0\.02\)"):
+        warn_unless_fairer(kept, TARGETS, 0.02, max_bacc_drop=0.02)
+    with pytest.raises(InvalidInputError, match="max_bacc_drop must be <= 1.0, got 1.5"):
+        select_candidate(table, TARGETS, 0.02, max_bacc_drop=1.5)
+
+
 # ------------------------------------------------------------------ metrics against oracles
 def test_validation_metrics_match_an_oracle(graph, trained):
     spec = resolve_sensitive_feature(graph, "gender")
@@ -347,6 +401,22 @@ def test_zero_budget_that_forces_vanilla_warns(graph, trained):
         torch.equal(a, b)
         for a, b in zip(tuned.state_dict().values(), trained.state_dict().values(), strict=True)
     )
+
+
+def test_finetune_honours_max_bacc_drop(graph, trained):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        tuned = FairFinetune.finetune(
+            trained, graph, "gender", epochs=20, lr=0.05, max_bacc_drop=0.0, random_state=0
+        )
+    table = tuned.selection_
+    chosen = table[table["chosen"]].iloc[0]
+    assert chosen["val_bacc"] >= table["val_bacc"].iloc[0] - 1e-12
+    worse = table["val_bacc"] < table["val_bacc"].iloc[0] - 1e-12
+    assert worse.sum() >= 5  # the bound had candidates to turn away
+    assert not table.loc[worse, "within_budget"].any()
+    with pytest.raises(InvalidInputError, match="max_bacc_drop must be >= 0.0, got -0.1"):
+        FairFinetune.finetune(trained, graph, "gender", epochs=2, max_bacc_drop=-0.1)
 
 
 def test_multiclass_finetune_runs():

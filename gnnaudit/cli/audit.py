@@ -220,11 +220,17 @@ def _mitigate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "lambda_cf": args.mitigate_lambda,
         "epochs": args.mitigate_epochs,
         "grid": None if args.mitigate_grid is None else tuple(args.mitigate_grid),
+        "max_bacc_drop": args.mitigate_max_bacc_drop,
     }
     given = {key: value for key, value in pairs.items() if value is not None}
     if given and not args.mitigate:
-        flags = {"lambda_cf": "--mitigate-lambda", "epochs": "--mitigate-epochs"}
-        names = ", ".join(flags.get(k, "--mitigate-grid") for k in given)
+        flags = {
+            "lambda_cf": "--mitigate-lambda",
+            "epochs": "--mitigate-epochs",
+            "grid": "--mitigate-grid",
+            "max_bacc_drop": "--mitigate-max-bacc-drop",
+        }
+        names = ", ".join(flags[k] for k in given)
         raise _error(f"{names} set(s) the mitigation, which runs only with --mitigate; add it")
     return given
 

@@ -177,6 +177,14 @@ def add_audit_arguments(p: argparse.ArgumentParser) -> None:
         help="fine-tuning epochs of the mitigation (default: FairFinetune's)",
     )
     audit.add_argument(
+        "--mitigate-max-bacc-drop",
+        type=FloatRange(0.0, 1.0),
+        default=None,
+        help="keep only fine-tuned candidates whose validation balanced accuracy is at most "
+        "this below the model's (FairFinetune's max_bacc_drop; default: no such bound, a "
+        "warning in the report when the chosen one decides worse)",
+    )
+    audit.add_argument(
         "--mitigate-grid",
         type=FloatRange(0.0),
         nargs="*",

@@ -407,6 +407,7 @@ class FairFinetune(L.LightningModule):
         lambda_ev: float = 0.0,
         epochs: int = DEFAULT_EPOCHS,
         max_auroc_drop: float = DEFAULT_MAX_AUROC_DROP,
+        max_bacc_drop: float | None = None,
         n_candidates: int = DEFAULT_N_CANDIDATES,
         lambda_grid: Sequence[float] | None = DEFAULT_LAMBDA_GRID,
         select: bool = True,
@@ -437,12 +438,17 @@ class FairFinetune(L.LightningModule):
         n_candidates`` steps;
         returned: the lowest sum of the targeted validation gaps among those whose validation
         AUROC is at most ``max_auroc_drop`` below the model as given's with 95% confidence
-        (the drop plus 1.645 paired standard errors, DeLong's) and whose decisions
-        have not collapsed to one class (``select=False``: one run's final weights). A ``UserWarning`` says when it lowers no
-        targeted gap. The module carries ``selection_``, a DataFrame, one row per candidate:
-        ``candidate`` (``"vanilla"``, ``"[blind ][cov=<w> ]step <k>"``), ``step``,
-        ``val_auroc``, ``val_auroc_se``, ``val_bacc``, ``val_top_share``, ``val_dsp``, ``val_deo``, ``val_cf``, ``gap_sum``
-        (targeted), ``within_budget``, ``no_worse``, ``chosen`` (one row).
+        (the drop plus 1.645 paired standard errors, DeLong's), whose decisions have not
+        collapsed to one class and, when ``max_bacc_drop`` is given, whose validation balanced
+        accuracy is at most that below the model as given's (``select=False``: one run's final
+        weights). A ``UserWarning`` says when it lowers no targeted gap, another when the
+        returned candidate decides worse (balanced accuracy down by more than
+        ``max_bacc_drop``, or ``max_auroc_drop`` when that is None: the AUROC budget bounds the
+        ranking, not the decision threshold). The module carries ``selection_``, a DataFrame,
+        one row per candidate: ``candidate`` (``"vanilla"``, ``"[blind ][cov=<w> ]step <k>"``),
+        ``step``, ``val_auroc``, ``val_auroc_se``, ``val_bacc``, ``val_top_share``,
+        ``val_dsp``, ``val_deo``, ``val_cf``, ``gap_sum`` (targeted), ``within_budget``,
+        ``no_worse``, ``chosen`` (one row).
 
         ``random_state`` seeds Lightning (dropout, the consistency draws); ``options``: the
         other constructor arguments (``lambda_cov, lambda_eo, scopes, divergence, lr,
@@ -459,6 +465,7 @@ class FairFinetune(L.LightningModule):
             targets=targets,
             epochs=epochs,
             max_auroc_drop=max_auroc_drop,
+            max_bacc_drop=max_bacc_drop,
             n_candidates=n_candidates,
             lambda_grid=lambda_grid,
             select=select,

@@ -29,6 +29,7 @@ from gnnaudit.training.fair_selection import (
     check_targets,
     resolve_sensitive_feature,
     selection_frame,
+    warn_if_decisions_worse,
     warn_unless_fairer,
 )
 from gnnaudit.training.input_blinding import slices_on_graph
@@ -202,6 +203,7 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
     targets: str | Sequence[str],
     epochs: int,
     max_auroc_drop: float,
+    max_bacc_drop: float | None,
     n_candidates: int,
     lambda_grid: Sequence[float] | None,
     select: bool,
@@ -227,6 +229,8 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
         **options,
     }
     max_auroc_drop = check_float("max_auroc_drop", max_auroc_drop, minimum=0.0, maximum=1.0)
+    if max_bacc_drop is not None:
+        max_bacc_drop = check_float("max_bacc_drop", max_bacc_drop, minimum=0.0, maximum=1.0)
     device = _check_model(model, data, select)
     runs = grid_weights(targets, options, lambda_grid, select)
     # a consistency weight set by the caller asks for consistency runs: "auto" does not blind
@@ -245,12 +249,25 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
             candidates += [(f"{prefix}step {s}", s, states[s]) for s in sorted(states)]
         tuned.to(device)
         table, _ = selection_frame(
-            tuned, data, wrapper.spec, candidates, wrapper.targets, max_auroc_drop, select=select
+            tuned,
+            data,
+            wrapper.spec,
+            candidates,
+            wrapper.targets,
+            max_auroc_drop,
+            select=select,
+            max_bacc_drop=max_bacc_drop,
         )
         if not bool(table["chosen"].iloc[0]):
             break
     warn_unless_fairer(
-        table, wrapper.targets, max_auroc_drop, selected_last=not select, stacklevel=5
+        table,
+        wrapper.targets,
+        max_auroc_drop,
+        selected_last=not select,
+        stacklevel=5,
+        max_bacc_drop=max_bacc_drop,
     )
+    warn_if_decisions_worse(table, max_auroc_drop, stacklevel=5, max_bacc_drop=max_bacc_drop)
     tuned.selection_ = table
     return tuned.eval()

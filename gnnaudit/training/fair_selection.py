@@ -42,7 +42,10 @@ the one-sided 95% upper bound of its AUROC drop is within the budget,
 decisions have not collapsed: ``val_top_share`` at most the audit's degenerate threshold
 :data:`~gnnaudit.audit.model_quality.PREDICTION_SHARE` (95%; waived when the model as given is
 above it). A candidate whose scores still rank well but whose decisions are one class has every
-gap 0 by construction; the audit would call it degenerate, so it is out. It is *no worse*
+gap 0 by construction; the audit would call it degenerate, so it is out. With ``max_bacc_drop``
+given (default None), a candidate whose ``val_bacc`` is more than that below the vanilla
+model's (point estimates) is out as well: the user's bound on how much decision quality the
+remedy may cost. It is *no worse*
 when none of its targeted gaps exceeds the vanilla model's by more than :data:`NO_WORSE_TOL`
 (NaN counts as 0). Among the candidates within budget and no worse the lowest ``gap_sum`` (sum
 of the *targeted* gaps) wins; when no fine-tuned candidate is both, the lowest ``gap_sum``
@@ -61,6 +64,14 @@ distance from the vanilla model (a candidate close to it has correlated scores).
 **Warning** (:func:`warn_unless_fairer`): a ``UserWarning`` when the vanilla model is chosen
 (for its targeted gaps above 0) or a targeted gap of the chosen one is above the vanilla
 model's, naming each such gap with both figures, the budget and what to change.
+
+**Decision warning** (:func:`warn_if_decisions_worse`): the budget bounds how well the chosen
+candidate *ranks* the validation nodes, not how well its argmax *decides*; a fine-tuned model
+can keep (or raise) AUROC while its decision threshold moves (NIFTY bail: validation AUROC 0.890
+-> 0.895, balanced accuracy 0.840 -> 0.717, ``benchmarks/results/fair_gnn.json``). A
+``UserWarning`` names both balanced accuracies and top shares when the chosen candidate's
+validation balanced accuracy is more than ``max_auroc_drop`` below the model as given's (the
+point estimates; the same budget, so one setting states how much quality the user trades).
 
 Cost of a selection: ``candidates x (1 + alternatives)`` full-graph forward passes in eval
 mode (binary attribute: 2 per candidate), no backward pass; one sort of the validation scores
@@ -112,6 +123,7 @@ __all__ = [
     "validation_metrics",
     "select_candidate",
     "warn_unless_fairer",
+    "warn_if_decisions_worse",
     "selection_frame",
 ]
 
@@ -270,14 +282,19 @@ def select_candidate(
     max_auroc_drop: float = DEFAULT_MAX_AUROC_DROP,
     *,
     select: bool = True,
+    max_bacc_drop: float | None = None,
 ) -> pd.DataFrame:
     """The rule of the module docstring applied to ``table`` (columns ``candidate, step,
     val_auroc, val_dsp, val_deo, val_cf``, optionally ``val_auroc_se``, 0 when absent; row 0 is
     the vanilla model): a copy with ``gap_sum``, ``within_budget``, ``no_worse`` and ``chosen``
     added (:data:`SELECTION_COLUMNS`).
-    ``select=False`` marks the last row chosen (the final weights) whatever the rule says."""
+    ``select=False`` marks the last row chosen (the final weights) whatever the rule says.
+    ``max_bacc_drop``: also out of budget, a candidate whose ``val_bacc`` is more than this
+    below row 0's (None: no such bound; a NaN balanced accuracy passes)."""
     targets = check_targets(targets)
     max_auroc_drop = check_float("max_auroc_drop", max_auroc_drop, minimum=0.0, maximum=1.0)
+    if max_bacc_drop is not None:
+        max_bacc_drop = check_float("max_bacc_drop", max_bacc_drop, minimum=0.0, maximum=1.0)
     required = ["candidate", "step", "val_auroc", "val_dsp", "val_deo", "val_cf"]
     missing = [c for c in required if c not in table.columns]
     if missing or len(table) == 0:
@@ -300,6 +317,9 @@ def select_candidate(
     top = out["val_top_share"].astype(float).fillna(0.0).to_numpy()
     if top[0] <= PREDICTION_SHARE:
         within &= top <= PREDICTION_SHARE
+    if max_bacc_drop is not None:  # decisions that lost more than the user allows: out
+        bacc = out["val_bacc"].astype(float).to_numpy()
+        within &= ~(bacc[0] - bacc > max_bacc_drop + _BUDGET_TOL)
     within[0] = True  # the vanilla model is always a candidate (NaN AUROC included)
     out["within_budget"] = within
     each = out[[f"val_{t}" for t in targets]].astype(float).fillna(0.0).to_numpy()
@@ -312,15 +332,25 @@ def select_candidate(
     return out[SELECTION_COLUMNS]
 
 
-def _budget_text(table: pd.DataFrame, max_auroc_drop: float) -> str:
+def _budget_text(
+    table: pd.DataFrame, max_auroc_drop: float, max_bacc_drop: float | None = None
+) -> str:
     base = float(table["val_auroc"].iloc[0])
     if math.isnan(base):
-        return "no AUROC budget (the validation nodes hold one class)"
-    text = (
-        f"AUROC budget: validation AUROC - {BUDGET_Z:g} x its paired standard error >= "
-        f"{base - max_auroc_drop:.4f} (vanilla {base:.4f} - max_auroc_drop {max_auroc_drop:g})"
-    )
-    return text + f", decisions not collapsed (no class above {PREDICTION_SHARE:.0%})"
+        text = "no AUROC budget (the validation nodes hold one class)"
+    else:
+        text = (
+            f"AUROC budget: validation AUROC - {BUDGET_Z:g} x its paired standard error >= "
+            f"{base - max_auroc_drop:.4f} (vanilla {base:.4f} - max_auroc_drop "
+            f"{max_auroc_drop:g})"
+        )
+    text += f", decisions not collapsed (no class above {PREDICTION_SHARE:.0%})"
+    if max_bacc_drop is not None:
+        text += (
+            f", validation balanced accuracy >= {float(table['val_bacc'].iloc[0]) - max_bacc_drop:.4f}"
+            f" (max_bacc_drop {max_bacc_drop:g})"
+        )
+    return text
 
 
 def warn_unless_fairer(
@@ -330,6 +360,7 @@ def warn_unless_fairer(
     *,
     selected_last: bool = False,
     stacklevel: int = 3,
+    max_bacc_drop: float | None = None,
 ) -> list[str]:
     """Warn (``UserWarning``) when the chosen row of a :func:`select_candidate` table is the
     vanilla model (naming its targeted gaps above 0) or has a targeted validation gap above the
@@ -361,7 +392,8 @@ def warn_unless_fairer(
             "validation gap above the model as given"
         )
     warnings.warn(
-        f"{head}: {figures}; {_budget_text(table, max_auroc_drop)}. To trade more AUROC for "
+        f"{head}: {figures}; {_budget_text(table, max_auroc_drop, max_bacc_drop)}. To trade "
+        "more AUROC for "
         "fairness raise max_auroc_drop; or fine-tune longer (epochs) or with larger weights "
         "of the terms (lambda_cf, lambda_cov, lambda_eo); targets=... restricts the gaps "
         "that count.",
@@ -369,6 +401,44 @@ def warn_unless_fairer(
         stacklevel=stacklevel,
     )
     return named
+
+
+def warn_if_decisions_worse(
+    table: pd.DataFrame,
+    max_auroc_drop: float,
+    *,
+    stacklevel: int = 3,
+    max_bacc_drop: float | None = None,
+) -> float | None:
+    """Warn (``UserWarning``) when the chosen row of a :func:`select_candidate` table decides
+    worse than the model as given: validation balanced accuracy more than ``max_bacc_drop``
+    (None: ``max_auroc_drop``) below row 0's (module docstring). Returns the drop when warned,
+    else None (also when the model as given is chosen or a balanced accuracy is NaN)."""
+    allowed = max_auroc_drop if max_bacc_drop is None else max_bacc_drop
+    vanilla, chosen = table.iloc[0], table[table["chosen"]].iloc[0]
+    if bool(table["chosen"].iloc[0]):
+        return None
+    before, after = float(vanilla["val_bacc"]), float(chosen["val_bacc"])
+    drop = before - after
+    if math.isnan(drop) or drop <= allowed + _BUDGET_TOL:
+        return None
+    warnings.warn(
+        f"FairFinetune's returned candidate ({chosen['candidate']}) ranks the validation nodes "
+        f"with val_auroc {float(vanilla['val_auroc']):.4f} vanilla vs "
+        f"{float(chosen['val_auroc']):.4f} chosen but decides worse: validation balanced "
+        f"accuracy (val_bacc) {before:.4f} vanilla vs {after:.4f} chosen, a drop of {drop:.4f} "
+        f"above {'max_auroc_drop' if max_bacc_drop is None else 'max_bacc_drop'} {allowed:g}; "
+        "its most frequent decision covers "
+        f"{float(chosen['val_top_share']):.1%} of the validation nodes against "
+        f"{float(vanilla['val_top_share']):.1%}. Its decision threshold moved: pass "
+        "max_bacc_drop=... to keep only candidates that decide about as well (selection_ "
+        "shows what that costs in gaps), lower the covariance weights (lambda_grid) or "
+        "restrict targets=..., or set the decision threshold on held-out nodes before using "
+        "its decisions.",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
+    return drop
 
 
 def selection_frame(
@@ -380,6 +450,7 @@ def selection_frame(
     max_auroc_drop: float = DEFAULT_MAX_AUROC_DROP,
     *,
     select: bool = True,
+    max_bacc_drop: float | None = None,
 ) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
     """Evaluate every ``(name, step, weights)`` of ``candidates`` (the vanilla model first) with
     ``model`` as the architecture and apply :func:`select_candidate`; returns the table and the
@@ -394,7 +465,9 @@ def selection_frame(
         base = score if base is None else base
         se = paired_auroc_se(labels, base, score)
         rows.append({"candidate": name, "step": step} | metrics | {"val_auroc_se": se})
-    table = select_candidate(pd.DataFrame(rows), targets, max_auroc_drop, select=select)
+    table = select_candidate(
+        pd.DataFrame(rows), targets, max_auroc_drop, select=select, max_bacc_drop=max_bacc_drop
+    )
     best = int(np.flatnonzero(table["chosen"].to_numpy())[0])
     chosen = copy.deepcopy(dict(candidates[best][2]))
     model.load_state_dict(chosen)
