@@ -11,6 +11,9 @@ Methods (``--methods``):
   candidate (``chosen``, from ``selection_``) and the whole ``selection`` table. ``--ff-options``
   (a JSON dict of ``finetune`` keywords) runs a variant instead, recorded as method
   ``fairfinetune:<json>`` so that it never mixes with the default;
+* ``--features raw``: both on the raw features, as PyGDebias's loaders give them to FairGNN
+  (no ``feature_norm``), recorded as ``vanilla_raw`` / ``fairfinetune_raw``: a like-for-like
+  row against ``fairgnn``'s preprocessing, never mixed with the protocol's rows below;
 * ``nifty``: NIFTY's public reference code, run unmodified by ``fair_gnn_reference.py`` (see its
   docstring for the script, the settings and the **shims** ``dgl``, ``ipdb``,
   ``aif360.sklearn.metrics``, ``deeprobust``, ``seaborn`` and the ``GCNConv`` API shim);
@@ -136,9 +139,10 @@ def stage_data(name: str, data_dir: Path, scratch: Path) -> Path:
     return scratch
 
 
-def load(name: str, scratch: Path):
+def load(name: str, scratch: Path, features: str = "nifty"):
+    """The protocol's graph (module docstring); ``features="raw"``: without NIFTY's scaling."""
     data = load_nifty(name, scratch, standardize=False, split="nifty")
-    if name in NIFTY_SCALED:
+    if name in NIFTY_SCALED and features == "nifty":
         data.x = feature_norm(data.x, int(data.sensitive_index))
     return data
 
@@ -157,18 +161,23 @@ def measure(model, data, seed: int, mask=None) -> dict[str, float]:
     )
 
 
-def ff_method(args: argparse.Namespace) -> str:
-    """``fairfinetune`` for the default remedy, ``fairfinetune:<json>`` for ``--ff-options``."""
-    if not args.ff_options:
-        return "fairfinetune"
-    return "fairfinetune:" + json.dumps(args.ff_options, sort_keys=True, separators=(",", ":"))
+def ours_method(method: str, args: argparse.Namespace) -> str:
+    """A gnnaudit row's record name: ``method`` (``vanilla`` / ``fairfinetune``), with
+    ``_raw`` for ``--features raw`` and, for ``fairfinetune``, ``:<json>`` for ``--ff-options``."""
+    name = method + ("_raw" if args.features == "raw" else "")
+    if method != "fairfinetune" or not args.ff_options:
+        return name
+    return name + ":" + json.dumps(args.ff_options, sort_keys=True, separators=(",", ":"))
 
 
 def run_ours(data, name: str, backbone: str, seed: int, args) -> list[dict[str, Any]]:
     """Vanilla training, then (if asked) FairFinetune's default remedy on it: two records."""
     records = []
+    raw = "_raw" if args.features == "raw" else ""
     cache = (
-        args.scratch / "_models" / f"{name}_{backbone}_{seed}_{args.epochs}_{MODEL_CACHE_TAG}.pt"
+        args.scratch
+        / "_models"
+        / f"{name}_{backbone}_{seed}_{args.epochs}_{MODEL_CACHE_TAG}{raw}.pt"
     )
     t0 = time.perf_counter()
     result = train_node_classifier(
@@ -192,7 +201,12 @@ def run_ours(data, name: str, backbone: str, seed: int, args) -> list[dict[str, 
     base = {"dataset": name, "backbone": backbone, "seed": seed}
     if "vanilla" in args.methods:
         records.append(
-            {**base, "method": "vanilla", **measure(model, data, seed), "fit_s": pretrain_s}
+            {
+                **base,
+                "method": ours_method("vanilla", args),
+                **measure(model, data, seed),
+                "fit_s": pretrain_s,
+            }
         )
     if "fairfinetune" in args.methods:
         records.append({**base, **fairfinetune(model, data, seed, args), "pretrain_s": pretrain_s})
@@ -216,7 +230,7 @@ def fairfinetune(model, data, seed: int, args) -> dict[str, Any]:
     table = tuned.selection_
     chosen = table.loc[table["chosen"].astype(bool), "candidate"]
     return {
-        "method": ff_method(args),
+        "method": ours_method("fairfinetune", args),
         **measure(tuned, data, seed),
         "fit_s": fit_s,
         "chosen": str(chosen.iloc[0]) if len(chosen) else None,
@@ -301,8 +315,7 @@ def item_methods(item: tuple[str, str, str, int], args: argparse.Namespace) -> l
     """The record methods one work item produces."""
     if item[1] != "ours":
         return [item[1]]
-    return [m if m == "vanilla" else ff_method(args) for m in ("vanilla", "fairfinetune")
-            if m in args.methods]  # fmt: skip
+    return [ours_method(m, args) for m in ("vanilla", "fairfinetune") if m in args.methods]
 
 
 def run_item(item: tuple[str, str, str, int], args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -311,6 +324,8 @@ def run_item(item: tuple[str, str, str, int], args: argparse.Namespace) -> list[
     tag = ""
     if kind == "ours" and args.ff_options:
         tag = f"_ff{zlib.crc32(json.dumps(args.ff_options, sort_keys=True).encode()):08x}"
+    if kind == "ours" and args.features == "raw":
+        tag += "_raw"
     out = args.scratch / "_items" / f"{name}_{kind}_{bb}_{seed}{tag}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(Path(__file__).resolve()), *args.argv]
@@ -327,7 +342,7 @@ def run_item(item: tuple[str, str, str, int], args: argparse.Namespace) -> list[
 
 def worker(args: argparse.Namespace) -> None:
     name, kind, bb, seed = args.worker_item.split(":")
-    data = load(name, stage_data(name, args.data, args.scratch))
+    data = load(name, stage_data(name, args.data, args.scratch), args.features)
     if kind == "ours":
         records = run_ours(data, name, bb, int(seed), args)
     else:
@@ -368,6 +383,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         type=json.loads,
         default={},
         help="JSON dict of FairFinetune.finetune keywords (a variant, not the default remedy)",
+    )
+    p.add_argument(
+        "--features",
+        choices=("nifty", "raw"),
+        default="nifty",
+        help="gnnaudit rows: NIFTY's scaling (the protocol) or raw features as PyGDebias loads "
+        "them (records vanilla_raw / fairfinetune_raw)",
     )
     p.add_argument("--data", type=Path, default=SHARED_DATA)
     p.add_argument("--scratch", type=Path, default=HERE / "_data")

@@ -13,8 +13,18 @@ import numpy as np
 import pandas as pd
 from provenance import commit
 
+from gnnaudit.training.fair_selection import DEFAULT_MAX_AUROC_DROP
+
 METRICS = ("auroc", "f1", "dsp", "deo", "cf", "instability", "fit_s")
-ORDER = {"vanilla": 0, "fairfinetune": 1, "nifty": 2, "fairgnn": 3, "fairgnn_port": 4}
+ORDER = {
+    "vanilla": 0,
+    "fairfinetune": 1,
+    "nifty": 2,
+    "fairgnn": 3,
+    "vanilla_raw": 4,
+    "fairfinetune_raw": 5,
+    "fairgnn_port": 6,
+}
 #: how each method is labelled in the tables (the records keep the short names)
 LABELS = {
     "vanilla": "vanilla (gnnaudit)",
@@ -22,6 +32,8 @@ LABELS = {
     "nifty": "nifty (NIFTY repo)",
     "fairgnn": "fairgnn (PyGDebias 1.1.1)",
     "fairgnn_port": "fairgnn_port (NIFTY repo's port, extra row)",
+    "vanilla_raw": "vanilla (gnnaudit) on raw features, as PyGDebias loads them (extra row)",
+    "fairfinetune_raw": "fairfinetune (default remedy) on raw features (extra row)",
 }
 #: the goal's peers: FairFinetune must be within 1 AUROC point of the best of them and at or
 #: below both on ΔSP, ΔEO and CF
@@ -79,8 +91,9 @@ NOTES = """\
 
 
 def method_label(method: str) -> str:
-    if method.startswith("fairfinetune:"):
-        return f"fairfinetune variant `{method.split(':', 1)[1]}`"
+    if ":" in method:
+        base, variant = method.split(":", 1)
+        return f"{base} variant `{variant}`"
     return LABELS.get(method, method)
 
 
@@ -148,11 +161,27 @@ def chosen_table(records: list[dict[str, Any]]) -> str:
     df = df[df["method"] == "fairfinetune"]
     if df.empty:
         return "(no FairFinetune record yet)"
-    lines = ["| dataset | backbone | chosen candidate (seed) |", "|---|---|---|"]
+    lines = [
+        "| dataset | backbone | chosen candidate (seed) | validation balanced accuracy, "
+        "vanilla -> chosen (seed) | decision warnings |",
+        "|---|---|---|---|---|",
+    ]
     for (d, b), g in df.groupby(["dataset", "backbone"], sort=True):
         picks = ", ".join(f"{c} ({s})" for c, s in zip(g["chosen"], g["seed"], strict=True))
-        lines.append(f"| {d} | {b} | {picks} |")
+        drops = [_bacc_change(t) for t in g["selection"]]
+        bacc = ", ".join(
+            f"{v:.3f} -> {c:.3f} ({s})" for (v, c), s in zip(drops, g["seed"], strict=True)
+        )
+        warned = sum(v - c > DEFAULT_MAX_AUROC_DROP for v, c in drops)
+        lines.append(f"| {d} | {b} | {picks} | {bacc} | {warned} of {len(g)} |")
     return "\n".join(lines)
+
+
+def _bacc_change(selection: list[dict[str, Any]]) -> tuple[float, float]:
+    """Validation balanced accuracy of the model as given and of the chosen candidate (one
+    ``selection`` table of a record)."""
+    chosen = next(r for r in selection if r["chosen"])
+    return float(selection[0]["val_bacc"]), float(chosen["val_bacc"])
 
 
 def write_markdown(records: list[dict[str, Any]], path: Path, command: str) -> None:
@@ -187,6 +216,11 @@ def write_markdown(records: list[dict[str, Any]], path: Path, command: str) -> N
         goal_text(records),
         "",
         "## FairFinetune's chosen candidates",
+        "",
+        "Decision warnings: runs where the chosen candidate's validation balanced accuracy is "
+        f"more than max_auroc_drop ({DEFAULT_MAX_AUROC_DROP:g}) below the vanilla model's, the "
+        "case in which `FairFinetune.finetune` now warns that the remedy ranks as well but "
+        "decides worse (its decision threshold moved).",
         "",
         chosen_table(records) if records else "(no records)",
         "",
@@ -269,7 +303,7 @@ def write_pareto(records: list[dict[str, Any]], path: Path) -> None:
     datasets = list(dict.fromkeys(table["dataset"]))
     fig, axes = plt.subplots(len(datasets), 2, figsize=(10, 4 * len(datasets)), squeeze=False)
     colours = {"vanilla": "C0", "fairfinetune": "C1", "nifty": "C2", "fairgnn": "C3"}
-    colours["fairgnn_port"] = "C4"
+    colours.update({"fairgnn_port": "C4", "vanilla_raw": "C5", "fairfinetune_raw": "C6"})
     markers = {"gcn": "o", "gin": "D", "sage": "^"}
     for i, d in enumerate(datasets):
         sub = table[table["dataset"] == d]
