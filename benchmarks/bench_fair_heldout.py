@@ -231,7 +231,8 @@ def main(argv: list[str] | None = None) -> None:
         text = "\n".join(
             [
                 *header.lines(
-                    "The default remedy on held-out fair-GNN graphs (issue 36)",
+                    "The default remedy on held-out fair-GNN graphs (issue 36)"
+                    + (f", variant {json.dumps(args.ff_options)}" if args.ff_options else ""),
                     "1 (OMP_NUM_THREADS=1)",
                 ),
                 "Protocol, as a user would run it, "
