@@ -239,7 +239,7 @@ def write(  # noqa: PLR0913
         "",
         "Figures in % of the test nodes, mean ± sd over the seeds (population sd); gap_sum = "
         "ΔSP + ΔEO + CF; auroc_drop = vanilla test AUROC - this row's; 'vanilla kept' = runs "
-        "where the selection returned the model as given; 'warned' = runs with the UserWarning; "
+        "where the selection returned the model as given; 'warned' = runs with a FairFinetune UserWarning (a targeted gap not lowered, or decisions worse); "
         "fit s = training (vanilla) or fine-tuning with selection (remedy), seconds.",
         "",
         fmt_table(table),
