@@ -70,8 +70,9 @@ candidate *ranks* the validation nodes, not how well its argmax *decides*; a fin
 can keep (or raise) AUROC while its decision threshold moves (NIFTY bail: validation AUROC 0.890
 -> 0.895, balanced accuracy 0.840 -> 0.717, ``benchmarks/results/fair_gnn.json``). A
 ``UserWarning`` names both balanced accuracies and top shares when the chosen candidate's
-validation balanced accuracy is more than ``max_auroc_drop`` below the model as given's (the
-point estimates; the same budget, so one setting states how much quality the user trades).
+validation balanced accuracy is more than ``max_bacc_drop`` below the model as given's, or
+``max_auroc_drop`` when no ``max_bacc_drop`` is set (the point estimates; the AUROC budget then
+also states how much decision quality the user trades).
 
 Cost of a selection: ``candidates x (1 + alternatives)`` full-graph forward passes in eval
 mode (binary attribute: 2 per candidate), no backward pass; one sort of the validation scores
