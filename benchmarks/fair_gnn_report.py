@@ -72,7 +72,8 @@ NOTES = """\
 - **Instability** adds N(0, 1) noise to the inputs as each model gets them: PyGDebias's raw
   features have large scales, so its instability is not comparable with the scaled rows'.
 - **Earlier records.** The `nifty` and `fairgnn_port` records of seeds 0-1 (credit `nifty`:
-  0-2) come from the run of 2026-11-27 (same scripts, split and metric function). Its
+  0-2) come from the run of 2026-11-27 (same scripts, split and metric function); the
+  `fairgnn_port` seeds 2-4 were run on 2026-11-29. Its
   `vanilla` and `fairfinetune` records were dropped: the trainer now keeps the epoch of the
   best validation AUROC, and `fairfinetune` is now FairFinetune's own default remedy instead
   of the benchmark's grid. The GCN `vanilla` / `fairfinetune` records of seeds 0-4 were run
