@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 import pandas as pd
 from provenance import commit
 
-from gnnaudit.training.fair_selection import DEFAULT_MAX_AUROC_DROP
+from gnnaudit.training.fair_selection import DEFAULT_MAX_AUROC_DROP, warn_if_decisions_worse
 
 METRICS = ("auroc", "f1", "dsp", "deo", "cf", "instability", "fit_s")
 ORDER = {
@@ -162,34 +163,41 @@ def markdown_table(table: pd.DataFrame) -> str:
 
 
 def chosen_table(records: list[dict[str, Any]]) -> str:
-    """How often FairFinetune's default remedy chose each candidate, per graph and backbone."""
+    """Per graph, FairFinetune row and backbone: the chosen candidates, the validation balanced
+    accuracies (vanilla -> chosen) and the runs where ``finetune``'s decision warning fires
+    (:func:`~gnnaudit.training.fair_selection.warn_if_decisions_worse` on the record's table,
+    with the row's ``max_bacc_drop`` if it set one)."""
     df = pd.DataFrame(records)
     if "chosen" not in df:
         return "(no FairFinetune record yet)"
-    df = df[df["method"] == "fairfinetune"]
+    df = df[df["method"].str.startswith("fairfinetune")]
     if df.empty:
         return "(no FairFinetune record yet)"
     lines = [
-        "| dataset | backbone | chosen candidate (seed) | validation balanced accuracy, "
+        "| dataset | row | backbone | chosen candidate (seed) | validation balanced accuracy, "
         "vanilla -> chosen (seed) | decision warnings |",
-        "|---|---|---|---|---|",
+        "|---|---|---|---|---|---|",
     ]
-    for (d, b), g in df.groupby(["dataset", "backbone"], sort=True):
+    for (d, m, b), g in df.groupby(["dataset", "method", "backbone"], sort=True):
         picks = ", ".join(f"{c} ({s})" for c, s in zip(g["chosen"], g["seed"], strict=True))
-        drops = [_bacc_change(t) for t in g["selection"]]
+        tables = [pd.DataFrame(t) for t in g["selection"]]
         bacc = ", ".join(
-            f"{v:.3f} -> {c:.3f} ({s})" for (v, c), s in zip(drops, g["seed"], strict=True)
+            f"{t['val_bacc'].iloc[0]:.3f} -> {t.loc[t['chosen'], 'val_bacc'].iloc[0]:.3f} ({s})"
+            for t, s in zip(tables, g["seed"], strict=True)
         )
-        warned = sum(v - c > DEFAULT_MAX_AUROC_DROP for v, c in drops)
-        lines.append(f"| {d} | {b} | {picks} | {bacc} | {warned} of {len(g)} |")
+        options = g["ff_options"].iloc[0] if "ff_options" in g else None
+        bound = (options or {}).get("max_bacc_drop") if isinstance(options, dict) else None
+        warned = sum(_decision_warning(t, bound) for t in tables)
+        lines.append(f"| {d} | {method_label(m)} | {b} | {picks} | {bacc} | {warned} of {len(g)} |")
     return "\n".join(lines)
 
 
-def _bacc_change(selection: list[dict[str, Any]]) -> tuple[float, float]:
-    """Validation balanced accuracy of the model as given and of the chosen candidate (one
-    ``selection`` table of a record)."""
-    chosen = next(r for r in selection if r["chosen"])
-    return float(selection[0]["val_bacc"]), float(chosen["val_bacc"])
+def _decision_warning(table: pd.DataFrame, max_bacc_drop: float | None) -> bool:
+    """Whether ``finetune``'s decision warning fires on one record's selection table."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        drop = warn_if_decisions_worse(table, DEFAULT_MAX_AUROC_DROP, max_bacc_drop=max_bacc_drop)
+    return drop is not None
 
 
 def write_markdown(records: list[dict[str, Any]], path: Path, command: str) -> None:
