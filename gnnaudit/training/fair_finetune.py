@@ -448,7 +448,11 @@ class FairFinetune(L.LightningModule):
         one row per candidate: ``candidate`` (``"vanilla"``, ``"[blind ][cov=<w> ]step <k>"``),
         ``step``, ``val_auroc``, ``val_auroc_se``, ``val_bacc``, ``val_top_share``,
         ``val_dsp``, ``val_deo``, ``val_cf``, ``gap_sum`` (targeted), ``within_budget``,
-        ``no_worse``, ``chosen`` (one row).
+        ``no_worse``, ``chosen`` (one row); and ``selection_gain_``, a DataFrame with the
+        chosen candidate's reduction of each targeted validation gap and of their sum, each with
+        a 95% paired bootstrap interval (:mod:`~gnnaudit.training.selection_gain`, seeded by
+        ``random_state``): a third ``UserWarning`` names each gap it lowered by no more than
+        chance could on the validation nodes (the interval reaches 0).
 
         ``random_state`` seeds Lightning (dropout, the consistency draws); ``options``: the
         other constructor arguments (``lambda_cov, lambda_eo, scopes, divergence, lr,

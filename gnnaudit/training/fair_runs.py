@@ -33,6 +33,7 @@ from gnnaudit.training.fair_selection import (
     warn_unless_fairer,
 )
 from gnnaudit.training.input_blinding import slices_on_graph
+from gnnaudit.training.selection_gain import warn_if_gain_uncertain
 from gnnaudit.training.train import make_trainer, quiet_lightning
 
 __all__ = [
@@ -248,7 +249,7 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
             prefix += f"cov={next(iter(weights.values())):g} " if len(runs) > 1 else ""
             candidates += [(f"{prefix}step {s}", s, states[s]) for s in sorted(states)]
         tuned.to(device)
-        table, _ = selection_frame(
+        table, _, gain = selection_frame(
             tuned,
             data,
             wrapper.spec,
@@ -257,6 +258,7 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
             max_auroc_drop,
             select=select,
             max_bacc_drop=max_bacc_drop,
+            random_state=settings["random_state"],
         )
         if not bool(table["chosen"].iloc[0]):
             break
@@ -269,5 +271,9 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
         max_bacc_drop=max_bacc_drop,
     )
     warn_if_decisions_worse(table, max_auroc_drop, stacklevel=5, max_bacc_drop=max_bacc_drop)
+    chosen_name = str(table.loc[table["chosen"], "candidate"].iloc[0])
+    n_val = int(data.val_mask.sum())
+    warn_if_gain_uncertain(gain, n_val, chosen_name=chosen_name, stacklevel=5)
     tuned.selection_ = table
+    tuned.selection_gain_ = gain
     return tuned.eval()

@@ -74,6 +74,10 @@ validation balanced accuracy is more than ``max_bacc_drop`` below the model as g
 ``max_auroc_drop`` when no ``max_bacc_drop`` is set (the point estimates; the AUROC budget then
 also states how much decision quality the user trades).
 
+**Gain interval** (:mod:`~gnnaudit.training.selection_gain`): :func:`selection_frame` also
+returns the chosen candidate's reduction of each targeted gap with a paired bootstrap interval
+over the validation nodes; ``finetune`` warns when a gap it lowered has an interval reaching 0.
+
 Cost of a selection: ``candidates x (1 + alternatives)`` full-graph forward passes in eval
 mode (binary attribute: 2 per candidate), no backward pass; one sort of the validation scores
 per candidate for its standard error.
@@ -105,6 +109,7 @@ from gnnaudit.audit.model_quality import PREDICTION_SHARE
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.auroc_delong import paired_auroc_se
 from gnnaudit.training.epoch_selection import top_share
+from gnnaudit.training.selection_gain import gain_table
 from gnnaudit.training.train import positive_auroc
 
 __all__ = [
@@ -244,8 +249,9 @@ def _evaluate(
     mask: torch.Tensor | None,
     groups: np.ndarray | None,
     alts: Sequence[Alternative] | None,
-) -> tuple[dict[str, float], np.ndarray]:
-    """:func:`validation_metrics` and the class-1 scores of the ``mask`` nodes."""
+) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
+    """:func:`validation_metrics`, the class-1 scores of the ``mask`` nodes and their
+    ``(nodes, 2)`` decisions: class 1 or not, changed in a counterfactual world or not."""
     was_training = model.training
     model.eval()
     device = next(iter(model.parameters())).device
@@ -274,7 +280,7 @@ def _evaluate(
         "val_deo": group_gap(pos[label1], groups[mask_np][label1]),
         "val_cf": float(changed[mask_np].mean()) if mask_np.any() else math.nan,
     }
-    return metrics, score[mask_np]
+    return metrics, score[mask_np], np.stack([pos, changed[mask_np]], axis=1)
 
 
 def select_candidate(
@@ -452,17 +458,22 @@ def selection_frame(
     *,
     select: bool = True,
     max_bacc_drop: float | None = None,
-) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
+    random_state: int = 0,
+) -> tuple[pd.DataFrame, dict[str, torch.Tensor], pd.DataFrame]:
     """Evaluate every ``(name, step, weights)`` of ``candidates`` (the vanilla model first) with
-    ``model`` as the architecture and apply :func:`select_candidate`; returns the table and the
-    chosen weights (``model`` is left holding them)."""
+    ``model`` as the architecture and apply :func:`select_candidate`; returns the table, the
+    chosen weights (``model`` is left holding them) and the chosen candidate's gain over the
+    vanilla model with its intervals (:func:`~gnnaudit.training.selection_gain.gain_table`,
+    seeded by ``random_state``)."""
     groups = category_codes(data, spec)
     alts = alternatives(data, spec)
-    labels = data.y.detach().cpu().numpy()[data.val_mask.detach().cpu().numpy().astype(bool)]
-    rows, base = [], None
+    val = data.val_mask.detach().cpu().numpy().astype(bool)
+    labels = data.y.detach().cpu().numpy()[val]
+    rows, base, decided = [], None, []
     for name, step, state in candidates:
         model.load_state_dict(state)
-        metrics, score = _evaluate(model, data, spec, None, groups, alts)
+        metrics, score, decisions = _evaluate(model, data, spec, None, groups, alts)
+        decided.append(decisions)
         base = score if base is None else base
         se = paired_auroc_se(labels, base, score)
         rows.append({"candidate": name, "step": step} | metrics | {"val_auroc_se": se})
@@ -473,4 +484,12 @@ def selection_frame(
     chosen = copy.deepcopy(dict(candidates[best][2]))
     model.load_state_dict(chosen)
     logger.info("FairFinetune selection on the validation nodes:\n%s", table.to_string())
-    return table, chosen
+    gain = gain_table(
+        decided[0],
+        decided[best],
+        groups[val],
+        labels == 1,
+        check_targets(targets),
+        random_state=random_state,
+    )
+    return table, chosen, gain
