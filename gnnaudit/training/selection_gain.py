@@ -35,8 +35,10 @@ its validation gaps are low partly by chance). An interval that reaches 0 theref
 gain is *not* established; one above 0 is necessary, not sufficient, for a gain on new nodes.
 The test nodes, or fresh labelled nodes, decide.
 
-Memory: the resampling counts are drawn per stratum in chunks of at most
-:data:`~gnnaudit.audit.bootstrap.MAX_CELLS` cells.
+Cost: ``n_boot`` x validation nodes multinomial counts and one product of them with the two
+models' decisions per stratum (time linear in both: under a second for a few thousand
+validation nodes, seconds for tens of thousands). Memory: the counts are drawn per stratum in
+chunks of at most :data:`~gnnaudit.audit.bootstrap.MAX_CELLS` cells.
 """
 
 from __future__ import annotations
