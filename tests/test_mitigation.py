@@ -113,6 +113,15 @@ def test_section_in_all_three_formats(report):
         assert after[("flip rate", "node")] == 0 and after[("flip rate", "graph")] == 0
     tradeoff = section.tables["tradeoff"]
     assert sorted(tradeoff["lambda_cf"].unique()) == [0.0, 1.0, 2.0]
+    # the validation gain of the returned candidate, with its interval, in table and words
+    gain = section.tables["selection_gain"].set_index("gap")
+    assert list(gain.index) == [*targets, "sum"]
+    total = gain.loc["sum"]
+    assert total["ci_low"] <= total["reduction"] <= total["ci_high"]
+    if chosen != "vanilla":
+        assert f"by {total['reduction']:.3f} (95% paired bootstrap interval" in section.summary
+        verdict = "more than chance" if total["established"] else "not more than chance"
+        assert f": {verdict}, before" in section.summary
     payload = json.loads((out / "report.json").read_text())
     assert "mitigation" in [s["key"] for s in payload["sections"]]
     md = (out / "report.md").read_text()

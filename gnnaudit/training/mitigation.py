@@ -85,6 +85,8 @@ class MitigationResult(AuditResult):
     settings : the fine-tuning settings (``lambda_cf``, ``lambda_ev``, ``epochs`` ...).
     state_dict : the mitigated model's weights (CPU tensors).
     sensitive_name, confidence : as audited.
+    selection_gain : the returned candidate's validation gain per targeted gap, with its paired
+        bootstrap interval (``FairFinetune.finetune``'s ``selection_gain_``; empty when absent).
     """
 
     before: pd.DataFrame
@@ -94,6 +96,7 @@ class MitigationResult(AuditResult):
     state_dict: dict[str, torch.Tensor] = field(repr=False, default_factory=dict)
     sensitive_name: str = "sensitive"
     confidence: float = 0.95
+    selection_gain: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def checkpoints(self) -> dict[str, dict[str, torch.Tensor]]:
@@ -134,40 +137,59 @@ class MitigationResult(AuditResult):
         rel = f" ({(a - b) / b:+.0%})" if b > 0 else ""
         return f"{label}: {b:.3f} before, {a:.3f} after{rel}."
 
+    def _gain_sentence(self) -> str:
+        """The validation gain of the targeted gaps' sum with its interval, in words ("" when
+        the selection left no gain table)."""
+        gain = self.selection_gain
+        if not len(gain) or "sum" not in set(gain["gap"]):
+            return ""
+        row = gain[gain["gap"] == "sum"].iloc[0]
+        if float(row["reduction"]) == 0.0:
+            return ""
+        verdict = "more than chance" if bool(row["established"]) else "not more than chance"
+        return (
+            f"On the validation nodes that chose it, the copy lowers the sum of the targeted "
+            f"gaps by {float(row['reduction']):.3f} (95% paired bootstrap interval "
+            f"{float(row['ci_low']):.3f} to {float(row['ci_high']):.3f}): {verdict}, before "
+            "allowing for the choice among candidates (table selection_gain)."
+        )
+
     def report_section(self) -> ReportSection:
         name = self.sensitive_name
         s = self.settings
         level = f"{self.confidence:.0%}"
         worse = self.worse()
-        summary = " ".join(
-            [
-                f"A copy of the model was fine-tuned against the gaps of {name} "
-                f"({s.get('targets_reason', 'targets ' + ', '.join(s.get('targets', ())))}; "
-                f"FairFinetune, {s['epochs']} epochs, selected on the validation nodes within "
-                "its AUROC budget) and audited again.",
-                _remedy_sentence(s, name),
-                self._sentence(
-                    "flip rate",
-                    "node",
-                    f"Share of decisions that change when a node's own {name} is changed",
-                ),
-                self._sentence("flip rate", "graph", f"When every node's {name} is changed"),
-                self._sentence(
-                    "statistical parity difference", "", "Statistical parity difference"
-                ),
-                self._sentence("equal opportunity difference", "", "Equal opportunity difference"),
-                self._sentence("auroc", "", "AUROC"),
-                self._sentence("accuracy", "", "Accuracy on the audited nodes"),
-                (f"Got worse: {'; '.join(worse)}." if worse else "No figure got worse."),
-            ]
-        )
+        parts = [
+            f"A copy of the model was fine-tuned against the gaps of {name} "
+            f"({s.get('targets_reason', 'targets ' + ', '.join(s.get('targets', ())))}; "
+            f"FairFinetune, {s['epochs']} epochs, selected on the validation nodes within "
+            "its AUROC budget) and audited again.",
+            _remedy_sentence(s, name),
+            self._sentence(
+                "flip rate",
+                "node",
+                f"Share of decisions that change when a node's own {name} is changed",
+            ),
+            self._sentence("flip rate", "graph", f"When every node's {name} is changed"),
+            self._sentence("statistical parity difference", "", "Statistical parity difference"),
+            self._sentence("equal opportunity difference", "", "Equal opportunity difference"),
+            self._sentence("auroc", "", "AUROC"),
+            self._sentence("accuracy", "", "Accuracy on the audited nodes"),
+            (f"Got worse: {'; '.join(worse)}." if worse else "No figure got worse."),
+            self._gain_sentence(),
+        ]
+        summary = " ".join(part for part in parts if part)
         curve = self.tradeoff.rename(columns={"flip_rate": "x", "accuracy": "y", "scope": "series"})
         curve["series"] = [f"{sc} scope" for sc in curve["series"]]
         return ReportSection(
             key=MitigationUnit.name,
             title=f"Before / after mitigation (sensitive: {name})",
             summary=summary,
-            tables={"before_after": self.to_frame(), "tradeoff": self.tradeoff},
+            tables={
+                "before_after": self.to_frame(),
+                "tradeoff": self.tradeoff,
+                **({"selection_gain": self.selection_gain} if len(self.selection_gain) else {}),
+            },
             figures=[
                 Figure(
                     kind="curve",
@@ -206,6 +228,12 @@ def _chosen_candidate(model: torch.nn.Module) -> str:
     if not isinstance(table, pd.DataFrame) or "chosen" not in table:
         return ""
     return str(table.loc[table["chosen"].astype(bool), "candidate"].iloc[0])
+
+
+def _selection_gain(model: torch.nn.Module) -> pd.DataFrame:
+    """The ``selection_gain_`` table :meth:`FairFinetune.finetune` attached (empty if none)."""
+    table = getattr(model, "selection_gain_", None)
+    return table.copy() if isinstance(table, pd.DataFrame) else pd.DataFrame()
 
 
 def _remedy_sentence(settings: Mapping[str, Any], name: str) -> str:
@@ -350,6 +378,7 @@ class MitigationUnit(AuditUnit):
             state_dict=state,
             sensitive_name=name,
             confidence=opts.confidence,
+            selection_gain=_selection_gain(mitigated),
         )
 
     def _tradeoff(self, tune: Any, measure: Any) -> pd.DataFrame:
