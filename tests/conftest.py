@@ -168,10 +168,11 @@ def faiss_one_thread():
 
 class _SharedCluster:
     """One :func:`local_dask_client` with worker processes, shared by consecutive tests: starting
-    one costs its two workers about 7 s of CPU each to import torch, PyG and gnnaudit, and an
-    idle one still costs about 10 % of a core (heartbeats, event loops), so it is started for
-    the first test that asks for ``client`` and closed when the next test is in a module that
-    does not use it (:func:`pytest_runtest_teardown`). The Dask modules run one after the other
+    one costs about 5 s of CPU to import torch, PyG and gnnaudit (once, in the fork server its
+    workers fork from; spawned workers would each pay it), and an idle one still costs about
+    10 % of a core (heartbeats, event loops), so it is started for the first test that asks for
+    ``client`` and closed when the next test is in a module that does not use it
+    (:func:`pytest_runtest_teardown`). The Dask modules run one after the other
     (their names sort together; under ``make test`` their ``xdist_group("dask")`` mark keeps
     them on one worker, :func:`pytest_xdist_make_scheduler`), so they share one cluster."""
 
@@ -199,8 +200,8 @@ _CLUSTER = _SharedCluster()
 def client(request):
     """A Dask client on a cluster of worker processes (:class:`_SharedCluster`); the module
     imports ``distributed`` with ``pytest.importorskip`` first. The workers import the test
-    module (torch, PyG, gnnaudit) before its first test, both at the same time, instead of each
-    in the first task it runs, one after the other."""
+    module before its first test (torch, PyG and gnnaudit they have from the fork server),
+    both at the same time, instead of each in the first task it runs, one after the other."""
     dask_client = _CLUSTER.get()
     import_on_workers(dask_client, request.module.__name__)
     return dask_client

@@ -119,9 +119,17 @@ def blobs():
     return X, s
 
 
-def test_fairden_min_pts_alias(blobs):
+@pytest.fixture(scope="module")
+def fairden_new(blobs):
+    """FairDen fitted with the current spellings, the reference of the two alias tests below
+    (read only)."""
     X, s = blobs
-    new = FairDen(n_clusters=3, min_samples=5).fit(X, sensitive_features=s)
+    return FairDen(n_clusters=3, min_samples=5).fit(X, sensitive_features=s)
+
+
+def test_fairden_min_pts_alias(blobs, fairden_new):
+    X, s = blobs
+    new = fairden_new
     with pytest.deprecated_call(match="FairDen: min_pts= is deprecated"):
         est = FairDen(n_clusters=3, min_pts=5)
     old = est.fit(X, sensitive_features=s)
@@ -136,9 +144,9 @@ def test_fairden_min_pts_alias(blobs):
         FairDen(min_samples=4, min_pts=5)
 
 
-def test_fairden_fit_accepts_sensitive_as_an_alias(blobs):
+def test_fairden_fit_accepts_sensitive_as_an_alias(blobs, fairden_new):
     X, s = blobs
-    new = FairDen(n_clusters=3, min_samples=5).fit(X, sensitive_features=s)
+    new = fairden_new
     alias = FairDen(n_clusters=3, min_samples=5).fit(X, sensitive=s)
     np.testing.assert_array_equal(new.labels_, alias.labels_)
     with pytest.raises(InvalidInputError, match="sensitive_features=.* and sensitive="):

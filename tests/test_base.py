@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import math
 from pathlib import Path
 
@@ -157,10 +158,22 @@ LAYERS = {
 }
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """The AST of ``path``, parsed once: the rules below each read every module of the
+    package (nothing modifies a tree)."""
+    return ast.parse(path.read_text())
+
+
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of ``_tree(path)`` in ``ast.walk`` order, walked once for all the rules."""
+    return tuple(ast.walk(_tree(path)))
+
+
 def _gnnaudit_imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
     found = set()
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -189,8 +202,7 @@ def test_distributed_is_a_leaf():
     """``gnnaudit._distributed`` imports only ``gnnaudit.errors`` (dask lazily)."""
     path = PACKAGE / "_distributed.py"
     assert _gnnaudit_imports(path) <= {"errors"}
-    tree = ast.parse(path.read_text())
-    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    top = [n for n in _tree(path).body if isinstance(n, (ast.Import, ast.ImportFrom))]
     names = {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in top if isinstance(n, ast.ImportFrom) and n.module}
     assert not any(str(m).split(".")[0] in {"dask", "distributed"} for m in names)
@@ -233,7 +245,7 @@ def _imported_modules(path: Path, modules: dict[str, Path]) -> set[str]:
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -251,6 +263,7 @@ def _imported_modules(path: Path, modules: dict[str, Path]) -> set[str]:
     return found
 
 
+@functools.cache  # two tests read it; neither modifies it
 def _import_graph() -> dict[str, set[str]]:
     modules = _all_modules()
     return {name: _imported_modules(path, modules) for name, path in modules.items()}
@@ -329,9 +342,12 @@ def test_no_module_over_the_size_limit():
 
 
 def _long_functions(path: Path) -> dict[str, int]:
-    lines = path.read_text().splitlines()
+    text = path.read_text()
+    lines = text.splitlines()
+    joined = "\n".join(lines)  # line numbers that index ``lines`` (the cached tree's, usually)
+    nodes = _nodes(path) if joined == text.removesuffix("\n") else ast.walk(ast.parse(joined))
     out = {}
-    for node in ast.walk(ast.parse("\n".join(lines))):
+    for node in nodes:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
@@ -357,7 +373,7 @@ def _private_imports(path: Path) -> list[str]:
     another gnnaudit module (a private module itself, ``from gnnaudit.audit import _moved``,
     is allowed: it is imported whole, not reached into)."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gnnaudit"):
             module = str(node.module)
             for alias in node.names:
@@ -450,7 +466,7 @@ def test_audit_keeps_few_flat_modules_each_saying_why():
     assert len(flat) <= MAX_FLAT_AUDIT_MODULES, [p.name for p in flat]
     unexplained = []
     for path in flat:
-        doc = ast.get_docstring(ast.parse(path.read_text()), clean=False) or ""
+        doc = ast.get_docstring(_tree(path), clean=False) or ""
         if not re.search(r"\(flat: [^)]+\)", doc.split("\n")[0]):
             unexplained.append(path.name)
     assert not unexplained

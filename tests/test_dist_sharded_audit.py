@@ -21,8 +21,11 @@ pytestmark = pytest.mark.xdist_group("dask")  # one worker, one cluster (conftes
 
 def test_auto_above_the_crossover_searches_on_the_workers(client, tmp_path, monkeypatch):
     data = synthetic_credit_graph(num_nodes=400, seed=5)
-    torch.manual_seed(2)
-    model = GCN(data.num_features, 16, num_layers=2, out_channels=2).eval()
+    # one layer: the node-scope flips take 57 forward passes on the cluster instead of 200 for
+    # two (the search is what this test is about); this model's decisions still flip with gender,
+    # three findings are flagged and the evidence contrast (from the searched pairs) is 0.138
+    torch.manual_seed(1)
+    model = GCN(data.num_features, 16, num_layers=1, out_channels=2).eval()
     kw = dict(sensitive="gender", n_boot=40, progress=False, finetune=False)
     # the crossover lowered below the graph: "auto" would be faiss in one process
     monkeypatch.setattr(backends, "AUTO_FAISS_MIN_NODES", 10)
