@@ -103,6 +103,9 @@ def test_identical_models_gain_nothing_and_are_not_warned_about():
     table = gain_table(vanilla, vanilla.copy(), groups, label1, TARGETS)
     assert (table[["reduction", "ci_low", "ci_high"]].to_numpy() == 0).all()
     assert not table["established"].any()
+    # no resample is drawn for them: a billion would not fit in memory
+    huge = gain_table(vanilla, vanilla.copy(), groups, label1, TARGETS, n_boot=10**9)
+    assert huge.equals(table)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert warn_if_gain_uncertain(table, 60, chosen_name="vanilla") == []

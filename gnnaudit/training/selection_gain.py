@@ -36,8 +36,8 @@ gain is *not* established; one above 0 is necessary, not sufficient, for a gain 
 The test nodes, or fresh labelled nodes, decide.
 
 Cost: ``n_boot`` x validation nodes multinomial counts and one product of them with the two
-models' decisions per stratum (time linear in both: under a second for a few thousand
-validation nodes, seconds for tens of thousands). Memory: the counts are drawn per stratum in
+models' decisions per stratum, time linear in both (``benchmarks/bench_selection_gain.py``);
+none when both models decide alike on every node (the vanilla model kept). Memory: the counts are drawn per stratum in
 chunks of at most :data:`~gnnaudit.audit.bootstrap.MAX_CELLS` cells.
 """
 
@@ -148,6 +148,9 @@ def gain_table(
     groups = np.asarray(groups, dtype=np.int64)
     label1 = np.asarray(label1, dtype=bool)
     models = {"vanilla": np.asarray(vanilla, float), "chosen": np.asarray(chosen, float)}
+    # the same decisions on every node (the vanilla model kept): every resampled reduction is
+    # 0, so no resample is drawn and the interval is the point [0, 0]
+    n_boot = 0 if np.array_equal(models["vanilla"], models["chosen"]) else n_boot
     gaps = _resampled_gaps(models, groups, label1, n_boot, rng)
     rows = []
     totals = {m: np.zeros(n_boot + 1) for m in models}
@@ -161,6 +164,8 @@ def gain_table(
         delta = before - after
         if np.isnan(delta).all():
             low = high = math.nan
+        elif n_boot == 0:
+            low = high = float(delta[0])
         else:
             low, high = percentile_interval(delta[:n_boot], GAIN_CONFIDENCE)
         rows.append(
