@@ -208,6 +208,38 @@ def test_layered_forward_bit_identical(client, tmp_path, backbone, chunk_bytes):
     assert all(model.convs[i].normalize for i in gcn)
 
 
+def test_layered_passes_build_the_model_once_per_worker(client, tmp_path):
+    """A model given as a loader (the CLI's checkpoint reader) is built once per worker that
+    holds a partition, not once per layer task: 3 passes of 2 layers over 3 partitions call it
+    as often as one would; the logits still equal a whole-graph pass."""
+    data = synthetic_credit_graph(num_nodes=300, seed=2)
+    torch.manual_seed(0)
+    model = NodeClassifier(data.num_features, 2, num_layers=2).eval()
+    weights, calls = tmp_path / "w.pt", tmp_path / "calls"
+    torch.save(model.state_dict(), weights)
+    calls.mkdir()
+    width = data.num_features
+
+    def loader():  # a closure: pickled by value, so the workers need not import this module
+        import uuid
+
+        (calls / uuid.uuid4().hex).touch()
+        net = NodeClassifier(width, 2, num_layers=2)
+        net.load_state_dict(torch.load(weights, weights_only=True))
+        return net
+
+    store = write_graph_store(data, tmp_path / "store", 3)
+    forward = RemoteForward(
+        client, store, 2, loader=loader, layered=True, num_layers=2, gcn_layers=[0, 1]
+    )
+    with torch.no_grad():
+        ref = model(data.x, data.edge_index)
+    for _ in range(3):
+        assert torch.equal(forward(), ref)
+    holders = min(len(client.scheduler_info()["workers"]), store.num_parts)
+    assert len(list(calls.iterdir())) == holders
+
+
 # --------------------------------------------------------------------------- the audit
 
 

@@ -164,6 +164,8 @@ def _conv_rows(
 
 
 def _model(model: Any, loader: Any) -> Any:
+    """Worker task: the model in eval mode, built by ``loader`` when given (once per worker
+    and plan: :class:`LayeredPlan` holds the result and the layer tasks read it)."""
     built = loader() if loader is not None else model
     return built.eval()
 
@@ -192,8 +194,7 @@ def _input(block: ForwardBlock, changes: list[Any]) -> Tensor:
 
 def _layer(
     block: ForwardBlock,
-    model: Any,
-    loader: Any,
+    net: Any,
     index: int,
     h: Tensor,
     degree: Tensor | None,
@@ -201,8 +202,7 @@ def _layer(
     *pieces: tuple[Tensor, Tensor],
 ) -> Tensor:
     """Worker task: layer ``index`` of the model on the block (relu unless the last), in
-    chunks of at most ``budget`` bytes."""
-    net = _model(model, loader)
+    chunks of at most ``budget`` bytes (``net``: the worker's built model, read only)."""
     conv = net.convs[index]
     rows = block.local_rows(h, list(pieces))
     with torch.no_grad():
@@ -212,8 +212,7 @@ def _layer(
 
 def _probe_layer(
     block: ForwardBlock,
-    model: Any,
-    loader: Any,
+    net: Any,
     index: int,
     h: Tensor,
     degree: Tensor | None,
@@ -225,7 +224,6 @@ def _probe_layer(
     """Worker task: the input of the model's module ``module`` (inside layer ``index``) at
     the block's rows among ``wanted`` (sorted ids): ``(ids, rows)``, or None when that input
     is not one row per node."""
-    net = _model(model, loader)
     target = dict(net.named_modules()).get(module)
     inside = [n for n, m in net.convs[index].named_modules() if m is target]
     if target is None or not inside:
@@ -241,8 +239,7 @@ def _probe_layer(
     return block.own[mine], probe.rows[mine]
 
 
-def _degrees(block: ForwardBlock, model: Any, loader: Any, index: int) -> Tensor:
-    net = _model(model, loader)
+def _degrees(block: ForwardBlock, net: Any, index: int) -> Tensor:
     return block.own_degree(net.convs[index], block.x.dtype)
 
 
@@ -283,11 +280,19 @@ class LayeredPlan:
         gcn_layers: list[int],
         chunk_bytes: int = FORWARD_CHUNK_BYTES,
     ) -> None:
-        self.client, self.model, self.loader = client, model, loader
+        self.client = client
         self.chunk_bytes = int(chunk_bytes)
         self.parts = store.num_parts
         self.where = [workers[p % len(workers)] for p in range(self.parts)]
         self.num_layers = num_layers
+        # the model, built once per worker and held there for every layer task of the plan
+        # (a loader reading a checkpoint runs once per worker, not once per layer and pass)
+        self.nets = {
+            w: client.submit(
+                _model, model, loader, workers=[w], allow_other_workers=False, pure=False
+            )
+            for w in dict.fromkeys(self.where)
+        }
         self.blocks = [self.on(p, ForwardBlock.load, store, p) for p in range(self.parts)]
         self.owns = [self.on(p, _own, b) for p, b in enumerate(self.blocks)]
         self.pairs = [(p, q) for p in range(self.parts) for q in range(self.parts) if q != p]
@@ -296,7 +301,10 @@ class LayeredPlan:
         }
         self.degrees: dict[int, list[Any]] = {}
         for index in gcn_layers:  # one exchange of the degrees per GCN layer, at setup
-            own = [self.on(p, _degrees, b, model, loader, index) for p, b in enumerate(self.blocks)]
+            own = [
+                self.on(p, _degrees, b, self.nets[self.where[p]], index)
+                for p, b in enumerate(self.blocks)
+            ]
             self.degrees[index] = [
                 self.on(p, _local_degree, self.blocks[p], own[p], *self._pieces(own, p))
                 for p in range(self.parts)
@@ -311,12 +319,12 @@ class LayeredPlan:
     def release(self) -> None:
         """Free the blocks, plans and degrees held by the workers (the plan is unusable
         afterwards)."""
-        held = [*self.blocks, *self.owns, *self.plans.values()]
+        held = [*self.blocks, *self.owns, *self.plans.values(), *self.nets.values()]
         held += [fut for futures in self.degrees.values() for fut in futures]
         for fut in held:
             if fut is not None:
                 fut.release()
-        self.blocks, self.owns, self.plans, self.degrees = [], [], {}, {}
+        self.blocks, self.owns, self.plans, self.degrees, self.nets = [], [], {}, {}, {}
 
     def on(self, p: int, fn: Any, *args: Any) -> Any:
         """``fn(*args)`` submitted to the worker that holds partition ``p`` (a future)."""
@@ -341,7 +349,8 @@ class LayeredPlan:
 
     def _layer_args(self, index: int, h: list[Any], p: int) -> tuple[Any, ...]:
         deg = self.degrees.get(index, [None] * self.parts)
-        return (self.blocks[p], self.model, self.loader, index, h[p], deg[p], self.chunk_bytes)
+        net = self.nets[self.where[p]]
+        return (self.blocks[p], net, index, h[p], deg[p], self.chunk_bytes)
 
     def logits(self, changes: Any) -> list[tuple[Tensor, Tensor]]:
         """``(own ids, logits)`` of every partition for the graph with ``changes`` applied
