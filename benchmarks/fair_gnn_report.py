@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 from provenance import commit
 
-from gnnaudit.training.fair_selection import DEFAULT_MAX_AUROC_DROP, warn_if_decisions_worse
+from gnnaudit.training.fair_selection import DEFAULT_MAX_AUROC_DROP
+from gnnaudit.training.selection_warnings import warn_if_decisions_worse
 
 METRICS = ("auroc", "f1", "dsp", "deo", "cf", "instability", "fit_s")
 ORDER = {
@@ -165,7 +166,7 @@ def markdown_table(table: pd.DataFrame) -> str:
 def chosen_table(records: list[dict[str, Any]]) -> str:
     """Per graph, FairFinetune row and backbone: the chosen candidates, the validation balanced
     accuracies (vanilla -> chosen) and the runs where ``finetune``'s decision warning fires
-    (:func:`~gnnaudit.training.fair_selection.warn_if_decisions_worse` on the record's table,
+    (:func:`~gnnaudit.training.selection_warnings.warn_if_decisions_worse` on the record's table,
     with the row's ``max_bacc_drop`` if it set one)."""
     df = pd.DataFrame(records)
     if "chosen" not in df:

@@ -26,9 +26,8 @@ from gnnaudit.training.fair_selection import (
     resolve_sensitive_feature,
     select_candidate,
     validation_metrics,
-    warn_if_decisions_worse,
-    warn_unless_fairer,
 )
+from gnnaudit.training.selection_warnings import warn_if_decisions_worse, warn_unless_fairer
 from gnnaudit.training.train import make_trainer, quiet_lightning
 
 TARGETS = ("cf", "dsp", "deo")

@@ -29,11 +29,10 @@ from gnnaudit.training.fair_selection import (
     check_targets,
     resolve_sensitive_feature,
     selection_frame,
-    warn_if_decisions_worse,
-    warn_unless_fairer,
 )
 from gnnaudit.training.input_blinding import slices_on_graph
 from gnnaudit.training.selection_gain import warn_if_gain_uncertain
+from gnnaudit.training.selection_warnings import warn_if_decisions_worse, warn_unless_fairer
 from gnnaudit.training.train import make_trainer, quiet_lightning
 
 __all__ = [
