@@ -28,6 +28,18 @@ A vanilla model is "constant" when all its test decisions are one class.
 Pass rule (the issue's): FairFinetune's AUROC >= vanilla - 0.03; ΔSP and ΔEO <= 0.8 x vanilla
 + 0.01; CF <= 0.5 x vanilla + 0.005.
 
+How much of the rule is sampling noise (``fair_chance``, per run; per graph its sum,
+``fair_expected``): the test gaps are measured on a few hundred nodes (NBA: 78), so even a model
+whose *true* gaps are 0 meets the gap conditions only by chance. ``fair_chance`` is that chance
+for a model that decides as well as the vanilla one and is fair by equal odds: every test node
+is decided positive independently with the vanilla model's test TPR (label-1 nodes) or FPR
+(label-0 nodes), the same in both groups (true ΔEO 0; true ΔSP = |TPR - FPR| x the gap of the
+groups' label-1 shares, which no remedy that keeps the decisions' quality can remove), drawn
+4,000 times (seeded); it is the share of draws whose ΔSP and ΔEO meet the conditions against
+the observed vanilla gaps. A remedy "fails" a run with ``fair_chance`` 0.3 seven times in ten
+while being perfectly fair: a pass count well below ``fair_expected`` is the remedy's fault,
+one near it is the test set's size.
+
 Validation columns (the library's own figures, ``selection_gain_``): ``val_gain`` the chosen
 candidate's reduction of the targeted validation gap sum, ``val_gain_low`` the lower end of its
 95% paired bootstrap interval, ``val_uncertain`` the targeted gaps it lowered with an interval
@@ -98,12 +110,41 @@ def group_gap(decision: np.ndarray, group: np.ndarray) -> float:
     return float(abs(a.mean() - b.mean()))
 
 
-def test_metrics(model: torch.nn.Module, data: Any) -> dict[str, float]:
-    """The independent test-node metrics of the module docstring."""
+def test_nodes(data: Any) -> np.ndarray:
+    """The test nodes whose label and sensitive value are known."""
     test = data.test_mask.numpy()
     for known in ("label_mask", "sensitive_mask"):  # FairGNN graphs: unknown values out
         if hasattr(data, known):
             test = test & getattr(data, known).numpy()
+    return test
+
+
+def fair_chance(
+    y: np.ndarray, s: np.ndarray, van: dict[str, float], draws: int = 4000, seed: int = 0
+) -> float:
+    """The chance that an equal-odds model deciding as well as the vanilla one meets the rule's
+    ΔSP and ΔEO conditions on these test nodes (module docstring)."""
+    tpr, fpr = van["tpr"], van["fpr"]
+    rate = np.where(y == 1, tpr, fpr)
+    rng = np.random.default_rng(seed)
+    dec = rng.random((draws, y.size)) < rate  # (draws, nodes)
+
+    def gaps(rows: np.ndarray) -> np.ndarray:
+        a, b = rows & (s == 0), rows & (s == 1)
+        if not a.any() or not b.any():
+            return np.zeros(draws)
+        return np.abs(dec[:, a].mean(axis=1) - dec[:, b].mean(axis=1))
+
+    everyone = np.ones(y.size, dtype=bool)
+    ok = gaps(everyone) <= 0.8 * van["dsp"] + 0.01
+    ok &= gaps(y == 1) <= 0.8 * van["deo"] + 0.01
+    return float(ok.mean())
+
+
+def test_metrics(model: torch.nn.Module, data: Any) -> dict[str, float]:
+    """The independent test-node metrics of the module docstring (and the TPR / FPR of the
+    decisions, for :func:`fair_chance`)."""
+    test = test_nodes(data)
     y = data.y.numpy()[test]
     s = data.sensitive.numpy()[test]
     prob = class1_probability(model, data.x, data.edge_index)
@@ -121,6 +162,8 @@ def test_metrics(model: torch.nn.Module, data: Any) -> dict[str, float]:
         "deo": group_gap(dec[pos], s[pos]),
         "cf": float((dec != dec_flip).mean()),
         "pos_share": float(dec.mean()),
+        "tpr": float(dec[pos].mean()) if pos.any() else 0.0,
+        "fpr": float(dec[~pos].mean()) if (~pos).any() else 0.0,
     }
 
 
@@ -164,6 +207,10 @@ def run_one(
         row[f"van_{name}"] = van[name]
         row[f"ff_{name}"] = ff[name]
     row["van_constant"] = van["pos_share"] in (0.0, 1.0)
+    test = test_nodes(data)
+    row["fair_chance"] = fair_chance(
+        data.y.numpy()[test], data.sensitive.numpy()[test], van, seed=seed
+    )
     # the library's own validation figures: the chosen candidate's gain and its interval
     row["val_gain"], row["val_gain_low"] = gain.loc["sum", ["reduction", "ci_low"]]
     uncertain = (gain["reduction"] > 0) & ~gain["established"] & (gain.index != "sum")
@@ -184,6 +231,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     out = df.groupby("graph")[cols].mean()
     out.insert(0, "seeds", df.groupby("graph").size())
     out["passed"] = df.groupby("graph")["passed"].sum().astype(int)
+    out["fair_expected"] = df.groupby("graph")["fair_chance"].sum()
     named = df["val_uncertain"].str.len() > 0
     failed_named = [
         any(g in row["failed"].split(", ") for g in row["val_uncertain"].split(", ") if g)
