@@ -266,8 +266,8 @@ def _pair(block: ForwardBlock, other_own: Tensor) -> tuple[Tensor, Tensor]:
 
 
 class LayeredPlan:
-    """The blocks, pair plans and GCN degrees of a store on the workers, built once; each
-    :meth:`logits` call is one layer-by-layer pass (module docstring)."""
+    """The blocks, pair plans, GCN degrees and the built model (one per worker) of a store on the
+    workers, built once; each :meth:`logits` call is one layer-by-layer pass (module docstring)."""
 
     def __init__(
         self,
@@ -317,8 +317,8 @@ class LayeredPlan:
         self.own_ids: list[Tensor] = gather_pinned(client, self.owns, "loading the partitions")
 
     def release(self) -> None:
-        """Free the blocks, plans and degrees held by the workers (the plan is unusable
-        afterwards)."""
+        """Free the blocks, plans, degrees and models held by the workers (the plan is
+        unusable afterwards)."""
         held = [*self.blocks, *self.owns, *self.plans.values(), *self.nets.values()]
         held += [fut for futures in self.degrees.values() for fut in futures]
         for fut in held:
