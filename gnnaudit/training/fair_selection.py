@@ -109,6 +109,7 @@ __all__ = [
     "DEFAULT_N_CANDIDATES",
     "DEFAULT_LAMBDA_GRID",
     "BUDGET_Z",
+    "BUDGET_TOL",
     "NO_WORSE_TOL",
     "check_targets",
     "resolve_sensitive_feature",
@@ -145,8 +146,8 @@ DEFAULT_LAMBDA_GRID: tuple[float, ...] = (0.0, 20.0, 300.0)
 BUDGET_Z = 1.645
 #: name of the vanilla candidate (the model as given)
 VANILLA = "vanilla"
-#: tolerance of the AUROC budget (float round-off of equal AUROCs)
-_BUDGET_TOL = 1e-12
+#: tolerance of the AUROC and balanced-accuracy bounds (float round-off of equal figures)
+BUDGET_TOL = 1e-12
 
 
 def check_targets(targets: str | Iterable[str]) -> tuple[str, ...]:
@@ -305,7 +306,7 @@ def select_candidate(
     out["gap_sum"] = out[[f"val_{t}" for t in targets]].astype(float).fillna(0.0).sum(axis=1)
     auroc = out["val_auroc"].astype(float).to_numpy()
     se = out["val_auroc_se"].astype(float).fillna(0.0).to_numpy()
-    floor = -np.inf if math.isnan(auroc[0]) else auroc[0] - max_auroc_drop - _BUDGET_TOL
+    floor = -np.inf if math.isnan(auroc[0]) else auroc[0] - max_auroc_drop - BUDGET_TOL
     within = np.nan_to_num(auroc - BUDGET_Z * se, nan=-np.inf) >= floor
     # decisions collapsed to one class: out (unless the model's own are)
     top = out["val_top_share"].astype(float).fillna(0.0).to_numpy()
@@ -313,7 +314,7 @@ def select_candidate(
         within &= top <= PREDICTION_SHARE
     if max_bacc_drop is not None:  # decisions that lost more than the user allows: out
         bacc = out["val_bacc"].astype(float).to_numpy()
-        within &= ~(bacc[0] - bacc > max_bacc_drop + _BUDGET_TOL)
+        within &= ~(bacc[0] - bacc > max_bacc_drop + BUDGET_TOL)
     within[0] = True  # the vanilla model is always a candidate (NaN AUROC included)
     out["within_budget"] = within
     each = out[[f"val_{t}" for t in targets]].astype(float).fillna(0.0).to_numpy()

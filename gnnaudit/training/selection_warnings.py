@@ -27,12 +27,10 @@ import pandas as pd
 
 from gnnaudit.audit.model_quality import PREDICTION_SHARE
 from gnnaudit.training import fair_selection
-from gnnaudit.training.fair_selection import check_targets
+from gnnaudit.training.fair_selection import BUDGET_TOL, check_targets
 
 __all__ = ["warn_unless_fairer", "warn_if_decisions_worse"]
 
-#: tolerance of the balanced-accuracy comparison (float round-off of equal figures)
-_BUDGET_TOL = 1e-12
 _GAP_LABELS = {"cf": "counterfactual unfairness", "dsp": "ΔSP", "deo": "ΔEO"}
 
 
@@ -66,9 +64,10 @@ def warn_unless_fairer(
     stacklevel: int = 3,
     max_bacc_drop: float | None = None,
 ) -> list[str]:
-    """Warn (``UserWarning``) when the chosen row of a :func:`select_candidate` table is the
-    vanilla model (naming its targeted gaps above 0) or has a targeted validation gap above the
-    vanilla model's; returns the targets named. ``selected_last``: made with ``select=False``."""
+    """Warn (``UserWarning``) when the chosen row of a
+    :func:`~gnnaudit.training.fair_selection.select_candidate` table is the vanilla model
+    (naming its targeted gaps above 0) or has a targeted validation gap above the vanilla
+    model's; returns the targets named. ``selected_last``: made with ``select=False``."""
     targets = check_targets(targets)
     vanilla, chosen = table.iloc[0], table[table["chosen"]].iloc[0]
     kept_vanilla = bool(table["chosen"].iloc[0])
@@ -114,17 +113,18 @@ def warn_if_decisions_worse(
     stacklevel: int = 3,
     max_bacc_drop: float | None = None,
 ) -> float | None:
-    """Warn (``UserWarning``) when the chosen row of a :func:`select_candidate` table decides
-    worse than the model as given: validation balanced accuracy more than ``max_bacc_drop``
-    (None: ``max_auroc_drop``) below row 0's (module docstring). Returns the drop when warned,
-    else None (also when the model as given is chosen or a balanced accuracy is NaN)."""
+    """Warn (``UserWarning``) when the chosen row of a
+    :func:`~gnnaudit.training.fair_selection.select_candidate` table decides worse than the
+    model as given: validation balanced accuracy more than ``max_bacc_drop`` (None:
+    ``max_auroc_drop``) below row 0's (module docstring). Returns the drop when warned, else
+    None (also when the model as given is chosen or a balanced accuracy is NaN)."""
     allowed = max_auroc_drop if max_bacc_drop is None else max_bacc_drop
     vanilla, chosen = table.iloc[0], table[table["chosen"]].iloc[0]
     if bool(table["chosen"].iloc[0]):
         return None
     before, after = float(vanilla["val_bacc"]), float(chosen["val_bacc"])
     drop = before - after
-    if math.isnan(drop) or drop <= allowed + _BUDGET_TOL:
+    if math.isnan(drop) or drop <= allowed + BUDGET_TOL:
         return None
     warnings.warn(
         f"FairFinetune's returned candidate ({chosen['candidate']}) ranks the validation nodes "
