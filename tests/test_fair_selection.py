@@ -6,6 +6,7 @@ import copy
 import logging
 import math
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,7 @@ from gnnaudit.training.fair_selection import (
     SELECTION_COLUMNS,
     check_targets,
     group_gap,
+    label_free_nodes,
     resolve_sensitive_feature,
     select_candidate,
     validation_metrics,
@@ -282,14 +284,34 @@ def test_validation_metrics_match_an_oracle(graph, trained):
             "s": graph.x[:, spec.columns[0]].numpy(),
             "flip": (flipped != logits.argmax(1)).numpy(),
         }
-    )[graph.val_mask.numpy()]
-    rates = frame.groupby("s")["pred"].mean()
-    eo = frame[frame["y"] == 1].groupby("s")["pred"].mean()
+    )
+    # labelled figures on the validation nodes, label-free gaps on every non-test node
+    val = frame[graph.val_mask.numpy()]
+    free = frame[~graph.test_mask.numpy()]
+    assert len(free) > 2 * len(val)
+    rates = free.groupby("s")["pred"].mean()
+    eo = val[val["y"] == 1].groupby("s")["pred"].mean()
     assert got["val_dsp"] == pytest.approx(abs(rates[0.0] - rates[1.0]))
     assert got["val_deo"] == pytest.approx(abs(eo[0.0] - eo[1.0]))
-    assert got["val_cf"] == pytest.approx(frame["flip"].mean())
-    assert got["val_auroc"] == pytest.approx(roc_auc_score(frame["y"], frame["p1"]))
+    assert got["val_cf"] == pytest.approx(free["flip"].mean())
+    assert got["val_auroc"] == pytest.approx(roc_auc_score(val["y"], val["p1"]))
+    # on the test nodes as "validation": every node is label-free
+    on_test = validation_metrics(trained, graph, spec, graph.test_mask)
+    assert on_test["val_cf"] == pytest.approx(frame["flip"].mean())
     assert math.isnan(group_gap(np.ones(3), np.zeros(3, int)))
+
+
+def test_label_free_nodes_are_validation_and_non_test_nodes():
+    data = SimpleNamespace(
+        val_mask=torch.tensor([True, False, False, True, False]),
+        test_mask=torch.tensor([False, True, False, True, True]),
+    )
+    # node 3 is in both masks (a leaky split): the validation node stays
+    assert label_free_nodes(data).tolist() == [True, False, True, True, False]
+    mask = torch.tensor([False, True, False, False, False])
+    assert label_free_nodes(data, mask).tolist() == [True, True, True, False, False]
+    no_test = SimpleNamespace(val_mask=torch.tensor([True, False, False]))
+    assert label_free_nodes(no_test).tolist() == [True, True, True]
 
 
 def test_equal_opportunity_term_is_the_label1_training_covariance(graph, trained):

@@ -9,8 +9,10 @@ their sum, how much the chosen candidate lowers it and a 95% interval of that re
 :func:`warn_if_gain_uncertain` warns when a gap the candidate lowered has an interval that
 reaches 0 (the reduction is not distinguishable from no change on these nodes).
 
-**Paired stratified bootstrap.** The validation nodes are split into strata by sensitive group
-and label (``y == 1`` or not); each of ``n_boot`` resamples draws every stratum's nodes with
+**Paired stratified bootstrap.** The selection's nodes (ΔSP and CF on every node outside the
+test mask, ΔEO on the validation label-1 nodes among them:
+:func:`~gnnaudit.training.fair_selection.label_free_nodes`) are split into strata by sensitive
+group and label flag (a validation node with ``y == 1`` or not); each of ``n_boot`` resamples draws every stratum's nodes with
 replacement, its size fixed (multinomial counts :math:`w_{bv}`), so every group keeps its size
 and its label-1 count and no gap is ever undefined. Both models, the vanilla one (:math:`a`)
 and the chosen one (:math:`c`), are scored on the *same* resample:
@@ -183,11 +185,17 @@ def gain_table(
 
 
 def warn_if_gain_uncertain(
-    gain: pd.DataFrame, n_val: int, *, chosen_name: str, stacklevel: int = 3
+    gain: pd.DataFrame,
+    n_val: int,
+    *,
+    chosen_name: str,
+    stacklevel: int = 3,
+    n_free: int | None = None,
 ) -> list[str]:
     """Warn (``UserWarning``) when a targeted gap that the candidate ``chosen_name`` lowered
-    (reduction > 0) has a reduction interval reaching 0 or below, on ``n_val`` validation nodes;
-    returns the gaps named (none when the vanilla model was kept: every reduction is 0)."""
+    (reduction > 0) has a reduction interval reaching 0 or below, on ``n_val`` validation nodes
+    (and ``n_free`` nodes for the label-free gaps, when given); returns the gaps named (none
+    when the vanilla model was kept: every reduction is 0)."""
     rows = gain[(gain["gap"] != "sum") & (gain["reduction"] > 0) & ~gain["established"]]
     if rows.empty:
         return []
@@ -198,9 +206,12 @@ def warn_if_gain_uncertain(
         for r in rows.itertuples()
     )
     overall = "is" if bool(total["established"]) else "is not"
+    nodes = f"{n_val} validation nodes"
+    if n_free is not None:
+        nodes = f"{n_free} nodes outside the test set for ΔSP and CF and {n_val} validation nodes"
     warnings.warn(
         f"FairFinetune's returned candidate ({chosen_name}) lowers these validation gaps by no "
-        f"more than chance could on {n_val} validation nodes (paired bootstrap, the interval "
+        f"more than chance could on {nodes} (paired bootstrap, the interval "
         f"reaches 0): {figures}. The reduction of the targeted gaps' sum {overall} established "
         f"({total.reduction:.4f}, interval {total.ci_low:.4f} to {total.ci_high:.4f}); the "
         "intervals ignore that this candidate was picked on the same nodes, so they are "
