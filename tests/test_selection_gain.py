@@ -151,6 +151,11 @@ def test_only_uncertain_reductions_are_named():
     assert "ΔSP" in text and "counterfactual" not in text.split("The reduction")[0]
     assert "blind step 3" in text and "optimistic" in text
     assert rec[0].filename == __file__
+    # the label-free gaps counted on more nodes than the validation ones: both counts named
+    with pytest.warns(
+        UserWarning, match=r"on 400 nodes outside the test set for ΔSP and CF and 90 "
+    ):
+        warn_if_gain_uncertain(table, 90, chosen_name="blind step 3", n_free=400)
 
 
 def test_finetune_carries_the_gain_of_its_chosen_candidate():

@@ -436,7 +436,9 @@ class FairFinetune(L.LightningModule):
 
         Candidates: the model as given and each run's weights after every ``epochs //
         n_candidates`` steps;
-        returned: the lowest sum of the targeted validation gaps among those whose validation
+        returned: the lowest sum of the targeted gaps (ΔEO on the validation nodes; ΔSP and
+        counterfactual unfairness, which need no label, on every node outside the test mask:
+        :func:`~gnnaudit.training.fair_selection.label_free_nodes`) among those whose validation
         AUROC is at most ``max_auroc_drop`` below the model as given's with 95% confidence
         (the drop plus 1.645 paired standard errors, DeLong's), whose decisions have not
         collapsed to one class and, when ``max_bacc_drop`` is given, whose validation balanced
@@ -449,10 +451,10 @@ class FairFinetune(L.LightningModule):
         ``step``, ``val_auroc``, ``val_auroc_se``, ``val_bacc``, ``val_top_share``,
         ``val_dsp``, ``val_deo``, ``val_cf``, ``gap_sum`` (targeted), ``within_budget``,
         ``no_worse``, ``chosen`` (one row); and ``selection_gain_``, a DataFrame with the
-        chosen candidate's reduction of each targeted validation gap and of their sum, each with
+        chosen candidate's reduction of each targeted gap (on the same nodes) and of their sum, each with
         a 95% paired bootstrap interval (:mod:`~gnnaudit.training.selection_gain`, seeded by
         ``random_state``): a third ``UserWarning`` names each gap it lowered by no more than
-        chance could on the validation nodes (the interval reaches 0).
+        chance could on those nodes (the interval reaches 0).
 
         ``random_state`` seeds Lightning (dropout, the consistency draws); ``options``: the
         other constructor arguments (``lambda_cov, lambda_eo, scopes, divergence, lr,

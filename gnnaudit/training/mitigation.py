@@ -148,8 +148,9 @@ class MitigationResult(AuditResult):
             return ""
         verdict = "more than chance" if bool(row["established"]) else "not more than chance"
         return (
-            f"On the validation nodes that chose it, the copy lowers the sum of the targeted "
-            f"gaps by {float(row['reduction']):.3f} (95% paired bootstrap interval "
+            "On the nodes that chose it (ΔEO: validation nodes; ΔSP and flips: every node "
+            "outside the test set), the copy lowers the sum of the targeted gaps by "
+            f"{float(row['reduction']):.3f} (95% paired bootstrap interval "
             f"{float(row['ci_low']):.3f} to {float(row['ci_high']):.3f}): {verdict}, before "
             "allowing for the choice among candidates (table selection_gain)."
         )

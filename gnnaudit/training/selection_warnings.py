@@ -66,7 +66,7 @@ def warn_unless_fairer(
 ) -> list[str]:
     """Warn (``UserWarning``) when the chosen row of a
     :func:`~gnnaudit.training.fair_selection.select_candidate` table is the vanilla model
-    (naming its targeted gaps above 0) or has a targeted validation gap above the vanilla
+    (naming its targeted gaps above 0) or has a targeted selection gap above the vanilla
     model's; returns the targets named. ``selected_last``: made with ``select=False``."""
     targets = check_targets(targets)
     vanilla, chosen = table.iloc[0], table[table["chosen"]].iloc[0]
@@ -86,13 +86,13 @@ def warn_unless_fairer(
     if kept_vanilla:
         head = (
             "FairFinetune kept the model as given: no fine-tuned candidate lowered the sum of "
-            "the targeted validation gaps within the AUROC budget"
+            "the targeted gaps (as the selection measures them) within the AUROC budget"
         )
     else:
         why = "the final weights, select=False" if selected_last else "the lowest gap sum"
         head = (
             f"FairFinetune's returned candidate ({chosen['candidate']}: {why}) has a targeted "
-            "validation gap above the model as given"
+            "gap (as the selection measures it) above the model as given"
         )
     warnings.warn(
         f"{head}: {figures}; {_budget_text(table, max_auroc_drop, max_bacc_drop)}. To trade "
