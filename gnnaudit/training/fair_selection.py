@@ -33,8 +33,10 @@ measured on few nodes favours candidates that are fair on those nodes by chance 
 curse). The validation set is often small (NBA's stratified split: 78 nodes, about 15 in the
 smaller group: a standard error of several points per gap), while ΔSP and CF need no label and
 can be measured on every node the test does not hold (NBA: about 325). Measured on German and
-NBA with 42 splits (``benchmarks/bench_fair_heldout.py``; ``docs/guide/mitigation.md``), the
-held-out rule passed in 19 runs against 16 with every gap on ``V``, 3 runs won and none lost.
+NBA, 42 runs over the published, fresh (200-211) and held-back (300-305) split seeds
+(``benchmarks/results/fair_heldout.md``, ``fair_heldout_fresh.md``, ``fair_heldout_back.md``;
+with every gap on ``V``: ``fair_heldout_back_gaps_on_val.md`` and the earlier files in git),
+issue 36's held-out rule passed in 19 runs against 16, 3 runs won and none lost.
 Training nodes are in :math:`F`: the task loss fits their labels, not their gaps (the
 covariance terms reach every node already).
 
