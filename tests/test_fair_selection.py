@@ -312,6 +312,8 @@ def test_label_free_nodes_are_validation_and_non_test_nodes():
     assert label_free_nodes(data, mask).tolist() == [True, True, True, False, False]
     no_test = SimpleNamespace(val_mask=torch.tensor([True, False, False]))
     assert label_free_nodes(no_test).tolist() == [True, True, True]
+    as_arrays = SimpleNamespace(val_mask=data.val_mask.numpy(), test_mask=data.test_mask.numpy())
+    assert label_free_nodes(as_arrays).tolist() == [True, False, True, True, False]
 
 
 def test_equal_opportunity_term_is_the_label1_training_covariance(graph, trained):

@@ -33,7 +33,7 @@ measured on few nodes favours candidates that are fair on those nodes by chance 
 curse). The validation set is often small (NBA's stratified split: 78 nodes, about 15 in the
 smaller group: a standard error of several points per gap), while ΔSP and CF need no label and
 can be measured on every node the test does not hold (NBA: about 325). Measured on German and
-NBA, 42 runs over the published, fresh (200-211) and held-back (300-305) split seeds
+NBA, 42 runs over the published split and the split seeds 200-211 and 300-305
 (``benchmarks/results/fair_heldout.md``, ``fair_heldout_fresh.md``, ``fair_heldout_back.md``;
 with every gap on ``V``: ``fair_heldout_back_gaps_on_val.md`` and the earlier files in git),
 issue 36's held-out rule passed in 19 runs against 16, 3 runs won and none lost.
@@ -236,15 +236,19 @@ def label_free_nodes(data: Any, mask: torch.Tensor | np.ndarray | None = None) -
     """The nodes :math:`F` of the selection's label-free gaps (module docstring): ``mask``
     (default ``data.val_mask``) and every node outside ``data.test_mask`` (all nodes when the
     graph has no test mask); a boolean array over the nodes."""
-    val = data.val_mask if mask is None else mask
-    out = np.asarray(val.detach().cpu().numpy() if isinstance(val, torch.Tensor) else val)
-    out = out.astype(bool).copy()
+    out = _as_bool(data.val_mask if mask is None else mask).copy()
     test = getattr(data, "test_mask", None)
-    if isinstance(test, torch.Tensor):
-        out |= ~test.detach().cpu().numpy().astype(bool)
-    else:
+    if test is None:
         out[:] = True
+    else:
+        out |= ~_as_bool(test)
     return out
+
+
+def _as_bool(mask: torch.Tensor | np.ndarray) -> np.ndarray:
+    if isinstance(mask, torch.Tensor):
+        mask = mask.detach().cpu().numpy()
+    return np.asarray(mask).astype(bool)
 
 
 def validation_metrics(

@@ -12,9 +12,10 @@ reaches 0 (the reduction is not distinguishable from no change on these nodes).
 **Paired stratified bootstrap.** The selection's nodes (ΔSP and CF on every node outside the
 test mask, ΔEO on the validation label-1 nodes among them:
 :func:`~gnnaudit.training.fair_selection.label_free_nodes`) are split into strata by sensitive
-group and label flag (a validation node with ``y == 1`` or not); each of ``n_boot`` resamples draws every stratum's nodes with
-replacement, its size fixed (multinomial counts :math:`w_{bv}`), so every group keeps its size
-and its label-1 count and no gap is ever undefined. Both models, the vanilla one (:math:`a`)
+group and label flag (a validation node with ``y == 1`` or not); each of ``n_boot`` resamples
+draws every stratum's nodes with replacement, its size fixed (multinomial counts
+:math:`w_{bv}`), so every group keeps its size and its label-1 count and no gap is ever
+undefined. Both models, the vanilla one (:math:`a`)
 and the chosen one (:math:`c`), are scored on the *same* resample:
 
 .. math::
@@ -210,7 +211,7 @@ def warn_if_gain_uncertain(
     if n_free is not None:
         nodes = f"{n_free} nodes outside the test set for ΔSP and CF and {n_val} validation nodes"
     warnings.warn(
-        f"FairFinetune's returned candidate ({chosen_name}) lowers these validation gaps by no "
+        f"FairFinetune's returned candidate ({chosen_name}) lowers these gaps by no "
         f"more than chance could on {nodes} (paired bootstrap, the interval "
         f"reaches 0): {figures}. The reduction of the targeted gaps' sum {overall} established "
         f"({total.reduction:.4f}, interval {total.ci_low:.4f} to {total.ci_high:.4f}); the "
