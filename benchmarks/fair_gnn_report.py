@@ -94,6 +94,12 @@ NOTES = """\
   bail's raw features, the inputs PyGDebias's loaders give FairGNN, instead of NIFTY's scaling;
   on raw features the vanilla GCN alone reaches 92.5 AUROC (89.7 scaled), part of FairGNN's
   lead on bail. `fairfinetune_raw variant` adds the bound. None of them is the goal's row.
+- **Re-run of 2026-12-05** (library of commit d6c0d06: the selection measures ΔSP and CF on
+  every node outside the test mask, ΔEO and AUROC on the validation nodes): every `vanilla`,
+  `fairfinetune`, variant and raw-feature record of GCN, GIN and SAGE on both graphs, 5 seeds
+  each. The vanilla models were retrained on this machine (AMD EPYC; the earlier records ran
+  on an Intel Xeon) with the same seeds and trainer: AUROC within 0.001, CF within 3 points.
+  The `nifty`, `fairgnn` and `fairgnn_port` records are those described above.
 - **Fit times** are wall seconds on 2 CPU cores shared with other jobs (one thread per run,
   `nice`): indicative only. The bail `nifty` seeds 2-4 and `fairgnn` seeds 3-4 ran two at a
   time beside other benchmarks (about 50 min each).
