@@ -452,8 +452,8 @@ class FairFinetune(L.LightningModule):
         ``val_dsp``, ``val_deo``, ``val_cf``, ``gap_sum`` (targeted), ``within_budget``,
         ``no_worse``, ``chosen`` (one row); and ``selection_gain_``, a DataFrame with the
         chosen candidate's reduction of each targeted gap (on the same nodes) and of their sum,
-        each with a 95% paired bootstrap interval (:mod:`~gnnaudit.training.selection_gain`, seeded by
-        ``random_state``): a third ``UserWarning`` names each gap it lowered by no more than
+        each with a 95% paired bootstrap interval (:mod:`~gnnaudit.training.selection_gain`,
+        seeded by ``random_state``): a third ``UserWarning`` names each gap it lowered by no more than
         chance could on those nodes (the interval reaches 0).
 
         ``random_state`` seeds Lightning (dropout, the consistency draws); ``options``: the

@@ -113,6 +113,7 @@ from gnnaudit.audit.interventions import (
     resolve_feature,
 )
 from gnnaudit.audit.model_quality import PREDICTION_SHARE
+from gnnaudit.audit.search.inputs import to_numpy
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.auroc_delong import paired_auroc_se
 from gnnaudit.training.epoch_selection import top_share
@@ -236,19 +237,13 @@ def label_free_nodes(data: Any, mask: torch.Tensor | np.ndarray | None = None) -
     """The nodes :math:`F` of the selection's label-free gaps (module docstring): ``mask``
     (default ``data.val_mask``) and every node outside ``data.test_mask`` (all nodes when the
     graph has no test mask); a boolean array over the nodes."""
-    out = _as_bool(data.val_mask if mask is None else mask).copy()
+    out = to_numpy(data.val_mask if mask is None else mask).astype(bool)  # a copy
     test = getattr(data, "test_mask", None)
     if test is None:
         out[:] = True
     else:
-        out |= ~_as_bool(test)
+        out |= ~to_numpy(test).astype(bool)
     return out
-
-
-def _as_bool(mask: torch.Tensor | np.ndarray) -> np.ndarray:
-    if isinstance(mask, torch.Tensor):
-        mask = mask.detach().cpu().numpy()
-    return np.asarray(mask).astype(bool)
 
 
 def validation_metrics(
@@ -283,7 +278,7 @@ def _evaluate(
     model.eval()
     device = next(iter(model.parameters())).device
     x, edge_index = data.x.to(device), data.edge_index.to(device)
-    mask_np = (data.val_mask if mask is None else mask).detach().cpu().numpy().astype(bool)
+    mask_np = to_numpy(data.val_mask if mask is None else mask).astype(bool)
     free = label_free_nodes(data, mask_np)
     groups = category_codes(data, spec) if groups is None else groups
     alts = alternatives(data, spec) if alts is None else alts
@@ -386,7 +381,7 @@ def selection_frame(
     seeded by ``random_state``)."""
     groups = category_codes(data, spec)
     alts = alternatives(data, spec)
-    val = data.val_mask.detach().cpu().numpy().astype(bool)
+    val = to_numpy(data.val_mask).astype(bool)
     y = data.y.detach().cpu().numpy()
     labels = y[val]
     free = label_free_nodes(data, val)

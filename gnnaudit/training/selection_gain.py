@@ -15,8 +15,8 @@ test mask, ΔEO on the validation label-1 nodes among them:
 group and label flag (a validation node with ``y == 1`` or not); each of ``n_boot`` resamples
 draws every stratum's nodes with replacement, its size fixed (multinomial counts
 :math:`w_{bv}`), so every group keeps its size and its label-1 count and no gap is ever
-undefined. Both models, the vanilla one (:math:`a`)
-and the chosen one (:math:`c`), are scored on the *same* resample:
+undefined. Both models, the vanilla one (:math:`a`) and the chosen one (:math:`c`), are scored
+on the *same* resample:
 
 .. math::
 
