@@ -412,6 +412,7 @@ class FairFinetune(L.LightningModule):
         lambda_grid: Sequence[float] | None = DEFAULT_LAMBDA_GRID,
         select: bool = True,
         blind: bool | str = "auto",
+        keep_rate: bool = True,
         random_state: int = 0,
         trainer_kwargs: dict[str, Any] | None = None,
         progress: bool | None = None,
@@ -448,13 +449,22 @@ class FairFinetune(L.LightningModule):
         ``max_bacc_drop``, or ``max_auroc_drop`` when that is None: the AUROC budget bounds the
         ranking, not the decision threshold). The module carries ``selection_``, a DataFrame,
         one row per candidate: ``candidate`` (``"vanilla"``, ``"[blind ][cov=<w> ]step <k>"``),
-        ``step``, ``val_auroc``, ``val_auroc_se``, ``val_bacc``, ``val_top_share``,
+        ``step``, ``offset`` (keep_rate), ``val_auroc``, ``val_auroc_se``, ``val_bacc``, ``val_top_share``,
         ``val_dsp``, ``val_deo``, ``val_cf``, ``gap_sum`` (targeted), ``within_budget``,
         ``no_worse``, ``chosen`` (one row); and ``selection_gain_``, a DataFrame with the
         chosen candidate's reduction of each targeted gap (on the same nodes) and of their sum,
         each with a 95% paired bootstrap interval (:mod:`~gnnaudit.training.selection_gain`,
         seeded by ``random_state``): a third ``UserWarning`` names each gap it lowered by no more than
         chance could on those nodes (the interval reaches 0).
+
+        ``keep_rate`` (default True; two-class models with an output bias): every fine-tuned
+        candidate is decided, and the returned one is left deciding, at the threshold that gives
+        class 1 to the same share of the label-free nodes as the model as given: a constant
+        ``offset`` on its class-1 margin, folded into its output bias
+        (:mod:`~gnnaudit.training.decision_offset`). The remedy may change who gets class 1,
+        not how many; AUROC is unchanged by it. ``False`` (and ``select=False``, which returns
+        the final weights as trained): argmax decisions of the fine-tuned
+        weights (their parity gaps may then fall because they decide fewer nodes positive).
 
         ``random_state`` seeds Lightning (dropout, the consistency draws); ``options``: the
         other constructor arguments (``lambda_cov, lambda_eo, scopes, divergence, lr,
@@ -476,6 +486,7 @@ class FairFinetune(L.LightningModule):
             lambda_grid=lambda_grid,
             select=select,
             blind=blind,
+            keep_rate=keep_rate,
             random_state=random_state,
             trainer_kwargs=trainer_kwargs,
             progress=progress,

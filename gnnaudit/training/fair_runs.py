@@ -6,6 +6,7 @@ with the model as given and handed to the selection on validation nodes
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from gnnaudit._validation import (
 from gnnaudit.audit.interventions import alternatives
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.data_module import GraphDataModule
+from gnnaudit.training.decision_offset import find_output_bias
 from gnnaudit.training.fair_selection import (
     VANILLA,
     check_targets,
@@ -49,6 +51,8 @@ __all__ = [
 
 #: values of ``blind`` (:meth:`FairFinetune.finetune <gnnaudit.training.FairFinetune.finetune>`)
 BLIND_CHOICES: tuple[object, ...] = ("auto", True, False)
+
+logger = logging.getLogger(__name__)
 
 
 def candidate_steps(epochs: int, n_candidates: int) -> list[int]:
@@ -195,6 +199,19 @@ def blind_modes(
     return [True, False] if "cf" in targets and can_blind(model, data, sensitive) else [False]
 
 
+def _output_bias(model: nn.Module, data: Any) -> str | None:
+    """The bias that carries the decision offset (:mod:`~gnnaudit.training.decision_offset`);
+    None, with a log line, for a model that has none (its argmax threshold is kept) or a task
+    that is not binary."""
+    bias = find_output_bias(model, data)
+    if bias is None:
+        logger.info(
+            "keep_rate: the model is not a two-class model with an output bias that shifts its "
+            "class-1 margin; candidates are decided by argmax"
+        )
+    return bias
+
+
 def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, same keywords
     cls: Any,
     model: nn.Module,
@@ -209,6 +226,7 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
     lambda_grid: Sequence[float] | None,
     select: bool,
     blind: bool | str,
+    keep_rate: bool,
     random_state: int,
     trainer_kwargs: Mapping[str, Any] | None,
     progress: bool | None,
@@ -233,6 +251,10 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
     if max_bacc_drop is not None:
         max_bacc_drop = check_float("max_bacc_drop", max_bacc_drop, minimum=0.0, maximum=1.0)
     device = _check_model(model, data, select)
+    if not isinstance(keep_rate, bool):
+        raise InvalidInputError(f"keep_rate must be True or False, got {keep_rate!r}")
+    # select=False returns one run's final weights as trained: no offset
+    output_bias = _output_bias(model, data) if keep_rate and select else None
     runs = grid_weights(targets, options, lambda_grid, select)
     # a consistency weight set by the caller asks for consistency runs: "auto" does not blind
     auto_targets = () if options.get("lambda_cf") is not None else check_targets(targets)
@@ -259,6 +281,7 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
             select=select,
             max_bacc_drop=max_bacc_drop,
             random_state=settings["random_state"],
+            output_bias=output_bias,
         )
         if not bool(table["chosen"].iloc[0]):
             break

@@ -92,7 +92,6 @@ per candidate for its standard error.
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import warnings
@@ -116,6 +115,7 @@ from gnnaudit.audit.model_quality import PREDICTION_SHARE
 from gnnaudit.audit.search.inputs import to_numpy
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.auroc_delong import paired_auroc_se
+from gnnaudit.training.decision_offset import fold_offset, rate_offset
 from gnnaudit.training.epoch_selection import top_share
 from gnnaudit.training.selection_gain import gain_table
 from gnnaudit.training.train import positive_auroc
@@ -148,8 +148,8 @@ logger = logging.getLogger(__name__)
 TARGETS: tuple[str, ...] = ("cf", "dsp", "deo")
 #: columns of the ``selection_`` table
 SELECTION_COLUMNS: list[str] = (
-    "candidate step val_auroc val_auroc_se val_bacc val_top_share val_dsp val_deo val_cf gap_sum "
-    "within_budget no_worse chosen"
+    "candidate step offset val_auroc val_auroc_se val_bacc val_top_share val_dsp val_deo val_cf "
+    "gap_sum within_budget no_worse chosen"
 ).split()
 #: a "no worse" candidate's targeted validation gaps exceed the vanilla model's by at most this
 #: (one point: below the sampling noise of a gap on a few hundred validation nodes)
@@ -259,7 +259,9 @@ def validation_metrics(
     module docstring: the labelled figures on ``mask`` (default ``data.val_mask``), ``val_dsp``
     and ``val_cf`` on :func:`label_free_nodes` of ``mask``; ``groups`` / ``alts`` may be passed
     precomputed."""
-    return _evaluate(model, data, spec, mask, groups, alts)[0]
+    metrics = _evaluate(model, data, spec, mask, groups, alts)[0]
+    del metrics["offset"]  # argmax decisions: always 0 here
+    return metrics
 
 
 @torch.no_grad()
@@ -270,10 +272,13 @@ def _evaluate(
     mask: torch.Tensor | None,
     groups: np.ndarray | None,
     alts: Sequence[Alternative] | None,
+    rate: float | None = None,
 ) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
     """:func:`validation_metrics`, the class-1 scores of the ``mask`` nodes and the ``(nodes,
     2)`` decisions of the :func:`label_free_nodes`: class 1 or not, changed in a counterfactual
-    world or not."""
+    world or not. ``rate`` (two classes): decide with the class-1 margin shifted by the
+    :func:`~gnnaudit.training.decision_offset.rate_offset` that gives class 1 to that share of
+    the label-free nodes (``offset`` in the metrics; 0 without ``rate``)."""
     was_training = model.training
     model.eval()
     device = next(iter(model.parameters())).device
@@ -283,14 +288,17 @@ def _evaluate(
     groups = category_codes(data, spec) if groups is None else groups
     alts = alternatives(data, spec) if alts is None else alts
     logits = model(x, edge_index)
-    pred = logits.argmax(dim=1).cpu().numpy()
+    offset = 0.0
+    if rate is not None and logits.size(1) == 2:  # the threshold that keeps the share of 1s
+        offset = rate_offset((logits[:, 1] - logits[:, 0]).cpu().numpy()[free], rate)
+    pred = _decide(logits, offset)
     score = torch.softmax(logits.float(), dim=1)[:, 1].cpu().numpy()
     y = data.y.detach().cpu().numpy()
     columns = torch.tensor(spec.columns, dtype=torch.long)
     changed = np.zeros(pred.shape[0], dtype=bool)
     for alt in alts:  # one world per alternative (a binary attribute: one)
         x_cf = set_sensitive(x, alt, columns, np.flatnonzero(alt.changes))
-        pred_cf = model(x_cf, edge_index).argmax(dim=1).cpu().numpy()
+        pred_cf = _decide(model(x_cf, edge_index), offset)
         changed |= alt.compares & (pred_cf != pred)
     model.train(was_training)
     pos = pred == 1
@@ -302,8 +310,16 @@ def _evaluate(
         "val_dsp": group_gap(pos[free], groups[free]),
         "val_deo": group_gap(pos[mask_np][label1], groups[mask_np][label1]),
         "val_cf": float(changed[free].mean()) if free.any() else math.nan,
+        "offset": offset,
     }
     return metrics, score[mask_np], np.stack([pos[free], changed[free]], axis=1)
+
+
+def _decide(logits: torch.Tensor, offset: float) -> np.ndarray:
+    """Argmax decisions; two classes: ``1[margin + offset > 0]`` (argmax at offset 0)."""
+    if logits.size(1) == 2:
+        return ((logits[:, 1] - logits[:, 0]).float() + offset > 0).long().cpu().numpy()
+    return logits.argmax(dim=1).cpu().numpy()
 
 
 def select_candidate(
@@ -338,6 +354,8 @@ def select_candidate(
             out[column] = math.nan
     if "val_auroc_se" not in out:
         out["val_auroc_se"] = 0.0
+    if "offset" not in out:
+        out["offset"] = 0.0
     out["gap_sum"] = out[[f"val_{t}" for t in targets]].astype(float).fillna(0.0).sum(axis=1)
     auroc = out["val_auroc"].astype(float).to_numpy()
     se = out["val_auroc_se"].astype(float).fillna(0.0).to_numpy()
@@ -373,12 +391,19 @@ def selection_frame(
     select: bool = True,
     max_bacc_drop: float | None = None,
     random_state: int = 0,
+    output_bias: str | None = None,
 ) -> tuple[pd.DataFrame, dict[str, torch.Tensor], pd.DataFrame]:
     """Evaluate every ``(name, step, weights)`` of ``candidates`` (the vanilla model first) with
     ``model`` as the architecture and apply :func:`select_candidate`; returns the table, the
     chosen weights (``model`` is left holding them) and the chosen candidate's gain over the
     vanilla model with its intervals (:func:`~gnnaudit.training.selection_gain.gain_table`,
-    seeded by ``random_state``)."""
+    seeded by ``random_state``).
+
+    ``output_bias`` (a parameter name from
+    :func:`~gnnaudit.training.decision_offset.find_output_bias`): every fine-tuned candidate is
+    decided at the offset that keeps the vanilla model's share of class-1 decisions on the
+    label-free nodes (``offset`` column), and the chosen one's offset is folded into that bias
+    of ``model`` and of the returned weights. None: argmax decisions, offset 0."""
     groups = category_codes(data, spec)
     alts = alternatives(data, spec)
     val = to_numpy(data.val_mask).astype(bool)
@@ -388,7 +413,8 @@ def selection_frame(
     rows, base, decided = [], None, []
     for name, step, state in candidates:
         model.load_state_dict(state)
-        metrics, score, decisions = _evaluate(model, data, spec, None, groups, alts)
+        rate = None if output_bias is None or not decided else float(decided[0][:, 0].mean())
+        metrics, score, decisions = _evaluate(model, data, spec, None, groups, alts, rate)
         decided.append(decisions)
         base = score if base is None else base
         se = paired_auroc_se(labels, base, score)
@@ -397,8 +423,10 @@ def selection_frame(
         pd.DataFrame(rows), targets, max_auroc_drop, select=select, max_bacc_drop=max_bacc_drop
     )
     best = int(np.flatnonzero(table["chosen"].to_numpy())[0])
-    chosen = copy.deepcopy(dict(candidates[best][2]))
-    model.load_state_dict(chosen)
+    model.load_state_dict(candidates[best][2])
+    if output_bias is not None:
+        fold_offset(model, output_bias, float(table["offset"].iloc[best]))
+    chosen = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     logger.info("FairFinetune selection on the validation nodes:\n%s", table.to_string())
     gain = gain_table(  # over F; ΔEO on its validation label-1 nodes
         decided[0],

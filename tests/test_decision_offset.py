@@ -1,0 +1,129 @@
+"""Decision offset: a fine-tuned candidate keeps the model's share of class-1 decisions."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from gnnaudit.datasets import synthetic_credit_graph
+from gnnaudit.errors import InvalidInputError
+from gnnaudit.training import FairFinetune, train_node_classifier
+from gnnaudit.training.decision_offset import find_output_bias, fold_offset, margins, rate_offset
+from gnnaudit.training.fair_selection import label_free_nodes
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def graph():
+    logging.getLogger("lightning").setLevel(logging.ERROR)
+    return synthetic_credit_graph(num_nodes=400, bias=2.0, seed=0)
+
+
+@pytest.fixture(scope="module")
+def trained(graph):
+    module, _ = train_node_classifier(graph, "gcn", max_epochs=60, seed=0, num_layers=2)
+    return module
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(-50, 50, allow_nan=False), min_size=1, max_size=40, unique=True),
+    st.floats(0.0, 1.0),
+)
+def test_rate_offset_decides_exactly_the_rounded_share(values, rate):
+    margin = np.asarray(values)
+    offset = rate_offset(margin, rate)
+    assert int(((margin + offset) > 0).sum()) == round(rate * margin.size)
+
+
+def test_rate_offset_edges_and_bad_input():
+    assert rate_offset(np.array([]), 0.3) == 0.0
+    assert rate_offset(np.array([-1.0, 2.0, 0.5]), 0.0) == -3.0  # one unit past the largest
+    assert ((np.array([-1.0, 2.0]) + rate_offset(np.array([-1.0, 2.0]), 1.0)) > 0).all()
+    with pytest.raises(InvalidInputError, match="rate"):
+        rate_offset(np.array([0.0]), 1.5)
+    with pytest.raises(InvalidInputError, match="finite"):
+        rate_offset(np.array([0.0, np.nan]), 0.5)
+
+
+class _HiddenTwo(nn.Module):
+    """A hidden layer of width 2 (its bias has shape (2,) but does not shift the margin) and a
+    bias-free output layer: no output bias."""
+
+    def __init__(self, n_in: int) -> None:
+        super().__init__()
+        self.hidden = nn.Linear(n_in, 2)
+        self.out = nn.Linear(2, 2, bias=False)
+
+    def forward(self, x, edge_index):
+        return self.out(torch.relu(self.hidden(x)))
+
+
+class _LogSoftmaxHead(nn.Module):
+    def __init__(self, n_in: int, classes: int = 2) -> None:
+        super().__init__()
+        self.lin = nn.Linear(n_in, classes)
+
+    def forward(self, x, edge_index):
+        return torch.log_softmax(self.lin(x), dim=1)
+
+
+def test_find_output_bias_finds_only_a_bias_that_shifts_the_margin(graph, trained):
+    assert find_output_bias(trained, graph) is not None
+    torch.manual_seed(0)
+    assert find_output_bias(_HiddenTwo(graph.num_features), graph) is None
+    assert find_output_bias(_LogSoftmaxHead(graph.num_features), graph) == "lin.bias"
+    assert find_output_bias(_LogSoftmaxHead(graph.num_features, classes=3), graph) is None
+
+
+def test_fold_offset_shifts_every_margin_by_the_offset(graph, trained):
+    import copy
+
+    model = copy.deepcopy(trained)
+    before = margins(model, graph.x, graph.edge_index)
+    fold_offset(model, find_output_bias(model, graph), -0.75)
+    after = margins(model, graph.x, graph.edge_index)
+    assert torch.allclose(after - before, torch.full_like(before, -0.75), atol=1e-5)
+    with pytest.raises(InvalidInputError, match="offset"):
+        fold_offset(model, "lin.bias", float("nan"))
+
+
+def _positive_share(model, graph) -> float:
+    free = torch.from_numpy(label_free_nodes(graph))
+    return float((margins(model, graph.x, graph.edge_index)[free] > 0).float().mean())
+
+
+def test_finetune_keeps_the_share_of_class_1_decisions(graph, trained):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kept = FairFinetune.finetune(trained, graph, "gender", epochs=30, random_state=0)
+        argmax = FairFinetune.finetune(
+            trained, graph, "gender", epochs=30, random_state=0, keep_rate=False
+        )
+    n_free = int(label_free_nodes(graph).sum())
+    table = kept.selection_
+    assert table["offset"].iloc[0] == 0.0  # the model as given decides by its own argmax
+    assert (table["offset"].iloc[1:] != 0.0).any()
+    assert abs(_positive_share(kept, graph) - _positive_share(trained, graph)) <= 1.0 / n_free
+    assert (argmax.selection_["offset"] == 0.0).all()
+    # the same candidates were trained: only their decisions differ
+    assert argmax.selection_["val_auroc"].tolist() == pytest.approx(table["val_auroc"].tolist())
+
+
+def test_keep_rate_must_be_a_bool(graph, trained):
+    with pytest.raises(InvalidInputError, match="keep_rate"):
+        FairFinetune.finetune(trained, graph, "gender", epochs=2, keep_rate="yes")
