@@ -59,7 +59,9 @@ NOTES = """\
   `FairFinetune.finetune(model, data, <sensitive column>, random_state=seed,
   trainer_kwargs={"accelerator": "cpu"})` on the vanilla GCN / GIN / SAGE of the same seed; it
   picks its candidate on the validation nodes itself (targets cf, dsp, deo; input blinding
-  first; AUROC budget 0.02 as a one-sided 95% bound on the drop; weights 0, 20, 300). Each
+  first; AUROC budget 0.02 as a one-sided 95% bound on the drop; weights 0, 20, 300; since
+  2026-12-06 each candidate decided at the threshold that keeps the vanilla model's share of
+  class-1 decisions, `keep_rate=True`). Each
   record keeps the chosen candidate (`chosen`) and its
   selection table. Its fit s is the whole `finetune` call; `pre-train s` is the vanilla
   model's. `fairgnn` is the FairGNN users install: PyGDebias 1.1.1 (`pygdebias` on the package
@@ -100,6 +102,16 @@ NOTES = """\
   each. The vanilla models were retrained on this machine (AMD EPYC; the earlier records ran
   on an Intel Xeon) with the same seeds and trainer: AUROC within 0.001, CF within 3 points.
   The `nifty`, `fairgnn` and `fairgnn_port` records are those described above.
+- **keep_rate, 2026-12-06** (commit cb3f23f's library: `FairFinetune.finetune(...,
+  keep_rate=True)` by default, each fine-tuned candidate decided at the offset of its class-1
+  margin that keeps the vanilla model's share of class-1 decisions on the nodes outside the test
+  set, folded into its output bias; AUROC unchanged by it). The `fairfinetune` and
+  `fairfinetune_raw` records are that default, run on 2026-12-06 on GCNs retrained with the
+  same seeds and trainer (same vanilla AUROC within 0.001). The records of the re-run of
+  2026-12-05 decided by argmax, which is what `keep_rate=False` computes today (the same
+  candidates, the same rule): they are kept, relabelled `fairfinetune:{"keep_rate":false}`
+  (and `...,"max_bacc_drop":0.02}` for the bounded variant), each with a `note`. GIN and SAGE
+  were not re-run with `keep_rate`: their FairFinetune rows are the `keep_rate=false` records.
 - **Fit times** are wall seconds on 2 CPU cores shared with other jobs (one thread per run,
   `nice`): indicative only. The bail `nifty` seeds 2-4 and `fairgnn` seeds 3-4 ran two at a
   time beside other benchmarks (about 50 min each).

@@ -14,6 +14,7 @@ from gnnaudit.cli.main import main
         (["--mitigate-epochs", "5"], "--mitigate-epochs"),
         (["--mitigate-grid", "0", "1"], "--mitigate-grid"),
         (["--mitigate-max-bacc-drop", "0.02"], "--mitigate-max-bacc-drop"),
+        (["--mitigate-argmax"], "--mitigate-argmax"),
     ],
 )
 def test_mitigation_settings_need_mitigate(tmp_path, capsys, flags, named):

@@ -189,6 +189,7 @@ def test_cli_mitigate_writes_the_checkpoint(tmp_path, capsys):
     args = ["audit", "--dataset", "synthetic", "--num-nodes", "150", "--epochs", "20"]
     args += ["--no-progress", "--no-finetune", "--mitigate", "--mitigate-lambda", "1.0"]
     args += ["--mitigate-epochs", "5", "--mitigate-grid", "0", "--mitigate-max-bacc-drop", "0.05"]
+    args += ["--mitigate-argmax"]
     assert main([*args, "--out", str(out)]) == 0
     assert (out / CHECKPOINT_NAME).is_file()
     state = torch.load(out / CHECKPOINT_NAME, weights_only=True)
@@ -197,6 +198,7 @@ def test_cli_mitigate_writes_the_checkpoint(tmp_path, capsys):
     settings = report.section("mitigation").data["settings"]
     assert settings["lambda_cf"] == 1.0 and settings["epochs"] == 5
     assert settings["max_bacc_drop"] == 0.05  # reached FairFinetune.finetune
+    assert settings["keep_rate"] is False
     assert sorted(report.table("mitigation", "tradeoff")["lambda_cf"].unique()) == [0.0, 1.0]
 
 

@@ -221,6 +221,7 @@ def _mitigate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "epochs": args.mitigate_epochs,
         "grid": None if args.mitigate_grid is None else tuple(args.mitigate_grid),
         "max_bacc_drop": args.mitigate_max_bacc_drop,
+        "keep_rate": args.mitigate_keep_rate,
     }
     given = {key: value for key, value in pairs.items() if value is not None}
     if given and not args.mitigate:
@@ -229,6 +230,7 @@ def _mitigate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             "epochs": "--mitigate-epochs",
             "grid": "--mitigate-grid",
             "max_bacc_drop": "--mitigate-max-bacc-drop",
+            "keep_rate": "--mitigate-argmax",
         }
         names = ", ".join(flags[k] for k in given)
         raise _error(f"{names} set(s) the mitigation, which runs only with --mitigate; add it")

@@ -185,6 +185,16 @@ def add_audit_arguments(p: argparse.ArgumentParser) -> None:
         "warning in the report when the chosen one decides worse)",
     )
     audit.add_argument(
+        "--mitigate-argmax",
+        action="store_const",
+        const=False,
+        default=None,
+        dest="mitigate_keep_rate",
+        help="decide the fine-tuned candidates by argmax instead of at the threshold that keeps "
+        "the model's share of class-1 decisions (FairFinetune's keep_rate=False; default: the "
+        "share is kept)",
+    )
+    audit.add_argument(
         "--mitigate-grid",
         type=FloatRange(0.0),
         nargs="*",

@@ -40,6 +40,16 @@ issue 36's held-out rule passed in 19 runs against 16, 3 runs won and none lost.
 Training nodes are in :math:`F`: the task loss fits their labels, not their gaps (the
 covariance terms reach every node already).
 
+**Decisions.** :math:`\hat y_v` is the argmax class, except with an ``output_bias``
+(:meth:`FairFinetune.finetune <gnnaudit.training.FairFinetune.finetune>`'s ``keep_rate``, its
+default, for a two-class model): each fine-tuned candidate decides :math:`\mathbb 1[m_v +
+\delta > 0]` with :math:`m_v` its class-1 margin and :math:`\delta` (column ``offset``) the
+shift that gives class 1 to the vanilla model's share of :math:`F`
+(:mod:`~gnnaudit.training.decision_offset`), in the factual and the counterfactual worlds
+alike. Every decision figure above and the rule below use those decisions; the AUROC does not
+depend on :math:`\delta`. Without it the covariance terms can lower ΔSP by deciding fewer
+nodes positive, which the rule would reward (bail: validation balanced accuracy 0.84 -> 0.72).
+
 ``val_bacc`` is the balanced accuracy of the decisions :math:`\hat y_v` (mean per-class
 recall; a constant model scores :math:`1/C`), reported; ``val_top_share`` the share of the
 most frequent decision.
