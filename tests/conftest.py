@@ -151,6 +151,30 @@ def fair_blobs():
 # --- end clustering fixtures ---
 
 
+# --- fair fine-tuning fixtures ---
+@pytest.fixture(scope="module")
+def fair_graph():
+    """The synthetic credit graph of the FairFinetune tests (400 nodes, a planted bias)."""
+    import logging
+
+    from gnnaudit.datasets import synthetic_credit_graph
+
+    logging.getLogger("lightning").setLevel(logging.ERROR)
+    return synthetic_credit_graph(num_nodes=400, bias=2.0, seed=0)
+
+
+@pytest.fixture(scope="module")
+def fair_gcn(fair_graph):
+    """A two-layer GCN trained 60 epochs on ``fair_graph`` (seed 0); tests must not modify it."""
+    from gnnaudit.training import train_node_classifier
+
+    module, _ = train_node_classifier(fair_graph, "gcn", max_epochs=60, seed=0, num_layers=2)
+    return module
+
+
+# --- end fair fine-tuning fixtures ---
+
+
 # --- search fixtures ---
 @pytest.fixture(scope="module")
 def faiss_one_thread():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import warnings
 
 import numpy as np
@@ -12,31 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
-from gnnaudit.training import FairFinetune, train_node_classifier
+from gnnaudit.training import FairFinetune
 from gnnaudit.training.decision_offset import find_output_bias, fold_offset, margins, rate_offset
 from gnnaudit.training.fair_selection import label_free_nodes
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def graph():
-    logging.getLogger("lightning").setLevel(logging.ERROR)
-    return synthetic_credit_graph(num_nodes=400, bias=2.0, seed=0)
-
-
-@pytest.fixture(scope="module")
-def trained(graph):
-    module, _ = train_node_classifier(graph, "gcn", max_epochs=60, seed=0, num_layers=2)
-    return module
 
 
 @settings(max_examples=60, deadline=None)
@@ -82,48 +60,51 @@ class _LogSoftmaxHead(nn.Module):
         return torch.log_softmax(self.lin(x), dim=1)
 
 
-def test_find_output_bias_finds_only_a_bias_that_shifts_the_margin(graph, trained):
-    assert find_output_bias(trained, graph) is not None
+def test_find_output_bias_finds_only_a_bias_that_shifts_the_margin(fair_graph, fair_gcn):
+    assert find_output_bias(fair_gcn, fair_graph) is not None
     torch.manual_seed(0)
-    assert find_output_bias(_HiddenTwo(graph.num_features), graph) is None
-    assert find_output_bias(_LogSoftmaxHead(graph.num_features), graph) == "lin.bias"
-    assert find_output_bias(_LogSoftmaxHead(graph.num_features, classes=3), graph) is None
+    assert find_output_bias(_HiddenTwo(fair_graph.num_features), fair_graph) is None
+    assert find_output_bias(_LogSoftmaxHead(fair_graph.num_features), fair_graph) == "lin.bias"
+    assert find_output_bias(_LogSoftmaxHead(fair_graph.num_features, classes=3), fair_graph) is None
 
 
-def test_fold_offset_shifts_every_margin_by_the_offset(graph, trained):
+def test_fold_offset_shifts_every_margin_by_the_offset(fair_graph, fair_gcn):
     import copy
 
-    model = copy.deepcopy(trained)
-    before = margins(model, graph.x, graph.edge_index)
-    fold_offset(model, find_output_bias(model, graph), -0.75)
-    after = margins(model, graph.x, graph.edge_index)
+    model = copy.deepcopy(fair_gcn)
+    before = margins(model, fair_graph.x, fair_graph.edge_index)
+    fold_offset(model, find_output_bias(model, fair_graph), -0.75)
+    after = margins(model, fair_graph.x, fair_graph.edge_index)
     assert torch.allclose(after - before, torch.full_like(before, -0.75), atol=1e-5)
     with pytest.raises(InvalidInputError, match="offset"):
         fold_offset(model, "lin.bias", float("nan"))
 
 
-def _positive_share(model, graph) -> float:
-    free = torch.from_numpy(label_free_nodes(graph))
-    return float((margins(model, graph.x, graph.edge_index)[free] > 0).float().mean())
+def _positive_share(model, fair_graph) -> float:
+    free = torch.from_numpy(label_free_nodes(fair_graph))
+    return float((margins(model, fair_graph.x, fair_graph.edge_index)[free] > 0).float().mean())
 
 
-def test_finetune_keeps_the_share_of_class_1_decisions(graph, trained):
+def test_finetune_keeps_the_share_of_class_1_decisions(fair_graph, fair_gcn):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        kept = FairFinetune.finetune(trained, graph, "gender", epochs=30, random_state=0)
+        kept = FairFinetune.finetune(fair_gcn, fair_graph, "gender", epochs=30, random_state=0)
         argmax = FairFinetune.finetune(
-            trained, graph, "gender", epochs=30, random_state=0, keep_rate=False
+            fair_gcn, fair_graph, "gender", epochs=30, random_state=0, keep_rate=False
         )
-    n_free = int(label_free_nodes(graph).sum())
+    n_free = int(label_free_nodes(fair_graph).sum())
     table = kept.selection_
     assert table["offset"].iloc[0] == 0.0  # the model as given decides by its own argmax
     assert (table["offset"].iloc[1:] != 0.0).any()
-    assert abs(_positive_share(kept, graph) - _positive_share(trained, graph)) <= 1.0 / n_free
+    assert (
+        abs(_positive_share(kept, fair_graph) - _positive_share(fair_gcn, fair_graph))
+        <= 1.0 / n_free
+    )
     assert (argmax.selection_["offset"] == 0.0).all()
-    # the same candidates were trained: only their decisions differ
+    # the same candidates were fair_gcn: only their decisions differ
     assert argmax.selection_["val_auroc"].tolist() == pytest.approx(table["val_auroc"].tolist())
 
 
-def test_keep_rate_must_be_a_bool(graph, trained):
+def test_keep_rate_must_be_a_bool(fair_graph, fair_gcn):
     with pytest.raises(InvalidInputError, match="keep_rate"):
-        FairFinetune.finetune(trained, graph, "gender", epochs=2, keep_rate="yes")
+        FairFinetune.finetune(fair_gcn, fair_graph, "gender", epochs=2, keep_rate="yes")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import logging
 import math
 import warnings
 from types import SimpleNamespace
@@ -33,26 +32,6 @@ from gnnaudit.training.selection_warnings import warn_if_decisions_worse, warn_u
 from gnnaudit.training.train import make_trainer, quiet_lightning
 
 TARGETS = ("cf", "dsp", "deo")
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def graph():
-    logging.getLogger("lightning").setLevel(logging.ERROR)
-    return synthetic_credit_graph(num_nodes=400, bias=2.0, seed=0)
-
-
-@pytest.fixture(scope="module")
-def trained(graph):
-    module, _ = train_node_classifier(graph, "gcn", max_epochs=60, seed=0, num_layers=2)
-    return module
 
 
 def _table(rows):
@@ -266,28 +245,28 @@ def test_max_bacc_drop_keeps_only_candidates_that_decide_as_well():
 
 
 # ------------------------------------------------------------------ metrics against oracles
-def test_validation_metrics_match_an_oracle(graph, trained):
-    spec = resolve_sensitive_feature(graph, "gender")
-    got = validation_metrics(trained, graph, spec)
+def test_validation_metrics_match_an_oracle(fair_graph, fair_gcn):
+    spec = resolve_sensitive_feature(fair_graph, "gender")
+    got = validation_metrics(fair_gcn, fair_graph, spec)
     from sklearn.metrics import roc_auc_score
 
     with torch.no_grad():
-        logits = trained.eval()(graph.x, graph.edge_index)
-        x_cf = graph.x.clone()
+        logits = fair_gcn.eval()(fair_graph.x, fair_graph.edge_index)
+        x_cf = fair_graph.x.clone()
         x_cf[:, spec.columns[0]] = 1.0 - x_cf[:, spec.columns[0]]
-        flipped = trained(x_cf, graph.edge_index).argmax(1)
+        flipped = fair_gcn(x_cf, fair_graph.edge_index).argmax(1)
     frame = pd.DataFrame(
         {
             "pred": logits.argmax(1).numpy(),
             "p1": logits.softmax(1)[:, 1].numpy(),
-            "y": graph.y.numpy(),
-            "s": graph.x[:, spec.columns[0]].numpy(),
+            "y": fair_graph.y.numpy(),
+            "s": fair_graph.x[:, spec.columns[0]].numpy(),
             "flip": (flipped != logits.argmax(1)).numpy(),
         }
     )
     # labelled figures on the validation nodes, label-free gaps on every non-test node
-    val = frame[graph.val_mask.numpy()]
-    free = frame[~graph.test_mask.numpy()]
+    val = frame[fair_graph.val_mask.numpy()]
+    free = frame[~fair_graph.test_mask.numpy()]
     assert len(free) > 2 * len(val)
     rates = free.groupby("s")["pred"].mean()
     eo = val[val["y"] == 1].groupby("s")["pred"].mean()
@@ -296,7 +275,7 @@ def test_validation_metrics_match_an_oracle(graph, trained):
     assert got["val_cf"] == pytest.approx(free["flip"].mean())
     assert got["val_auroc"] == pytest.approx(roc_auc_score(val["y"], val["p1"]))
     # on the test nodes as "validation": every node is label-free
-    on_test = validation_metrics(trained, graph, spec, graph.test_mask)
+    on_test = validation_metrics(fair_gcn, fair_graph, spec, fair_graph.test_mask)
     assert on_test["val_cf"] == pytest.approx(frame["flip"].mean())
     assert math.isnan(group_gap(np.ones(3), np.zeros(3, int)))
 
@@ -316,12 +295,12 @@ def test_label_free_nodes_are_validation_and_non_test_nodes():
     assert label_free_nodes(as_arrays).tolist() == [True, False, True, True, False]
 
 
-def test_equal_opportunity_term_is_the_label1_training_covariance(graph, trained):
-    ff = FairFinetune(trained, graph, "gender")
+def test_equal_opportunity_term_is_the_label1_training_covariance(fair_graph, fair_gcn):
+    ff = FairFinetune(fair_gcn, fair_graph, "gender")
     with torch.no_grad():
-        logits = trained.eval()(graph.x, graph.edge_index)
-    rows = (graph.train_mask & (graph.y == 1)).numpy()
-    s = graph.x[rows, ff.spec.columns[0]].double().numpy()
+        logits = fair_gcn.eval()(fair_graph.x, fair_graph.edge_index)
+    rows = (fair_graph.train_mask & (fair_graph.y == 1)).numpy()
+    s = fair_graph.x[rows, ff.spec.columns[0]].double().numpy()
     p1 = logits.softmax(1)[rows, 1].double().numpy()
     share = s.mean()
     # binary attribute and task: pi0 pi1 |mean p1 (s=1) - mean p1 (s=0)|
@@ -329,8 +308,8 @@ def test_equal_opportunity_term_is_the_label1_training_covariance(graph, trained
     assert float(ff.equal_opportunity_loss(logits)) == pytest.approx(expected, rel=1e-4)
 
 
-def test_targets_set_the_default_weights(graph, trained):
-    ff = FairFinetune(trained, graph, "gender")
+def test_targets_set_the_default_weights(fair_graph, fair_gcn):
+    ff = FairFinetune(fair_gcn, fair_graph, "gender")
     assert ff.targets == TARGETS
     assert (ff.lambda_cf, ff.lambda_cov, ff.lambda_eo) == (
         2.0,
@@ -338,40 +317,42 @@ def test_targets_set_the_default_weights(graph, trained):
         DEFAULT_LAMBDA_EO,
     )
     assert min(ff.lambda_cf, ff.lambda_cov, ff.lambda_eo) > 0
-    only_cf = FairFinetune(trained, graph, "gender", targets="cf")
+    only_cf = FairFinetune(fair_gcn, fair_graph, "gender", targets="cf")
     assert (only_cf.lambda_cov, only_cf.lambda_eo) == (0.0, 0.0)
-    explicit = FairFinetune(trained, graph, "gender", targets="dsp", lambda_cov=0.0, lambda_eo=3.0)
+    explicit = FairFinetune(
+        fair_gcn, fair_graph, "gender", targets="dsp", lambda_cov=0.0, lambda_eo=3.0
+    )
     assert (explicit.lambda_cf, explicit.lambda_cov, explicit.lambda_eo) == (0.0, 0.0, 3.0)
     with pytest.raises(InvalidInputError, match="lambda_eo"):
-        FairFinetune(trained, graph, "gender", lambda_eo=-1.0)
+        FairFinetune(fair_gcn, fair_graph, "gender", lambda_eo=-1.0)
     with pytest.raises(InvalidInputError, match="targets"):
-        FairFinetune.finetune(trained, graph, "gender", targets=("parity",))
-    no_val = graph.clone()
-    no_val.val_mask = torch.zeros_like(graph.val_mask)
+        FairFinetune.finetune(fair_gcn, fair_graph, "gender", targets=("parity",))
+    no_val = fair_graph.clone()
+    no_val.val_mask = torch.zeros_like(fair_graph.val_mask)
     with pytest.raises(InvalidInputError, match="val_mask selects no node"):
-        FairFinetune.finetune(trained, no_val, "gender", epochs=2)
+        FairFinetune.finetune(fair_gcn, no_val, "gender", epochs=2)
 
 
-def test_the_lightning_module_path_still_trains(graph, trained):
-    model = copy.deepcopy(trained)
+def test_the_lightning_module_path_still_trains(fair_graph, fair_gcn):
+    model = copy.deepcopy(fair_gcn)
     before = copy.deepcopy(model.state_dict())
-    wrapper = FairFinetune(model, graph, "gender", lr=0.01)
+    wrapper = FairFinetune(model, fair_graph, "gender", lr=0.01)
     with quiet_lightning(False):
         trainer = make_trainer(3, limit_val_batches=0)
         model.train()
-        trainer.fit(wrapper, datamodule=GraphDataModule(graph, seed=0))
+        trainer.fit(wrapper, datamodule=GraphDataModule(fair_graph, seed=0))
     for key in ("task_loss", "consistency_loss", "covariance_loss", "equal_opportunity_loss"):
         assert key in trainer.callback_metrics
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
 # ------------------------------------------------------------------ finetune end to end
-def test_default_finetune_does_not_raise_the_validation_gap_sum(graph, trained):
-    before = copy.deepcopy(trained.state_dict())
+def test_default_finetune_does_not_raise_the_validation_gap_sum(fair_graph, fair_gcn):
+    before = copy.deepcopy(fair_gcn.state_dict())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tuned = FairFinetune.finetune(
-            trained, graph, "gender", epochs=40, random_state=0, blind=False
+            fair_gcn, fair_graph, "gender", epochs=40, random_state=0, blind=False
         )
     table = tuned.selection_
     assert list(table.columns) == SELECTION_COLUMNS
@@ -396,18 +377,18 @@ def test_default_finetune_does_not_raise_the_validation_gap_sum(graph, trained):
     else:
         assert chosen["gap_sum"] < table["gap_sum"].iloc[0]
     # the returned weights are the chosen candidate's
-    spec = resolve_sensitive_feature(graph, "gender")
-    again = validation_metrics(tuned, graph, spec)
+    spec = resolve_sensitive_feature(fair_graph, "gender")
+    again = validation_metrics(tuned, fair_graph, spec)
     for key, value in again.items():
         assert value == pytest.approx(float(chosen[key]))
     assert not tuned.training
-    assert all(torch.equal(v, before[k]) for k, v in trained.state_dict().items())
+    assert all(torch.equal(v, before[k]) for k, v in fair_gcn.state_dict().items())
 
 
-def test_zero_budget_that_forces_vanilla_warns(graph, trained):
+def test_zero_budget_that_forces_vanilla_warns(fair_graph, fair_gcn):
     with pytest.warns(UserWarning, match="kept the model as given") as rec:
         tuned = FairFinetune.finetune(
-            trained, graph, "gender", epochs=20, lr=0.05, max_auroc_drop=0.0, random_state=0
+            fair_gcn, fair_graph, "gender", epochs=20, lr=0.05, max_auroc_drop=0.0, random_state=0
         )
     table = tuned.selection_
     assert _chosen(table) == "vanilla"
@@ -422,15 +403,15 @@ def test_zero_budget_that_forces_vanilla_warns(graph, trained):
     assert rec[0].filename == __file__  # points at the caller
     assert all(
         torch.equal(a, b)
-        for a, b in zip(tuned.state_dict().values(), trained.state_dict().values(), strict=True)
+        for a, b in zip(tuned.state_dict().values(), fair_gcn.state_dict().values(), strict=True)
     )
 
 
-def test_finetune_honours_max_bacc_drop(graph, trained):
+def test_finetune_honours_max_bacc_drop(fair_graph, fair_gcn):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         tuned = FairFinetune.finetune(
-            trained, graph, "gender", epochs=20, lr=0.05, max_bacc_drop=0.0, random_state=0
+            fair_gcn, fair_graph, "gender", epochs=20, lr=0.05, max_bacc_drop=0.0, random_state=0
         )
     table = tuned.selection_
     chosen = table[table["chosen"]].iloc[0]
@@ -439,7 +420,7 @@ def test_finetune_honours_max_bacc_drop(graph, trained):
     assert worse.sum() >= 5  # the bound had candidates to turn away
     assert not table.loc[worse, "within_budget"].any()
     with pytest.raises(InvalidInputError, match="max_bacc_drop must be >= 0.0, got -0.1"):
-        FairFinetune.finetune(trained, graph, "gender", epochs=2, max_bacc_drop=-0.1)
+        FairFinetune.finetune(fair_gcn, fair_graph, "gender", epochs=2, max_bacc_drop=-0.1)
 
 
 def test_multiclass_finetune_runs():
