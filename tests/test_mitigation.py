@@ -108,6 +108,10 @@ def test_section_in_all_three_formats(report):
     chosen = section.data["settings"]["chosen"]
     assert chosen and f"({chosen})" in section.summary
     assert ("blinded to gender" in section.summary) == chosen.startswith("blind ")
+    # a fine-tuned candidate keeps the model's share of class-1 decisions (keep_rate) and says so
+    offset = section.data["settings"]["offset"]
+    assert ("not how many" in section.summary) == (offset != 0.0)
+    assert (offset != 0.0) == (chosen != "vanilla")  # a two-class GCN with an output bias
     if chosen.startswith("blind "):
         after = table.set_index(["metric", "scope"])["after"]
         assert after[("flip rate", "node")] == 0 and after[("flip rate", "graph")] == 0

@@ -231,6 +231,15 @@ def _chosen_candidate(model: torch.nn.Module) -> str:
     return str(table.loc[table["chosen"].astype(bool), "candidate"].iloc[0])
 
 
+def _chosen_offset(model: torch.nn.Module) -> float:
+    """The decision offset folded into the returned candidate (``selection_``'s ``offset``; 0.0
+    when absent: argmax decisions)."""
+    table = getattr(model, "selection_", None)
+    if not isinstance(table, pd.DataFrame) or "offset" not in table or "chosen" not in table:
+        return 0.0
+    return float(table.loc[table["chosen"].astype(bool), "offset"].iloc[0])
+
+
 def _selection_gain(model: torch.nn.Module) -> pd.DataFrame:
     """The ``selection_gain_`` table :meth:`FairFinetune.finetune` attached (empty if none)."""
     table = getattr(model, "selection_gain_", None)
@@ -243,15 +252,23 @@ def _remedy_sentence(settings: Mapping[str, Any], name: str) -> str:
     chosen = str(settings.get("chosen", ""))
     lam = settings.get("lambda_cf")
     weight = f"lambda_cf = {lam:g}" if isinstance(lam, int | float) else "its default weights"
+    offset = float(settings.get("offset", 0.0) or 0.0)
+    kept = (
+        f" Its class-1 margin is shifted by {offset:+.3g}, so that it gives class 1 to as many "
+        "nodes outside the test set as the model did (keep_rate): the remedy changes who gets "
+        "class 1, not how many."
+        if offset
+        else ""
+    )
     if chosen.startswith("blind"):
         return (
             f"The chosen candidate ({chosen}) is blinded to {name}: its input weights of {name} "
             "are 0, so changing it changes no decision; the other weights were fine-tuned for "
-            "the task and the targeted gaps."
+            "the task and the targeted gaps." + kept
         )
     if chosen == "vanilla":
         return "No fine-tuned candidate was fairer within the AUROC budget: the model as given."
-    return f"The chosen candidate ({chosen}) was fine-tuned with {weight}." if chosen else ""
+    return f"The chosen candidate ({chosen}) was fine-tuned with {weight}.{kept}" if chosen else ""
 
 
 class MitigationUnit(AuditUnit):
@@ -363,6 +380,7 @@ class MitigationUnit(AuditUnit):
             "targets": list(targets),
             "targets_reason": reason,
             "chosen": chosen,
+            "offset": _chosen_offset(mitigated),
             "warnings": said,
             **{
                 k: v
