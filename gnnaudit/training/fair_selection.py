@@ -420,7 +420,9 @@ def selection_frame(
     y = data.y.detach().cpu().numpy()
     labels = y[val]
     free = label_free_nodes(data, val)
-    rows, base, decided = [], None, []
+    rows: list[dict[str, Any]] = []
+    base: np.ndarray | None = None
+    decided: list[np.ndarray] = []
     for name, step, state in candidates:
         model.load_state_dict(state)
         rate = None if output_bias is None or not decided else float(decided[0][:, 0].mean())
