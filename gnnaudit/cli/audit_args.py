@@ -20,7 +20,12 @@ from gnnaudit.cli.options import (
     k_type,
 )
 
-__all__ = ["add_audit_graph_arguments", "add_model_arguments", "add_audit_arguments"]
+__all__ = [
+    "add_audit_graph_arguments",
+    "add_model_arguments",
+    "add_audit_arguments",
+    "add_mitigation_arguments",
+]
 
 
 def add_audit_graph_arguments(p: argparse.ArgumentParser) -> None:
@@ -154,6 +159,13 @@ def add_audit_arguments(p: argparse.ArgumentParser) -> None:
         help="add the embedding audit: density clusters of the model's representation, their "
         "balance beside FairDen's, a readable tree on the input features, ExDBSCAN counterparts",
     )
+    add_mitigation_arguments(audit)
+
+
+def add_mitigation_arguments(audit: argparse._ArgumentGroup) -> None:
+    """The ``--mitigate*`` flags of the audit group ``audit``: the fairness fix and its settings
+    (:class:`~gnnaudit.training.MitigationUnit`, :meth:`FairFinetune.finetune
+    <gnnaudit.training.FairFinetune.finetune>`)."""
     audit.add_argument(
         "--mitigate",
         action="store_true",
