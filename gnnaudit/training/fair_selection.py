@@ -172,9 +172,8 @@ DEFAULT_MAX_AUROC_DROP = 0.02
 DEFAULT_N_CANDIDATES = 15
 #: default weights of the targeted covariance terms, one fine-tuning run each (0: the task loss
 #: alone, the gentlest candidates: with input blinding, "unawareness" fine-tuned for the task).
-#: Weight 2 already removes German's validation gaps; the finer grid (0, 2, 5, 20, 300) passed
-#: issue 36's held-out rule in 3 of 6 German runs against 5 of 6
-#: (``benchmarks/results/fair_heldout_fresh_grid5.md``): more candidates, more chance picks
+#: The finer grid (0, 2, 5, 20, 300) passed issue 36's held-out rule in 3 of 6 German runs
+#: against 5 of 6 (``benchmarks/results/fair_heldout_fresh_grid5.md``, ``fair_heldout_fresh.md``)
 DEFAULT_LAMBDA_GRID: tuple[float, ...] = (0.0, 20.0, 300.0)
 #: normal quantile of the one-sided 95% bound on a candidate's AUROC drop (module docstring)
 BUDGET_Z = 1.645
