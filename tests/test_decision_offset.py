@@ -68,6 +68,19 @@ def test_find_output_bias_finds_only_a_bias_that_shifts_the_margin(fair_graph, f
     assert find_output_bias(_LogSoftmaxHead(fair_graph.num_features, classes=3), fair_graph) is None
 
 
+def test_find_output_bias_leaves_the_model_bit_for_bit(fair_graph):
+    """The probe adds 1 to the bias and takes it back: in float32 0.1 + 1 - 1 is not 0.1, so
+    the probe must restore the stored value, not subtract."""
+    torch.manual_seed(0)
+    model = _LogSoftmaxHead(fair_graph.num_features)
+    with torch.no_grad():
+        model.lin.bias.copy_(torch.tensor([0.3, 0.1]))
+    assert float(torch.tensor(0.1) + 1.0 - 1.0) != float(torch.tensor(0.1))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    assert find_output_bias(model, fair_graph) == "lin.bias"
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
 def test_fold_offset_shifts_every_margin_by_the_offset(fair_graph, fair_gcn):
     import copy
 

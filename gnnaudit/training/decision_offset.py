@@ -98,11 +98,12 @@ def find_output_bias(model: nn.Module, data: Any) -> str | None:
         return None
     named = [(n, p) for n, p in model.named_parameters() if tuple(p.shape) == (2,)]
     for name, param in reversed(named):
+        kept = param[1].clone()  # restored bit for bit: b + 1 - 1 need not be b in float32
         param[1] += 1.0
         try:
             moved = margins(model, x, edge_index) - base
         finally:
-            param[1] -= 1.0
+            param[1] = kept
         if bool(torch.all(torch.abs(moved - 1.0) <= SHIFT_ATOL)):
             return name
     return None
