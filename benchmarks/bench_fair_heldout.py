@@ -60,12 +60,22 @@ library did before 2026-12-05 (it now measures ΔSP and CF on every node outside
 ``--ff-options JSON`` passes more ``FairFinetune.finetune`` keywords (a variant of the default
 remedy, named by the command line in the header), e.g. ``'{"max_bacc_drop": 0.02}'``.
 
+``--candidates CSV`` also measures every candidate of the selection on the test nodes (its
+offset folded in, as the chosen one is) and writes them to CSV, one row per candidate, with the
+library's validation figures beside the test ones: how far the rule's pick is from the best it
+could have picked. Per run, ``cand_passed`` counts the candidates that pass the rule and
+``early_passed`` those among them from the early snapshots (steps 1, 2, 4, ... below the first
+regular one, ``early_snapshots``); per graph, ``any_passed`` counts the runs in which at least one
+candidate passes. A diagnostic, not a protocol: picking by the test nodes is what the rule must
+not do.
+
 Writes ``benchmarks/results/fair_heldout.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import time
@@ -87,7 +97,15 @@ import torch  # noqa: E402
 from sklearn.metrics import balanced_accuracy_score, f1_score, roc_auc_score  # noqa: E402
 
 from gnnaudit.datasets import load_nifty  # noqa: E402
-from gnnaudit.training import FairFinetune, fair_selection, train_node_classifier  # noqa: E402
+from gnnaudit.training import (  # noqa: E402
+    FairFinetune,
+    fair_runs,
+    fair_selection,
+    train_node_classifier,
+)
+from gnnaudit.training.decision_offset import fold_offset  # noqa: E402
+from gnnaudit.training.fair_finetune import DEFAULT_EPOCHS  # noqa: E402
+from gnnaudit.training.fair_selection import DEFAULT_N_CANDIDATES  # noqa: E402
 
 RESULTS = HERE / "results" / "fair_heldout.md"
 #: graph -> split used (NBA's published split reuses the test nodes for validation)
@@ -181,6 +199,56 @@ def check(van: dict[str, float], ff: dict[str, float]) -> dict[str, bool]:
     }
 
 
+class SelectionSpy:
+    """While active, keeps the arguments and table of the last ``selection_frame`` call of
+    ``FairFinetune.finetune`` (the one whose choice is returned): ``candidates`` (name, step,
+    weights), ``output_bias``, ``table``."""
+
+    def __enter__(self) -> SelectionSpy:
+        self.original = fair_runs.selection_frame
+
+        def spy(model: Any, data: Any, spec: Any, candidates: Any, *args: Any, **kwargs: Any):
+            out = self.original(model, data, spec, candidates, *args, **kwargs)
+            self.candidates, self.table = list(candidates), out[0]
+            self.output_bias = kwargs.get("output_bias")
+            return out
+
+        fair_runs.selection_frame = spy
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fair_runs.selection_frame = self.original
+
+
+def early_steps(options: dict[str, Any]) -> set[int]:
+    """The early snapshot steps of ``FairFinetune.finetune`` with ``options``."""
+    epochs = options.get("epochs", DEFAULT_EPOCHS)
+    n = options.get("n_candidates", DEFAULT_N_CANDIDATES)
+    return set(fair_runs.candidate_steps(epochs, n)) - set(
+        fair_runs.candidate_steps(epochs, n, early=False)
+    )
+
+
+def candidate_frame(
+    tuned: torch.nn.Module, data: Any, spy: SelectionSpy, van: dict[str, float]
+) -> pd.DataFrame:
+    """Every candidate of the spied selection: its validation row and its test metrics (the
+    offset folded in) with the pass rule against the vanilla model's ``van``."""
+    model = copy.deepcopy(tuned)
+    rows = []
+    for (name, _, state), (_, val) in zip(spy.candidates, spy.table.iterrows(), strict=True):
+        model.load_state_dict(state)
+        if spy.output_bias is not None and name != "vanilla":
+            fold_offset(model, spy.output_bias, float(val["offset"]))
+        metrics = test_metrics(model, data)
+        rule = check(van, metrics)
+        rows.append(
+            {**val.to_dict(), **{f"test_{k}": v for k, v in metrics.items()}, **rule}
+            | {"passed": all(rule.values())}
+        )
+    return pd.DataFrame(rows)
+
+
 def run_one(
     root: Path,
     graph: str,
@@ -188,9 +256,11 @@ def run_one(
     epochs: int,
     options: dict[str, Any] | None = None,
     split_seed: int | None = None,
-) -> dict[str, Any]:
+    candidates: bool = False,
+) -> tuple[dict[str, Any], pd.DataFrame | None]:
     """Vanilla and default remedy on one graph and seed: metrics and pass rule
-    (``split_seed``: the split's seed, None: the published / the loader's default)."""
+    (``split_seed``: the split's seed, None: the published / the loader's default), and with
+    ``candidates`` every candidate's (:func:`candidate_frame`; else None)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         data = load_nifty(graph, root, split=SPLITS[graph], seed=split_seed)
@@ -199,9 +269,10 @@ def run_one(
     t_train = time.perf_counter() - t0
     van = test_metrics(model, data)
     t0 = time.perf_counter()
-    tuned = FairFinetune.finetune(
-        model, data, sensitive=data.sensitive_name, random_state=seed, **(options or {})
-    )
+    with SelectionSpy() as spy:
+        tuned = FairFinetune.finetune(
+            model, data, sensitive=data.sensitive_name, random_state=seed, **(options or {})
+        )
     t_ff = time.perf_counter() - t0
     ff = test_metrics(tuned, data)
     gain = tuned.selection_gain_.set_index("gap")
@@ -224,7 +295,17 @@ def run_one(
     row["failed"] = ", ".join(failed + (["vanilla constant"] if row["van_constant"] else []))
     row["passed"] = not row["failed"]
     row["train_s"], row["finetune_s"] = t_train, t_ff
-    return row
+    if not candidates:
+        return row, None
+    frame = candidate_frame(tuned, data, spy, van)
+    frame.insert(0, "graph", graph)
+    frame.insert(1, "split", split)
+    frame.insert(2, "seed", seed)
+    row["cand_passed"] = int(frame["passed"].sum())
+    row["early_passed"] = int(
+        (frame["passed"] & frame["step"].isin(early_steps(options or {}))).sum()
+    )
+    return row, frame
 
 
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
@@ -243,6 +324,8 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     ]
     out["warned"] = named.groupby(df["graph"]).sum().astype(int)
     out["warned_failed"] = pd.Series(failed_named, index=df.index).groupby(df["graph"]).sum()
+    if "cand_passed" in df:
+        out["any_passed"] = (df["cand_passed"] > 0).groupby(df["graph"]).sum().astype(int)
     return out.reset_index()
 
 
@@ -278,6 +361,12 @@ def main(argv: list[str] | None = None) -> None:
         help="JSON dict of FairFinetune.finetune keywords: a variant of the default remedy, "
         "e.g. '{\"max_bacc_drop\": 0.02}'",
     )
+    ap.add_argument(
+        "--candidates",
+        type=Path,
+        default=None,
+        help="also measure every candidate on the test nodes and write them to this CSV",
+    )
     args = ap.parse_args(argv)
     if not isinstance(args.ff_options, dict):
         ap.error("--ff-options must be a JSON object")
@@ -293,12 +382,21 @@ def main(argv: list[str] | None = None) -> None:
 
         fair_selection.label_free_nodes = validation_only
     header = RunHeader(Path(__file__).name)
-    rows = []
+    rows, frames = [], []
     for graph in args.graphs:
         for seed in args.seeds:
             base = args.split_seed_base
             split_seed = None if base is None else base + seed
-            row = run_one(args.root, graph, seed, args.epochs, options, split_seed)
+            row, frame = run_one(
+                args.root,
+                graph,
+                seed,
+                args.epochs,
+                options,
+                split_seed,
+                args.candidates is not None,
+            )
+            frames.append(frame)
             shown = [k for k in row if k.startswith(("van_", "ff_")) and k != "van_constant"]
             print(
                 f"{graph} seed {seed}:",
@@ -308,6 +406,11 @@ def main(argv: list[str] | None = None) -> None:
             )
             rows.append(row)
     df = pd.DataFrame(rows)
+    if args.candidates is not None:
+        pd.concat(frames, ignore_index=True).to_csv(
+            args.candidates, index=False, float_format="%.6g"
+        )
+        print(f"wrote {args.candidates}")
     per_seed = fmt_table(df)
     summary = fmt_table(summarise(df))
     print(summary)

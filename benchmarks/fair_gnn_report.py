@@ -114,7 +114,8 @@ NOTES = """\
   `keep_rate` has all 5 seeds on both graphs (credit seeds 0-2 and bail seed 0 run on
   2026-12-06, the rest on 2026-12-06/07 with the same library, note `run 2026-12-06/07`; the
   vanilla SAGE models retrained for them gave the same metrics to 1e-9). GIN with `keep_rate`
-  (same note): credit 5 seeds, bail seeds 0-3 (the queue was stopped before bail seed 4). The
+  (same note): 5 seeds on both graphs (bail seed 4 run on 2026-12-07 with the same library; its
+  vanilla GIN decides every node negative, and the remedy keeps it as given). The
   `keep_rate=false` rows of both have all 5 seeds.
 - **Fit times** are wall seconds on 2 CPU cores shared with other jobs (one thread per run,
   `nice`): indicative only. The bail `nifty` seeds 2-4 and `fairgnn` seeds 3-4 ran two at a

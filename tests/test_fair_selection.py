@@ -162,9 +162,16 @@ def test_grid_weights():
 
 
 def test_candidate_steps():
-    assert candidate_steps(150, 5) == [30, 60, 90, 120, 150]
-    assert candidate_steps(10, 3) == [3, 6, 9, 10]
+    # every epochs // n_candidates steps, the last, and the doubling steps below the first
+    assert candidate_steps(150, 5) == [1, 2, 4, 8, 16, 30, 60, 90, 120, 150]
+    assert candidate_steps(150, 5, early=False) == [30, 60, 90, 120, 150]
+    assert candidate_steps(150, 15) == [1, 2, 4, 8, *range(10, 151, 10)]
+    assert candidate_steps(10, 3) == [1, 2, 3, 6, 9, 10]
+    assert candidate_steps(10, 3, early=False) == [3, 6, 9, 10]
     assert candidate_steps(3, 5) == [1, 2, 3]
+    assert candidate_steps(64, 1) == [1, 2, 4, 8, 16, 32, 64]
+    with pytest.raises(InvalidInputError, match="early_snapshots must be True or False, got 1"):
+        candidate_steps(10, 3, early=1)
 
 
 def test_warning_names_each_gap_with_both_figures():
@@ -356,14 +363,16 @@ def test_default_finetune_does_not_raise_the_validation_gap_sum(fair_graph, fair
         )
     table = tuned.selection_
     assert list(table.columns) == SELECTION_COLUMNS
-    # vanilla + 20 snapshots (every 40 // 15 = 2 steps) of each run of the weight grid
-    assert int(table["chosen"].sum()) == 1 and len(table) == 61
-    assert table["step"].tolist() == [0, *range(2, 41, 2), *range(2, 41, 2), *range(2, 41, 2)]
-    assert table["candidate"].iloc[[0, 1, 21, 41, 60]].tolist() == [
+    # vanilla + 21 snapshots (step 1, then every 40 // 15 = 2 steps) of each run of the grid
+    run = [1, *range(2, 41, 2)]
+    assert int(table["chosen"].sum()) == 1 and len(table) == 64
+    assert table["step"].tolist() == [0, *run, *run, *run]
+    assert table["candidate"].iloc[[0, 1, 2, 22, 43, 63]].tolist() == [
         "vanilla",
+        "cov=0 step 1",
         "cov=0 step 2",
-        "cov=20 step 2",
-        "cov=300 step 2",
+        "cov=20 step 1",
+        "cov=300 step 1",
         "cov=300 step 40",
     ]
     # each candidate's paired standard error against the vanilla model (0 for the vanilla)
@@ -423,6 +432,25 @@ def test_finetune_honours_max_bacc_drop(fair_graph, fair_gcn):
         FairFinetune.finetune(fair_gcn, fair_graph, "gender", epochs=2, max_bacc_drop=-0.1)
 
 
+def test_early_snapshots_add_the_doubling_steps_and_can_be_turned_off(fair_graph, fair_gcn):
+    kwargs = {"targets": "dsp", "epochs": 8, "n_candidates": 2, "lambda_grid": (20.0,)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        early = FairFinetune.finetune(fair_gcn, fair_graph, "gender", **kwargs)
+        regular = FairFinetune.finetune(
+            fair_gcn, fair_graph, "gender", early_snapshots=False, **kwargs
+        )
+    assert early.selection_["step"].tolist() == [0, 1, 2, 4, 8]
+    assert regular.selection_["step"].tolist() == [0, 4, 8]
+    # the same run: the shared snapshots are the same weights, so the same validation figures
+    shared = early.selection_.set_index("step").loc[[4, 8], ["val_auroc", "val_dsp"]]
+    pd.testing.assert_frame_equal(
+        shared, regular.selection_.set_index("step").loc[[4, 8], ["val_auroc", "val_dsp"]]
+    )
+    with pytest.raises(InvalidInputError, match="early_snapshots must be True or False"):
+        FairFinetune.finetune(fair_gcn, fair_graph, "gender", early_snapshots="yes", **kwargs)
+
+
 def test_multiclass_finetune_runs():
     data = synthetic_credit_graph(num_nodes=120, seed=3)
     score = data.x[:, 0]
@@ -434,10 +462,10 @@ def test_multiclass_finetune_runs():
         warnings.simplefilter("ignore")
         tuned = FairFinetune.finetune(model, data, "gender", epochs=4, n_candidates=2)
     table = tuned.selection_
-    # vanilla + 3 runs x 2 snapshots, blinded; the blinded round kept the model as given, so
-    # the consistency round ran too (3 x 2 more)
-    assert int(table["chosen"].sum()) == 1 and len(table) == 13
-    assert table["candidate"].iloc[1:7].str.startswith("blind ").all()
+    # vanilla + 3 runs x 3 snapshots (steps 1, 2, 4), blinded; the blinded round kept the model
+    # as given, so the consistency round ran too (3 x 3 more)
+    assert int(table["chosen"].sum()) == 1 and len(table) == 19
+    assert table["candidate"].iloc[1:10].str.startswith("blind ").all()
     assert table[["val_auroc", "val_cf"]].notna().all().all()
 
 

@@ -409,6 +409,7 @@ class FairFinetune(L.LightningModule):
         max_auroc_drop: float = DEFAULT_MAX_AUROC_DROP,
         max_bacc_drop: float | None = None,
         n_candidates: int = DEFAULT_N_CANDIDATES,
+        early_snapshots: bool = True,
         lambda_grid: Sequence[float] | None = DEFAULT_LAMBDA_GRID,
         select: bool = True,
         blind: bool | str = "auto",
@@ -436,7 +437,9 @@ class FairFinetune(L.LightningModule):
         for a model without such weights); ``False``: consistency runs only.
 
         Candidates: the model as given and each run's weights after every ``epochs //
-        n_candidates`` steps;
+        n_candidates`` steps and, with ``early_snapshots`` (default), after steps 1, 2, 4, ...
+        below the first of those (:func:`~gnnaudit.training.fair_runs.candidate_steps`: a
+        penalised run moves fastest at its start, where the partial cuts of the gaps lie);
         returned: the lowest sum of the targeted gaps (ΔEO on the validation nodes; ΔSP and
         counterfactual unfairness, which need no label, on every node outside the test mask:
         :func:`~gnnaudit.training.fair_selection.label_free_nodes`) among those whose validation
@@ -483,6 +486,7 @@ class FairFinetune(L.LightningModule):
             max_auroc_drop=max_auroc_drop,
             max_bacc_drop=max_bacc_drop,
             n_candidates=n_candidates,
+            early_snapshots=early_snapshots,
             lambda_grid=lambda_grid,
             select=select,
             blind=blind,

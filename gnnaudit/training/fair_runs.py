@@ -55,13 +55,19 @@ BLIND_CHOICES: tuple[object, ...] = ("auto", True, False)
 logger = logging.getLogger(__name__)
 
 
-def candidate_steps(epochs: int, n_candidates: int) -> list[int]:
-    """Steps whose weights become candidates: every ``max(1, epochs // n_candidates)`` steps
-    up to ``epochs``, and ``epochs`` itself."""
+def candidate_steps(epochs: int, n_candidates: int, early: bool = True) -> list[int]:
+    """Steps whose weights become candidates: every ``every = max(1, epochs // n_candidates)``
+    steps up to ``epochs``, ``epochs`` itself and, with ``early``, the doubling steps 1, 2, 4,
+    8, ... below ``every``: the start of the path, where a penalised run moves fastest (on
+    NIFTY's German a covariance run of the default grid reaches parity within 5 steps, so
+    snapshots every 10 steps held nothing between the model as given and a model at parity)."""
     epochs = check_int("epochs", epochs, minimum=1)
     n_candidates = check_int("n_candidates", n_candidates, minimum=1)
     every = max(1, epochs // n_candidates)
-    return sorted(set(range(every, epochs + 1, every)) | {epochs})
+    if not isinstance(early, bool):
+        raise InvalidInputError(f"early_snapshots must be True or False, got {early!r}")
+    doubling = {1 << k for k in range(every.bit_length()) if early and 1 << k < every}
+    return sorted(set(range(every, epochs + 1, every)) | {epochs} | doubling)
 
 
 class Snapshots(Callback):
@@ -223,6 +229,7 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
     max_auroc_drop: float,
     max_bacc_drop: float | None,
     n_candidates: int,
+    early_snapshots: bool,
     lambda_grid: Sequence[float] | None,
     select: bool,
     blind: bool | str,
@@ -240,7 +247,7 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
     (:func:`selection_frame`)."""
     settings = {
         "epochs": check_int("epochs", epochs, minimum=1, maximum=MAX_EPOCHS),
-        "steps": candidate_steps(epochs, n_candidates),
+        "steps": candidate_steps(epochs, n_candidates, early_snapshots),
         "random_state": check_seed("random_state", random_state),
         "trainer_kwargs": trainer_kwargs,
         "progress": resolve_progress("progress", progress),

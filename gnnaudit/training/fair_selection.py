@@ -3,7 +3,8 @@ on the validation nodes: candidates, their validation metrics, the declared rule
 
 **Candidates.** The model as given (``"vanilla"``, step 0) and, for each fine-tuning run (one
 per weight of ``lambda_grid``, :func:`grid_weights`), its weights after every
-``max(1, epochs // n_candidates)`` optimiser steps and after the last (:func:`candidate_steps`,
+``max(1, epochs // n_candidates)`` optimiser steps, after the last and (``early_snapshots``,
+the default) after steps 1, 2, 4, ... below the first of those (:func:`candidate_steps`,
 :class:`Snapshots`).
 
 **Selection metrics** (:func:`validation_metrics`). The figures that need a label are measured on
