@@ -8,7 +8,9 @@ Methods (``--methods``):
   trainer_kwargs={"accelerator": "cpu"})`` and nothing else: it selects its candidate on the
   validation nodes itself (targets cf / dsp / deo, input blinding tried first, AUROC budget 0.02;
   each candidate decided at the threshold that keeps the vanilla model's share of class-1
-  decisions, ``keep_rate``; ``gnnaudit/training/fair_finetune.py``, ``fair_runs.py``). The record keeps the chosen
+  decisions, ``keep_rate``; each run's weights after steps 1, 2, 4, 8 and every 10th step as
+  candidates, ``early_snapshots``; ``gnnaudit/training/fair_finetune.py``, ``fair_runs.py``).
+  The record keeps the chosen
   candidate (``chosen``, from ``selection_``) and the whole ``selection`` table. ``--ff-options``
   (a JSON dict of ``finetune`` keywords) runs a variant instead, recorded as method
   ``fairfinetune:<json>`` so that it never mixes with the default;

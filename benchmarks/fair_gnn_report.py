@@ -61,7 +61,8 @@ NOTES = """\
   picks its candidate on the validation nodes itself (targets cf, dsp, deo; input blinding
   first; AUROC budget 0.02 as a one-sided 95% bound on the drop; weights 0, 20, 300; since
   2026-12-06 each candidate decided at the threshold that keeps the vanilla model's share of
-  class-1 decisions, `keep_rate=True`). Each
+  class-1 decisions, `keep_rate=True`; since 2026-12-07 each run's weights after steps 1, 2,
+  4, 8 are candidates beside every 10th step, `early_snapshots=True`). Each
   record keeps the chosen candidate (`chosen`) and its
   selection table. Its fit s is the whole `finetune` call; `pre-train s` is the vanilla
   model's. `fairgnn` is the FairGNN users install: PyGDebias 1.1.1 (`pygdebias` on the package
@@ -117,6 +118,15 @@ NOTES = """\
   (same note): 5 seeds on both graphs (bail seed 4 run on 2026-12-07 with the same library; its
   vanilla GIN decides every node negative, and the remedy keeps it as given). The
   `keep_rate=false` rows of both have all 5 seeds.
+- **Early snapshots, 2026-12-07** (`FairFinetune.finetune(..., early_snapshots=True)` by
+  default: each run's weights after steps 1, 2, 4, 8 are candidates too, beside every 10th
+  step). The `fairfinetune` and `fairfinetune_raw` records of every earlier run, and the
+  `keep_rate=false` variants, were selected without them, which `early_snapshots=False`
+  reproduces (a snapshot is a copy: the runs do not depend on it); they are kept, relabelled
+  `fairfinetune:{"early_snapshots":false,...}`, each with a `note`. The default rows
+  (`fairfinetune`, note `run 2026-12-07`) were re-run with the same seeds on vanilla models
+  retrained (GCN) or cached (SAGE, GIN) with the same trainer: identical vanilla metrics to
+  1e-9. Rows without a re-run have only the relabelled variant.
 - **Fit times** are wall seconds on 2 CPU cores shared with other jobs (one thread per run,
   `nice`): indicative only. The bail `nifty` seeds 2-4 and `fairgnn` seeds 3-4 ran two at a
   time beside other benchmarks (about 50 min each).
