@@ -174,7 +174,8 @@ DEFAULT_N_CANDIDATES = 15
 #: default weights of the targeted covariance terms, one fine-tuning run each (0: the task loss
 #: alone, the gentlest candidates: with input blinding, "unawareness" fine-tuned for the task).
 #: The finer grid (0, 2, 5, 20, 300) passed issue 36's held-out rule in 3 of 6 German runs
-#: against 5 of 6 (``benchmarks/results/fair_heldout_fresh_grid5.md``, ``fair_heldout_fresh.md``)
+#: against the default grid's 5 of 6 (``benchmarks/results/fair_heldout_fresh_grid5.md``; the
+#: default's: ``fair_heldout_fresh.md`` as measured at cb3f23f, in git, before the early snapshots)
 DEFAULT_LAMBDA_GRID: tuple[float, ...] = (0.0, 20.0, 300.0)
 #: normal quantile of the one-sided 95% bound on a candidate's AUROC drop (module docstring)
 BUDGET_Z = 1.645
