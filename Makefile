@@ -20,9 +20,12 @@ demo: $(STAMP)
 	@# --force replaces only the files gnnaudit wrote (its manifest lists them); nothing else
 	$(BIN)/gnnaudit audit --dataset synthetic --out $(OUT) --force
 
-# 2 pytest-xdist workers; each test module runs on one of them (tests/conftest.py)
+# 2 pytest-xdist workers; each test module runs on one of them (tests/conftest.py).
+# Bytecode is written (into the git-ignored __pycache__ folders) even where the shell sets
+# PYTHONDONTWRITEBYTECODE: otherwise every worker and every subprocess of the suite compiles
+# gnnaudit and the test modules again (collection alone: 16 s -> 8 s per worker here)
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

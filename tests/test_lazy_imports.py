@@ -113,3 +113,40 @@ def test_old_pipeline_names_warn_and_resolve(monkeypatch):
     with pytest.warns(DeprecationWarning, match="import gnnaudit.audit.pipeline.run instead"):
         old = importlib.import_module("gnnaudit.training.audit_pipeline")
     assert old.run_audit is pipeline.run_audit
+
+
+#: the clustering side in a fresh interpreter: its modules, the tabular loaders and the three
+#: tabular commands run without torch or PyG (prints "tabular ok")
+TABULAR = """
+import sys
+import numpy as np, pandas as pd
+import gnnaudit.clustering, gnnaudit.graph_ops
+from gnnaudit.datasets import load_tabular, three_moons
+from gnnaudit.cli.main import main
+rng = np.random.default_rng(0)
+table = sys.argv[1]
+pd.DataFrame({"x": rng.normal(size=60), "y": rng.normal(size=60),
+              "g": rng.integers(0, 2, 60)}).to_csv(table, index=False)
+assert load_tabular(table, sensitive="g").X.shape == (60, 2)
+assert main(["tree-cluster", table, "--n-clusters", "2", "--depth", "1", "--ignore", "g"]) == 0
+assert main(["fairden", table, "--sensitive", "g", "--no-progress"]) == 0
+assert main(["explain-dbscan", table, "--eps", "0.8", "--min-samples", "3", "--index", "0"]) == 0
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"torch", "torch_geometric"})
+assert not loaded, loaded[:5]
+print("tabular ok")
+"""
+
+
+def test_tabular_commands_never_import_torch(tmp_path):
+    """``gnnaudit.clustering``, ``gnnaudit.graph_ops``, ``gnnaudit.datasets.load_tabular`` and
+    the ``tree-cluster`` / ``fairden`` / ``explain-dbscan`` commands load neither torch nor PyG
+    (each would add seconds to a command's start)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run(
+        [sys.executable, "-c", TABULAR, str(tmp_path / "t.csv")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and "tabular ok" in proc.stdout, proc.stderr[-3000:]

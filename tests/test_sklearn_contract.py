@@ -177,18 +177,6 @@ def test_tree_clustering_refuses_pairs_in_place_of_y():
         TreeClustering().fit(X, None, [(0, 1)])  # keyword-only since the sklearn contract
 
 
-def test_import_clustering_does_not_import_torch():
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, gnnaudit.clustering, gnnaudit.graph_ops; "
-        "print('torch' in sys.modules, 'torch_geometric' in sys.modules)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "False"]
-
-
 def _estimator_classes() -> list[type]:
     from gnnaudit.audit import CounterfactualEvidence, EmbeddingAudit
     from gnnaudit.audit.search.exact import ExactSearcher
