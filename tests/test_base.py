@@ -112,10 +112,12 @@ LAYERS = {
     # _optional (optional dependencies and their extras, a leaf importing only errors) is for
     # every package that imports faiss, networkx or matplotlib; _aliases (renamed keywords and
     # aliases, a leaf importing only errors) is for every package's entry points; _version (a
-    # leaf) is for the reports' version record. The audit's pipeline (audit/pipeline) is the
+    # leaf) is for the reports' version record; _lazy (a package's names loaded on first use,
+    # a leaf importing nothing of gnnaudit) is for the packages whose names import torch or
+    # Lightning. The audit's pipeline (audit/pipeline) is the
     # entry point: it loads a named graph (datasets) and applies the thread policy (_threads)
     "safe_io": {"errors", "_validation"},
-    "graph_ops": {"errors", "_validation", "safe_io", "_optional", "_aliases"},
+    "graph_ops": {"errors", "_validation", "safe_io", "_optional", "_aliases", "_lazy"},
     "audit": {
         "_version",
         "errors",
@@ -140,9 +142,10 @@ LAYERS = {
         "safe_io",
         "graph_ops",
     },
-    "datasets": {"errors", "_validation", "safe_io", "_aliases"},
+    "datasets": {"errors", "_validation", "safe_io", "_aliases", "_lazy"},
     "training": {
         "_version",
+        "_lazy",
         "_aliases",
         "errors",
         "_validation",
@@ -206,6 +209,11 @@ def test_distributed_is_a_leaf():
     names = {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in top if isinstance(n, ast.ImportFrom) and n.module}
     assert not any(str(m).split(".")[0] in {"dask", "distributed"} for m in names)
+
+
+def test_lazy_is_a_leaf():
+    """``gnnaudit._lazy`` imports nothing of gnnaudit."""
+    assert _gnnaudit_imports(PACKAGE / "_lazy.py") == set()
 
 
 def test_aliases_is_a_leaf():

@@ -26,8 +26,9 @@ command's start here).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gnnaudit._lazy import lazy_names
 
 #: public name -> the module of this package that defines it (imported on first use)
 _LAZY = {
@@ -74,18 +75,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from gnnaudit.datasets.tabular import TabularData, load_tabular, three_moons
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gnnaudit.datasets' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"gnnaudit.datasets.{module}"), name)
-    globals()[name] = value  # cache: the next access is a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
-
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "TabularData",

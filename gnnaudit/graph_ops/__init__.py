@@ -5,8 +5,8 @@ knowledge of the audits or clusterings built on top: L-hop kernel-similarity pro
 (a PyG ``MessagePassing``), the DBSCAN core graph, the dc-distance ultrametric tree, the
 must-link / cannot-link constraint graph, and PyG ``BaseTransform`` wrappers of them.
 
-Layer rule: this package imports nothing else from gnnaudit except the leaf modules
-:mod:`gnnaudit.errors` and :mod:`gnnaudit._validation`.
+Layer rule: this package imports nothing else from gnnaudit but :mod:`gnnaudit.safe_io` and the
+leaf modules (:mod:`gnnaudit.errors`, ``_validation``, ``_optional``, ``_aliases``, ``_lazy``).
 
 Import cost: the numpy / scipy primitives (:class:`CoreGraph`, :class:`DCTree`,
 :class:`ConstraintGraph`, :func:`distance_classes`) load eagerly; the names that need ``torch``
@@ -16,9 +16,9 @@ first access, so ``import gnnaudit.clustering`` does not import torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from gnnaudit._lazy import lazy_names
 from gnnaudit.graph_ops.constraints import ConstraintGraph
 from gnnaudit.graph_ops.core_graph import CoreGraph
 from gnnaudit.graph_ops.dc_tree import DCTree
@@ -58,14 +58,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Load the torch-dependent names of :data:`_LAZY` on first access (PEP 562)."""
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -17,6 +17,7 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from gnnaudit._lazy import lazy_names
 from gnnaudit.audit import _moved
 from gnnaudit.audit.pipeline.registry import register_unit
 
@@ -81,6 +82,9 @@ register_unit("finetune", _evidence_finetune_unit)
 register_unit("mitigate", _mitigation_unit)
 
 
+_load_lazy, __dir__ = lazy_names(__name__, _LAZY)
+
+
 def __getattr__(name: str) -> Any:
     if name in MOVED_NAMES:  # not cached: every use of the old spelling warns
         warnings.warn(
@@ -90,16 +94,7 @@ def __getattr__(name: str) -> Any:
             stacklevel=2,
         )
         return getattr(importlib.import_module("gnnaudit.audit.pipeline"), name)
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gnnaudit.training' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"gnnaudit.training.{module}"), name)
-    globals()[name] = value  # cache: the next access is a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+    return _load_lazy(name)
 
 
 __all__ = [
