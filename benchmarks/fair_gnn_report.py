@@ -126,7 +126,10 @@ NOTES = """\
   `fairfinetune:{"early_snapshots":false,...}`, each with a `note`. The default rows
   (`fairfinetune`, note `run 2026-12-07`) were re-run with the same seeds on vanilla models
   retrained (GCN) or cached (SAGE, GIN) with the same trainer: identical vanilla metrics to
-  1e-9. Rows without a re-run have only the relabelled variant.
+  1e-9. Every default row has been re-run: GIN bail and the raw-feature GCN rows
+  (`fairfinetune_raw`, vanilla GCNs retrained on raw features: identical metrics) last, on
+  2026-12-07 with the library of commits b56605d to e30a764 (those changed imports only, not
+  the remedy); GIN: the same picks in 5 of 5 runs; raw: 2 of 5 picks changed to early candidates).
 - **Fit times** are wall seconds on 2 CPU cores shared with other jobs (one thread per run,
   `nice`): indicative only. The bail `nifty` seeds 2-4 and `fairgnn` seeds 3-4 ran two at a
   time beside other benchmarks (about 50 min each).
