@@ -18,10 +18,10 @@ files, one-line errors).
 * :func:`load_planetoid`, :func:`load_pyg`: benchmark graphs from their raw files; :func:`synthetic_credit_graph`: the demo graph.
 * :func:`load_tabular`, :func:`three_moons`: tables for the clustering methods.
 
-The package itself imports nothing: each name loads its module on first use (PEP 562), so the
-tabular commands (``tree-cluster``, ``fairden``, ``explain-dbscan``) and
-``from gnnaudit.datasets import load_tabular`` never import torch or PyG (about 3.5 s of a
-command's start here).
+Importing the package imports no loader: each name loads its module on first use (PEP 562,
+:func:`gnnaudit._lazy.lazy_names`), so the tabular commands (``tree-cluster``, ``fairden``,
+``explain-dbscan``) and ``from gnnaudit.datasets import load_tabular`` never import torch or PyG
+(4-5 s of a command's start here: ``benchmarks/results/cli_start.md``).
 """
 
 from __future__ import annotations
