@@ -29,6 +29,7 @@ __all__ = [
     "MAX_NUM_CLASSES",
     "MAX_SYNTHETIC_NODES",
     "MAX_RESAMPLES",
+    "check_bool",
     "check_int",
     "check_seed",
     "check_allocation",
@@ -110,6 +111,14 @@ _FALLBACK_MEMORY_BYTES = 2**40
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` as a Python ``bool`` if it is ``True`` or ``False`` (a numpy bool included);
+    anything else, ``0`` / ``1`` and ``None`` among them, is refused."""
+    if not isinstance(value, bool | np.bool_):
+        raise InvalidInputError(f"{name} must be True or False, got {_short(value)}")
+    return bool(value)
 
 
 def check_int(

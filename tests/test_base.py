@@ -15,6 +15,7 @@ import gnnaudit
 from gnnaudit import GnnAuditError, InfeasibleError, InvalidInputError, NotFittedError
 from gnnaudit._validation import (
     check_array,
+    check_bool,
     check_choice,
     check_edge_index,
     check_fitted,
@@ -49,6 +50,18 @@ def test_check_int_rejects(value, kwargs, fragment):
 
 def test_check_int_accepts_numpy_integers():
     assert check_int("k", np.int64(3), minimum=1) == 3
+
+
+@pytest.mark.parametrize("value", [0, 1, None, "True", 1.0, np.array([True])])
+def test_check_bool_rejects_everything_but_true_and_false(value):
+    with pytest.raises(InvalidInputError, match=r"flag must be True or False, got"):
+        check_bool("flag", value)
+
+
+@pytest.mark.parametrize("value", [True, False, np.True_, np.False_])
+def test_check_bool_returns_a_python_bool(value):
+    out = check_bool("flag", value)
+    assert type(out) is bool and out == bool(value)
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, "a", None])

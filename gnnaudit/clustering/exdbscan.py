@@ -56,7 +56,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 
 from gnnaudit._distributed import check_client, map_blocks, n_workers, split_blocks
 from gnnaudit._params import Integer, Options, Real, Satisfies, validate_parameters
-from gnnaudit._validation import check_array, check_choice, check_int
+from gnnaudit._validation import check_array, check_bool, check_choice, check_int
 from gnnaudit.clustering._estimator_input import (
     DenseInputTagsMixin,
     EstimatorNotFittedError,
@@ -366,8 +366,7 @@ class ExDBSCAN(DenseInputTagsMixin, ClusterMixin, BaseEstimator):
         k = check_int("n_counterfactuals", k, minimum=1)
         if refine is not None:
             check_choice("refine", refine, ("swap",))
-        if not isinstance(exact, (bool, np.bool_)):
-            raise InvalidInputError(f"exact must be True or False, got {exact!r}")
+        exact = check_bool("exact", exact)
         x, source, indexed = self._resolve_point(x_or_index)
         targets = self._resolve_targets(target, source, x, indexed)
         cons = parse_constraints(

@@ -83,6 +83,7 @@ from gnnaudit._aliases import renamed_keywords
 from gnnaudit._validation import (
     MAX_LEARNING_RATE,
     MAX_WEIGHT_DECAY,
+    check_bool,
     check_choice,
     check_float,
     check_int,
@@ -230,8 +231,7 @@ class FairFinetune(L.LightningModule):
         self.alternatives = alternatives(data, self.spec)
         self.columns = torch.tensor(self.spec.columns, dtype=torch.long)
         self.sensitive_values = torch.from_numpy(feature_columns(data, self.spec.columns)).float()
-        if not isinstance(blind, bool):
-            raise InvalidInputError(f"blind must be True or False, got {blind!r}")
+        blind = check_bool("blind", blind)
         self.input_slices = (
             blind_model(model, data, self.spec, self.alternatives) if blind else None
         )

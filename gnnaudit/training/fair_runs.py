@@ -17,6 +17,7 @@ from torch import nn
 
 from gnnaudit._validation import (
     MAX_EPOCHS,
+    check_bool,
     check_float,
     check_int,
     check_seed,
@@ -65,9 +66,8 @@ def candidate_steps(epochs: int, n_candidates: int, early: bool = True) -> list[
     epochs = check_int("epochs", epochs, minimum=1)
     n_candidates = check_int("n_candidates", n_candidates, minimum=1)
     every = max(1, epochs // n_candidates)
-    if not isinstance(early, bool):
-        raise InvalidInputError(f"early_snapshots must be True or False, got {early!r}")
-    doubling = {1 << k for k in range(every.bit_length()) if early and 1 << k < every}
+    early = check_bool("early_snapshots", early)
+    doubling = {1 << k for k in range(every.bit_length()) if 1 << k < every} if early else set()
     return sorted(set(range(every, epochs + 1, every)) | {epochs} | doubling)
 
 
@@ -166,8 +166,7 @@ def _fit_run(
 
 def _check_model(model: Any, data: Any, select: bool) -> torch.device:
     """Refuse what :func:`finetune_and_select` cannot tune; the model's device."""
-    if not isinstance(select, bool):
-        raise InvalidInputError(f"select must be True or False, got {select!r}")
+    check_bool("select", select)
     if not isinstance(model, nn.Module):
         raise InvalidInputError(
             f"model must be a torch.nn.Module called as model(x, edge_index), got "
@@ -259,8 +258,7 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
     if max_bacc_drop is not None:
         max_bacc_drop = check_float("max_bacc_drop", max_bacc_drop, minimum=0.0, maximum=1.0)
     device = _check_model(model, data, select)
-    if not isinstance(keep_rate, bool):
-        raise InvalidInputError(f"keep_rate must be True or False, got {keep_rate!r}")
+    keep_rate = check_bool("keep_rate", keep_rate)
     # select=False returns one run's final weights as trained: no offset
     output_bias = _output_bias(model, data) if keep_rate and select else None
     runs = grid_weights(targets, options, lambda_grid, select)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gnnaudit._validation import check_int
+from gnnaudit._validation import check_bool, check_int
 from gnnaudit.audit.context import AuditOptions
 from gnnaudit.audit.embedding.unit import EmbeddingStructureUnit
 from gnnaudit.audit.fairness.contrast_unit import EvidenceContrastUnit
@@ -131,10 +131,7 @@ class AuditConfig:
         if self.finetune is not None and not isinstance(self.finetune, bool):
             raise InvalidInputError(f"finetune must be True, False or None, got {self.finetune!r}")
         for name in ("embedding", "mitigate", "proxies"):
-            if not isinstance(getattr(self, name), bool):
-                raise InvalidInputError(
-                    f"{name} must be True or False, got {getattr(self, name)!r}"
-                )
+            check_bool(name, getattr(self, name))
         for name in ("finetune_kwargs", "embedding_kwargs", "mitigate_kwargs"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Mapping):

@@ -58,6 +58,7 @@ import torch
 
 from gnnaudit._aliases import renamed_keywords
 from gnnaudit._threads import thread_limits
+from gnnaudit._validation import check_bool
 from gnnaudit.audit.context import AuditContext, AuditOptions
 from gnnaudit.audit.embedding.unit import EmbeddingStructureUnit
 from gnnaudit.audit.fairness.feature_units import drop_units
@@ -371,8 +372,7 @@ def audit_model(  # noqa: PLR0913  # the entry point: run_audit's parameters plu
     # audit_model's own parameters are among the close matches a misspelt keyword gets
     known = [name for names in option_names().values() for name in names]
     check_keywords(shorthand, [*known, *_AUDIT_MODEL_PARAMETERS])
-    if not isinstance(force, bool):
-        raise InvalidInputError(f"force must be True or False, got {force!r}")
+    force = check_bool("force", force)
     if out is not None:  # a bad destination fails now, not after the audit
         from gnnaudit.safe_io import check_output_dir
 

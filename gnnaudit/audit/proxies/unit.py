@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from gnnaudit._validation import check_int
+from gnnaudit._validation import check_bool, check_int
 from gnnaudit.audit.interventions import MAX_CATEGORIES, detect_kind, resolve_feature
 from gnnaudit.audit.report.section import Finding, ReportSection
 from gnnaudit.audit.report.thresholds import flip_flagged
@@ -57,7 +57,6 @@ from gnnaudit.audit.sensitivity.receptive_field import (
 )
 from gnnaudit.audit.sensitivity.unit import LARGE_GRAPH_MAX_NODES, LARGE_GRAPH_NODES
 from gnnaudit.audit.unit import AuditResult, AuditUnit
-from gnnaudit.errors import InvalidInputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from gnnaudit.audit.context import AuditContext
@@ -218,9 +217,7 @@ class ProxyUnit(AuditUnit):
     ) -> None:
         self.top = check_int("top", top, minimum=1, maximum=50)
         self.num_hops = None if num_hops is None else check_int("num_hops", num_hops, minimum=0)
-        if not isinstance(probe, bool):
-            raise InvalidInputError(f"probe must be True or False, got {probe!r}")
-        self.probe = probe
+        self.probe = check_bool("probe", probe)
         self.hops_option = check_hops_option(hops_option)
 
     def run(self, ctx: AuditContext) -> ProxyAudit:

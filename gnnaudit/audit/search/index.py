@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from gnnaudit._validation import check_array, check_choice, check_float, check_int
+from gnnaudit._validation import check_array, check_bool, check_choice, check_float, check_int
 from gnnaudit.audit.search.base import (
     EvidenceSearcher,
     SearchSpace,
@@ -88,7 +88,6 @@ from gnnaudit.audit.search.topk import (
     topk_entries,
     zero_query_topk,
 )
-from gnnaudit.errors import InvalidInputError
 
 __all__ = ["IndexSearcher", "ProbedLocalEvidence"]
 
@@ -178,10 +177,7 @@ class IndexSearcher(EvidenceSearcher):
             inclusive=(False, False),
         )
         for key in ("weighted", "supplementary"):
-            if not isinstance(getattr(self, key), (bool, np.bool_)):
-                raise InvalidInputError(
-                    f"index_params[{key!r}] must be True or False, got {getattr(self, key)!r}"
-                )
+            check_bool(f"index_params[{key!r}]", getattr(self, key))
         check_int("index_params['n_iter']", self.n_iter, minimum=1)
         check_int("index_params['n_probe']", self.n_probe, minimum=1)
         check_int("index_params['max_probe']", self.max_probe, minimum=1)

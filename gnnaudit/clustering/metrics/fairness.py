@@ -30,7 +30,7 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 from sklearn.neighbors import NearestNeighbors
 
 from gnnaudit._aliases import renamed_keywords
-from gnnaudit._validation import check_array, check_int
+from gnnaudit._validation import check_array, check_bool, check_int
 from gnnaudit.clustering.goodall import encode_columns
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.graph_ops._distances import power_of_two_scale
@@ -175,8 +175,7 @@ def dcsi(X: Any, labels: Any, min_samples: int = 5, *, squared: bool = False) ->
     X = X / power_of_two_scale(X)  # exact; DCSI is a ratio, the scale cancels (scale-safe)
     lab = _labels("labels", labels, X.shape[0]).copy()
     min_samples = check_int("min_samples", min_samples, minimum=1)
-    if not isinstance(squared, bool | np.bool_):
-        raise InvalidInputError(f"squared must be True or False, got {squared!r}")
+    squared = check_bool("squared", squared)
     power = 2.0 if squared else 1.0
     ids, counts = np.unique(lab[lab != -1], return_counts=True)
     lab[np.isin(lab, ids[counts == 1])] = -1
