@@ -39,14 +39,15 @@ EAGER = (
     "import gnnaudit.datasets.graph_files, gnnaudit.datasets.graph_read, gnnaudit.datasets.nifty, "
     "gnnaudit.datasets.nifty_dataset, gnnaudit.datasets.pyg, gnnaudit.datasets.synthetic\n"
 )
+#: the last line of every run: which of torch and PyG the interpreter holds
+LOADED = "print('LOADED', 'torch' in sys.modules, 'torch_geometric' in sys.modules)\n"
 RUN = (
     "import sys\n"
     "from gnnaudit.cli.main import main\n"
     "code = main(sys.argv[1:])\n"
     "assert code == 0, code\n"
-    "print('LOADED', 'torch' in sys.modules, 'torch_geometric' in sys.modules)\n"
-)
-REFERENCE = "import sys, torch, torch_geometric\nprint('LOADED', 'torch' in sys.modules, True)\n"
+) + LOADED
+REFERENCE = "import sys, torch, torch_geometric\n" + LOADED
 
 
 def commands(table: Path) -> dict[tuple[str, str], list[str]]:

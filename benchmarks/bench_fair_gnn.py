@@ -17,6 +17,9 @@ Methods (``--methods``):
 * ``--features raw``: both on the raw features, as PyGDebias's loaders give them to FairGNN
   (no ``feature_norm``), recorded as ``vanilla_raw`` / ``fairfinetune_raw``: a like-for-like
   row against ``fairgnn``'s preprocessing, never mixed with the protocol's rows below;
+  ``--hidden N`` (with ``--epochs``) trains the vanilla GNNs with ``N`` hidden units instead of
+  NIFTY's 16, recorded with ``_h<N>`` (e.g. ``vanilla_raw_h64``: FairGNN's GCN body size on its
+  inputs): is a peer's lead its model's capacity?
 * ``nifty``: NIFTY's public reference code, run unmodified by ``fair_gnn_reference.py`` (see its
   docstring for the script, the settings and the **shims** ``dgl``, ``ipdb``,
   ``aif360.sklearn.metrics``, ``deeprobust``, ``seaborn`` and the ``GCNConv`` API shim);
@@ -164,10 +167,19 @@ def measure(model, data, seed: int, mask=None) -> dict[str, float]:
     )
 
 
+def setting_suffix(args: argparse.Namespace) -> str:
+    """What sets a gnnaudit row's vanilla model apart from the protocol's: ``_raw`` for
+    ``--features raw``, ``_h<N>`` for a ``--hidden`` other than NIFTY's 16 ("" for the protocol).
+    Part of the record names, the vanilla cache's file names and the work items' files."""
+    raw = "_raw" if args.features == "raw" else ""
+    hidden = "" if args.hidden == VANILLA["hidden_channels"] else f"_h{args.hidden}"
+    return raw + hidden
+
+
 def ours_method(method: str, args: argparse.Namespace) -> str:
     """A gnnaudit row's record name: ``method`` (``vanilla`` / ``fairfinetune``), with
-    ``_raw`` for ``--features raw`` and, for ``fairfinetune``, ``:<json>`` for ``--ff-options``."""
-    name = method + ("_raw" if args.features == "raw" else "")
+    :func:`setting_suffix` and, for ``fairfinetune``, ``:<json>`` for ``--ff-options``."""
+    name = method + setting_suffix(args)
     if method != "fairfinetune" or not args.ff_options:
         return name
     return name + ":" + json.dumps(args.ff_options, sort_keys=True, separators=(",", ":"))
@@ -176,11 +188,10 @@ def ours_method(method: str, args: argparse.Namespace) -> str:
 def run_ours(data, name: str, backbone: str, seed: int, args) -> list[dict[str, Any]]:
     """Vanilla training, then (if asked) FairFinetune's default remedy on it: two records."""
     records = []
-    raw = "_raw" if args.features == "raw" else ""
     cache = (
         args.scratch
         / "_models"
-        / f"{name}_{backbone}_{seed}_{args.epochs}_{MODEL_CACHE_TAG}{raw}.pt"
+        / f"{name}_{backbone}_{seed}_{args.epochs}_{MODEL_CACHE_TAG}{setting_suffix(args)}.pt"
     )
     t0 = time.perf_counter()
     result = train_node_classifier(
@@ -190,7 +201,7 @@ def run_ours(data, name: str, backbone: str, seed: int, args) -> list[dict[str, 
         seed,
         num_layers=2,
         trainer_kwargs={"accelerator": "cpu"},
-        **VANILLA,
+        **{**VANILLA, "hidden_channels": args.hidden},
     )
     pretrain_s = time.perf_counter() - t0
     model = result.module.eval()
@@ -328,8 +339,8 @@ def run_item(item: tuple[str, str, str, int], args: argparse.Namespace) -> list[
     tag = ""
     if kind == "ours" and args.ff_options:
         tag = f"_ff{zlib.crc32(json.dumps(args.ff_options, sort_keys=True).encode()):08x}"
-    if kind == "ours" and args.features == "raw":
-        tag += "_raw"
+    if kind == "ours":
+        tag += setting_suffix(args)
     out = args.scratch / "_items" / f"{name}_{kind}_{bb}_{seed}{tag}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(Path(__file__).resolve()), *args.argv]
@@ -394,6 +405,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default="nifty",
         help="gnnaudit rows: NIFTY's scaling (the protocol) or raw features as PyGDebias loads "
         "them (records vanilla_raw / fairfinetune_raw)",
+    )
+    p.add_argument(
+        "--hidden",
+        type=int,
+        default=VANILLA["hidden_channels"],
+        help="gnnaudit rows: the vanilla GNNs' hidden size (NIFTY's 16 is the protocol; 64 is "
+        "PyGDebias FairGNN's GCN body, records vanilla_h64 / fairfinetune_h64)",
     )
     p.add_argument("--data", type=Path, default=SHARED_DATA)
     p.add_argument("--scratch", type=Path, default=HERE / "_data")

@@ -130,6 +130,11 @@ NOTES = """\
   (`fairfinetune_raw`, vanilla GCNs retrained on raw features: identical metrics) last, on
   2026-12-07 with the library of commits b56605d to e30a764 (those changed imports only, not
   the remedy); GIN: the same picks in 5 of 5 runs; raw: 2 of 5 picks changed to early candidates).
+- **64 hidden units, 2026-12-07** (`--features raw --hidden 64 --epochs 2000`, records
+  `vanilla_raw_h64` / `fairfinetune_raw_h64`, one seed): the GCN with PyGDebias FairGNN's body
+  size and epochs on its inputs, to ask whether FairGNN's bail AUROC is its model's capacity. Its
+  vanilla model was trained by the same `train_node_classifier` call in a one-off run beside
+  other jobs (its fit time) and read from the cache by the benchmark.
 - **Fit times** are wall seconds on 2 CPU cores shared with other jobs (one thread per run,
   `nice`): indicative only. The bail `nifty` seeds 2-4 and `fairgnn` seeds 3-4 ran two at a
   time beside other benchmarks (about 50 min each).
@@ -140,7 +145,18 @@ def method_label(method: str) -> str:
     if ":" in method:
         base, variant = method.split(":", 1)
         return f"{base} variant `{variant}`"
-    return LABELS.get(method, method)
+    base, hidden = split_hidden(method)
+    label = LABELS.get(base, base)
+    if hidden is None:
+        return label
+    return f"{label.removesuffix(' (extra row)')}, {hidden} hidden units (extra row)"
+
+
+def split_hidden(method: str) -> tuple[str, int | None]:
+    """``vanilla_raw_h64`` -> (``vanilla_raw``, 64): a record of ``--hidden 64``; (method,
+    None) for the protocol's hidden size."""
+    base, sep, size = method.rpartition("_h")
+    return (base, int(size)) if sep and size.isdigit() else (method, None)
 
 
 def _seeds(values: Any) -> str:
@@ -169,7 +185,7 @@ def summary(records: list[dict[str, Any]]) -> pd.DataFrame:
             row[k + "_sd"] = np.nanstd(v, ddof=1) if np.isfinite(v).sum() > 1 else float("nan")
         rows.append(row)
     out = pd.DataFrame(rows)
-    out["_o"] = out["method"].map(lambda m: ORDER.get(m.split(":")[0], len(ORDER)))
+    out["_o"] = out["method"].map(lambda m: ORDER.get(split_hidden(m.split(":")[0])[0], len(ORDER)))
     return out.sort_values(["dataset", "_o", "backbone", "method"]).drop(columns="_o")
 
 
