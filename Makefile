@@ -23,7 +23,7 @@ demo: $(STAMP)
 # 2 pytest-xdist workers; each test module runs on one of them (tests/conftest.py).
 # Bytecode is written (into the git-ignored __pycache__ folders) even where the shell sets
 # PYTHONDONTWRITEBYTECODE: otherwise every worker and every subprocess of the suite compiles
-# gnnaudit and the test modules again (collection alone: 16 s -> 8 s per worker here)
+# gnnaudit and the test modules again
 test: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15
 
