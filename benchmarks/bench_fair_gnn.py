@@ -19,7 +19,13 @@ Methods (``--methods``):
   row against ``fairgnn``'s preprocessing, never mixed with the protocol's rows below;
   ``--hidden N`` (with ``--epochs``) trains the vanilla GNNs with ``N`` hidden units instead of
   NIFTY's 16, recorded with ``_h<N>`` (e.g. ``vanilla_raw_h64``: FairGNN's GCN body size on its
-  inputs): is a peer's lead its model's capacity?
+  inputs): is a peer's lead its model's capacity? ``--layers N`` trains ``N`` message-passing
+  layers instead of the protocol's 2, recorded with ``_l<N>``; ``--layers 1`` is PyGDebias
+  FairGNN's classifier's function class (one ``GCNConv`` then a linear layer, no activation
+  between: a linear map of the once-propagated features), so ``vanilla_raw_l1`` asks whether
+  FairGNN's bail AUROC is its inputs and its model rather than its method. ``--lr x`` trains
+  the vanilla GNNs with Adam's learning rate ``x`` instead of NIFTY's 1e-3 (records ``_lr<x>``):
+  FairGNN's linear body of 64 units learns faster than one linear map at the same rate;
 * ``nifty``: NIFTY's public reference code, run unmodified by ``fair_gnn_reference.py`` (see its
   docstring for the script, the settings and the **shims** ``dgl``, ``ipdb``,
   ``aif360.sklearn.metrics``, ``deeprobust``, ``seaborn`` and the ``GCNConv`` API shim);
@@ -120,6 +126,8 @@ REFERENCES = ("nifty", "fairgnn", "fairgnn_port")
 #: queue order: work-item groups, each run seed by seed (then dataset by dataset)
 PRIORITY = ("ours_gcn", "fairgnn", "nifty", "ours_other", "fairgnn_port")
 VANILLA = {"hidden_channels": 16, "dropout": 0.5, "lr": 1e-3, "weight_decay": 1e-5}
+#: the protocol's message-passing layers (NIFTY's two-layer GNNs)
+PROTOCOL_LAYERS = 2
 #: part of the vanilla cache's file names: bump when the trainer's result changes (the trainer
 #: keeps the best-validation-AUROC epoch since issue 36: older caches never match)
 MODEL_CACHE_TAG = "aurocsel"
@@ -169,11 +177,15 @@ def measure(model, data, seed: int, mask=None) -> dict[str, float]:
 
 def setting_suffix(args: argparse.Namespace) -> str:
     """What sets a gnnaudit row's vanilla model apart from the protocol's: ``_raw`` for
-    ``--features raw``, ``_h<N>`` for a ``--hidden`` other than NIFTY's 16 ("" for the protocol).
+    ``--features raw``, ``_h<N>`` for a ``--hidden`` other than NIFTY's 16, ``_l<N>`` for a
+    ``--layers`` other than the protocol's 2, ``_lr<x>`` for a ``--lr`` other than NIFTY's 1e-3
+    ("" for the protocol).
     Part of the record names, the vanilla cache's file names and the work items' files."""
     raw = "_raw" if args.features == "raw" else ""
     hidden = "" if args.hidden == VANILLA["hidden_channels"] else f"_h{args.hidden}"
-    return raw + hidden
+    layers = "" if args.layers == PROTOCOL_LAYERS else f"_l{args.layers}"
+    lr = "" if args.lr == VANILLA["lr"] else f"_lr{args.lr:g}"
+    return raw + hidden + layers + lr
 
 
 def ours_method(method: str, args: argparse.Namespace) -> str:
@@ -199,9 +211,9 @@ def run_ours(data, name: str, backbone: str, seed: int, args) -> list[dict[str, 
         backbone,
         1 if cache.exists() else args.epochs,
         seed,
-        num_layers=2,
+        num_layers=args.layers,
         trainer_kwargs={"accelerator": "cpu"},
-        **{**VANILLA, "hidden_channels": args.hidden},
+        **{**VANILLA, "hidden_channels": args.hidden, "lr": args.lr},
     )
     pretrain_s = time.perf_counter() - t0
     model = result.module.eval()
@@ -412,6 +424,20 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default=VANILLA["hidden_channels"],
         help="gnnaudit rows: the vanilla GNNs' hidden size (NIFTY's 16 is the protocol; 64 is "
         "PyGDebias FairGNN's GCN body, records vanilla_h64 / fairfinetune_h64)",
+    )
+    p.add_argument(
+        "--layers",
+        type=int,
+        default=PROTOCOL_LAYERS,
+        help="gnnaudit rows: the vanilla GNNs' message-passing layers (2 is the protocol; 1 is "
+        "PyGDebias FairGNN's classifier's function class, records vanilla_l1 / fairfinetune_l1)",
+    )
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=VANILLA["lr"],
+        help="gnnaudit rows: the vanilla GNNs' Adam learning rate (NIFTY's 1e-3 is the "
+        "protocol; records ..._lr<x>)",
     )
     p.add_argument("--data", type=Path, default=SHARED_DATA)
     p.add_argument("--scratch", type=Path, default=HERE / "_data")

@@ -28,6 +28,11 @@ __all__ = [
     "MONITORS",
     "BEST_EPOCH_KEY",
     "EPOCHS_RUN_KEY",
+    "LATE_RISE_KEY",
+    "LATE_RISE_MIN_EPOCHS",
+    "LATE_RISE_TAIL",
+    "LATE_RISE_TOL",
+    "late_rise",
 ]
 
 #: what :class:`KeepBestWeights` can rank epochs by
@@ -35,6 +40,36 @@ MONITORS: tuple[str, ...] = ("val_acc", "val_auroc")
 #: ``trainer.callback_metrics`` keys that carry the epoch counts back from spawned workers
 BEST_EPOCH_KEY = "gnnaudit/best_epoch"
 EPOCHS_RUN_KEY = "gnnaudit/epochs_run"
+LATE_RISE_KEY = "gnnaudit/late_rise"
+#: a run of fewer validated epochs is not judged by :func:`late_rise`: its last tenth would be
+#: fewer than 10 epochs, too few to tell a trend from one lucky epoch
+LATE_RISE_MIN_EPOCHS = 100
+#: the share of a run's last epochs that :func:`late_rise` compares with the rest
+LATE_RISE_TAIL = 0.1
+#: a late rise above this (half a point of validation AUROC or accuracy) means the run was still
+#: learning when it stopped (``train_node_classifier`` warns)
+LATE_RISE_TOL = 0.005
+
+
+def late_rise(scores: Any) -> float:
+    r"""How far the best validation score of a run's last :data:`LATE_RISE_TAIL` of epochs lies
+    above the best score of the epochs before them, :math:`\max_{e \ge E - t} s_e -
+    \max_{e < E - t} s_e` with :math:`t = \lceil 0.1 E \rceil` for a run of :math:`E` epochs
+    (0 when the tail is not better: the run had stopped improving).
+
+    NaN when it cannot be told: fewer than :data:`LATE_RISE_MIN_EPOCHS` epochs, or no finite
+    score on either side. A value above :data:`LATE_RISE_TOL` means the model was still
+    improving on the validation nodes when training stopped: most likely undertrained (more
+    epochs or a larger learning rate would give a better model to audit)."""
+    values = np.asarray(scores, dtype=np.float64)
+    if values.size < LATE_RISE_MIN_EPOCHS:
+        return math.nan
+    tail = math.ceil(LATE_RISE_TAIL * values.size)
+    before, after = values[:-tail], values[-tail:]
+    before, after = before[np.isfinite(before)], after[np.isfinite(after)]
+    if before.size == 0 or after.size == 0:
+        return math.nan
+    return max(float(after.max() - before.max()), 0.0)
 
 
 class KeepBestWeights(Callback):
@@ -54,6 +89,8 @@ class KeepBestWeights(Callback):
     and still answer one class for nearly all of them, and the audit would call it
     degenerate. :attr:`history` holds every epoch's ``(score, -val_loss)``,
     :attr:`collapsed` whether its decisions collapsed (``val_auroc`` only; False otherwise).
+    At the end of ``fit`` the best epoch and :func:`late_rise` of the history go to
+    ``trainer.callback_metrics`` (``BEST_EPOCH_KEY``, ``LATE_RISE_KEY``).
     """
 
     def __init__(self, monitor: str = "val_acc") -> None:
@@ -136,6 +173,8 @@ class KeepBestWeights(Callback):
         # a spawned strategy (ddp_spawn) runs this in the workers: rank 0's callback_metrics
         # (not this callback's attributes) travel back to the main process
         trainer.callback_metrics[BEST_EPOCH_KEY] = torch.tensor(self.best_epoch)
+        rise = late_rise([score for score, _ in self.history])
+        trainer.callback_metrics[LATE_RISE_KEY] = torch.tensor(rise, dtype=torch.float64)
 
 
 class CountEpochs(Callback):

@@ -43,6 +43,9 @@ from gnnaudit.training.divergence import DivergenceGuard
 from gnnaudit.training.epoch_selection import (
     BEST_EPOCH_KEY,
     EPOCHS_RUN_KEY,
+    LATE_RISE_KEY,
+    LATE_RISE_TAIL,
+    LATE_RISE_TOL,
     CountEpochs,
     KeepBestWeights,
     positive_auroc,
@@ -220,6 +223,8 @@ def _fit_metrics(
     epochs_run = int(done.get(EPOCHS_RUN_KEY, trainer.current_epoch))
     metrics["best_epoch"] = int(done.get(BEST_EPOCH_KEY, -1)) if keep_best else epochs_run - 1
     metrics["selected_by"] = selection_monitor(data) if keep_best else "last epoch"
+    rise = float(done.get(LATE_RISE_KEY, math.nan)) if keep_best else math.nan
+    metrics["late_rise"] = rise if math.isfinite(rise) else None  # None: JSON-safe "not judged"
     metrics["epochs_run"] = epochs_run
     metrics["fit_seconds"] = fit_seconds
     metrics["device"] = str(trainer.strategy.root_device)
@@ -280,7 +285,10 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
     dict with ``train_acc``, ``val_acc``, ``test_acc``, the matching ``*_loss``, ``val_auroc`` /
     ``test_auroc`` (binary tasks), ``majority_rate`` (test accuracy of always predicting the
     majority training label), ``best_epoch``, ``selected_by`` (``"val_auroc"``, ``"val_acc"``
-    or ``"last epoch"``), ``epochs_run``, ``fit_seconds`` and ``device`` (where Lightning
+    or ``"last epoch"``), ``late_rise`` (how far the best validation score of the last 10% of
+    epochs lies above the best before them, :func:`~gnnaudit.training.epoch_selection.late_rise`;
+    above 0.005 a warning says the model is likely undertrained; None for runs under 100 epochs
+    or without ``keep_best``), ``epochs_run``, ``fit_seconds`` and ``device`` (where Lightning
     trained, e.g. ``"cuda:0"`` under the default ``accelerator="auto"`` on a GPU machine).
     """
     data = check_node_data(data)
@@ -325,7 +333,32 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
             _save_checkpoint(trainer, checkpoint_path)
     metrics = _fit_metrics(module, data, trainer, keep_best, fit_seconds)
     logger.info("trained %s for %d epochs: %s", backbone, metrics["epochs_run"], metrics)
+    _warn_if_still_rising(metrics)
     return TrainResult(module, metrics)
+
+
+#: how the warning names the score an epoch was selected by
+_SCORE_NAMES = {"val_auroc": "AUROC", "val_acc": "accuracy"}
+
+
+def _warn_if_still_rising(metrics: dict[str, Any]) -> None:
+    """Warn when the run's validation score was still rising at its end (``late_rise`` above
+    :data:`~gnnaudit.training.epoch_selection.LATE_RISE_TOL`): an audit of an undertrained
+    model measures the training budget as much as the model."""
+    rise = metrics["late_rise"]
+    if rise is None or not rise > LATE_RISE_TOL:
+        return
+    n = metrics["epochs_run"]
+    warnings.warn(
+        f"training stopped while the model was still improving: the best validation "
+        f"{_SCORE_NAMES.get(metrics['selected_by'], metrics['selected_by'])} of the last "
+        f"{LATE_RISE_TAIL:.0%} of the "
+        f"{n} epochs is {rise:.3f} above the best before them (more than {LATE_RISE_TOL}; best "
+        f"epoch {metrics['best_epoch']}). The model is likely undertrained: raise max_epochs "
+        "or lr (metrics['late_rise'] holds the rise)",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 #: a checkpoint whose hyper-parameters describe more weights than this is refused before any
