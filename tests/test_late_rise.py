@@ -94,3 +94,16 @@ def test_a_converged_run_is_not_warned_and_a_short_one_not_judged():
     assert metrics["best_epoch"] < 90  # its best epoch lies before the last tenth
     short, said = _train(1e-4, 10)  # as undertrained, but too short to tell a trend
     assert short["late_rise"] is None and said == []
+
+
+@pytest.mark.parametrize(("stopped_early", "advice"), [(False, "max_epochs"), (True, "patience")])
+def test_the_advice_names_what_ended_the_run(stopped_early, advice):
+    from gnnaudit.training.train import _warn_if_still_rising
+
+    metrics = {"late_rise": 0.02, "epochs_run": 300, "best_epoch": 299, "selected_by": "val_acc"}
+    with pytest.warns(UserWarning, match=rf"accuracy .* 300 epochs is 0\.020 .*raise {advice}"):
+        _warn_if_still_rising(metrics, stopped_early=stopped_early)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _warn_if_still_rising({**metrics, "late_rise": LATE_RISE_TOL}, stopped_early=False)
+        _warn_if_still_rising({**metrics, "late_rise": None}, stopped_early=False)

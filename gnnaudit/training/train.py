@@ -333,7 +333,7 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
             _save_checkpoint(trainer, checkpoint_path)
     metrics = _fit_metrics(module, data, trainer, keep_best, fit_seconds)
     logger.info("trained %s for %d epochs: %s", backbone, metrics["epochs_run"], metrics)
-    _warn_if_still_rising(metrics)
+    _warn_if_still_rising(metrics, stopped_early=metrics["epochs_run"] < max_epochs)
     return TrainResult(module, metrics)
 
 
@@ -341,21 +341,23 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
 _SCORE_NAMES = {"val_auroc": "AUROC", "val_acc": "accuracy"}
 
 
-def _warn_if_still_rising(metrics: dict[str, Any]) -> None:
+def _warn_if_still_rising(metrics: dict[str, Any], *, stopped_early: bool) -> None:
     """Warn when the run's validation score was still rising at its end (``late_rise`` above
     :data:`~gnnaudit.training.epoch_selection.LATE_RISE_TOL`): an audit of an undertrained
-    model measures the training budget as much as the model."""
+    model measures the training budget as much as the model. ``stopped_early``: ``patience``
+    ended the run before ``max_epochs`` (then raising ``patience`` is the advice)."""
     rise = metrics["late_rise"]
     if rise is None or not rise > LATE_RISE_TOL:
         return
     n = metrics["epochs_run"]
+    advice = "raise patience (or lr)" if stopped_early else "raise max_epochs or lr"
     warnings.warn(
         f"training stopped while the model was still improving: the best validation "
         f"{_SCORE_NAMES.get(metrics['selected_by'], metrics['selected_by'])} of the last "
         f"{LATE_RISE_TAIL:.0%} of the "
         f"{n} epochs is {rise:.3f} above the best before them (more than {LATE_RISE_TOL}; best "
-        f"epoch {metrics['best_epoch']}). The model is likely undertrained: raise max_epochs "
-        "or lr (metrics['late_rise'] holds the rise)",
+        f"epoch {metrics['best_epoch']}). The model is likely undertrained: {advice} "
+        "(metrics['late_rise'] holds the rise)",
         UserWarning,
         stacklevel=3,
     )
