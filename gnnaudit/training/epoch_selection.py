@@ -33,6 +33,8 @@ __all__ = [
     "LATE_RISE_TAIL",
     "LATE_RISE_TOL",
     "late_rise",
+    "still_improving",
+    "LATE_RISE_LAST_TOL",
 ]
 
 #: what :class:`KeepBestWeights` can rank epochs by
@@ -49,6 +51,9 @@ LATE_RISE_TAIL = 0.1
 #: a late rise above this (half a point of validation AUROC or accuracy) means the run was still
 #: learning when it stopped (``train_node_classifier`` warns)
 LATE_RISE_TOL = 0.005
+#: a smaller late rise still counts when the run's best epoch is its very last one (a tenth of a
+#: point: a plateau's last-epoch creep below it is not worth more epochs)
+LATE_RISE_LAST_TOL = 0.001
 
 
 def late_rise(scores: Any) -> float:
@@ -70,6 +75,16 @@ def late_rise(scores: Any) -> float:
     if before.size == 0 or after.size == 0:
         return math.nan
     return max(float(after.max() - before.max()), 0.0)
+
+
+def still_improving(rise: float | None, best_epoch: int, epochs_run: int) -> bool:
+    """Whether a run stopped while its model was still improving on the validation nodes: a
+    :func:`late_rise` above :data:`LATE_RISE_TOL`, or above :data:`LATE_RISE_LAST_TOL` when the
+    best epoch is the run's last (its score was still climbing when it stopped). False when the
+    rise was not judged (None / NaN)."""
+    if rise is None or not math.isfinite(rise):
+        return False
+    return rise > LATE_RISE_TOL or (best_epoch == epochs_run - 1 and rise > LATE_RISE_LAST_TOL)
 
 
 class KeepBestWeights(Callback):

@@ -45,11 +45,11 @@ from gnnaudit.training.epoch_selection import (
     EPOCHS_RUN_KEY,
     LATE_RISE_KEY,
     LATE_RISE_TAIL,
-    LATE_RISE_TOL,
     CountEpochs,
     KeepBestWeights,
     positive_auroc,
     selection_monitor,
+    still_improving,
 )
 from gnnaudit.training.node_classifier import MAX_MODEL_WEIGHTS, NodeClassifier, estimated_weights
 from gnnaudit.training.progress import progress_callbacks
@@ -287,8 +287,9 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
     majority training label), ``best_epoch``, ``selected_by`` (``"val_auroc"``, ``"val_acc"``
     or ``"last epoch"``), ``late_rise`` (how far the best validation score of the last 10% of
     epochs lies above the best before them, :func:`~gnnaudit.training.epoch_selection.late_rise`;
-    above 0.005 a warning says the model is likely undertrained; None for runs under 100 epochs
-    or without ``keep_best``), ``epochs_run``, ``fit_seconds`` and ``device`` (where Lightning
+    above 0.005, or above 0.001 with the last epoch the best, a warning says the model is likely
+    undertrained, :func:`~gnnaudit.training.epoch_selection.still_improving`; None for runs
+    under 100 epochs or without ``keep_best``), ``epochs_run``, ``fit_seconds`` and ``device`` (where Lightning
     trained, e.g. ``"cuda:0"`` under the default ``accelerator="auto"`` on a GPU machine).
     """
     data = check_node_data(data)
@@ -342,21 +343,20 @@ _SCORE_NAMES = {"val_auroc": "AUROC", "val_acc": "accuracy"}
 
 
 def _warn_if_still_rising(metrics: dict[str, Any], *, stopped_early: bool) -> None:
-    """Warn when the run's validation score was still rising at its end (``late_rise`` above
-    :data:`~gnnaudit.training.epoch_selection.LATE_RISE_TOL`): an audit of an undertrained
+    """Warn when the run's validation score was still rising at its end
+    (:func:`~gnnaudit.training.epoch_selection.still_improving`): an audit of an undertrained
     model measures the training budget as much as the model. ``stopped_early``: ``patience``
     ended the run before ``max_epochs`` (then raising ``patience`` is the advice)."""
-    rise = metrics["late_rise"]
-    if rise is None or not rise > LATE_RISE_TOL:
+    rise, n = metrics["late_rise"], metrics["epochs_run"]
+    if not still_improving(rise, metrics["best_epoch"], n):
         return
-    n = metrics["epochs_run"]
     advice = "raise patience (or lr)" if stopped_early else "raise max_epochs or lr"
     warnings.warn(
         f"training stopped while the model was still improving: the best validation "
         f"{_SCORE_NAMES.get(metrics['selected_by'], metrics['selected_by'])} of the last "
         f"{LATE_RISE_TAIL:.0%} of the "
-        f"{n} epochs is {rise:.3f} above the best before them (more than {LATE_RISE_TOL}; best "
-        f"epoch {metrics['best_epoch']}). The model is likely undertrained: {advice} "
+        f"{n} epochs is {rise:.4f} above the best before them (best epoch "
+        f"{metrics['best_epoch']}). The model is likely undertrained: {advice} "
         "(metrics['late_rise'] holds the rise)",
         UserWarning,
         stacklevel=3,
