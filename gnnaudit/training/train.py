@@ -231,7 +231,7 @@ def _fit_metrics(
     return metrics
 
 
-# long: whole: 35 lines document 19 hyper-parameters; the body builds model, data, trainer once
+# long: whole: 38 lines document 19 hyper-parameters and the metrics; the body builds the model once
 def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a documented hyper-parameter
     data: Data,
     backbone: str = "gcn",
@@ -312,29 +312,69 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
             lr=lr,
             weight_decay=weight_decay,
         )
-        datamodule = GraphDataModule(
+        trainer, fit_seconds = _fit(
+            module,
             data,
+            seed=seed,
+            max_epochs=max_epochs,
             batch_size=batch_size,
             num_neighbors=num_neighbors,
-            num_hops=num_layers,
-            seed=seed,
-        )
-        trainer = make_trainer(
-            max_epochs,
-            trainer_kwargs,
-            progress=show,
-            log_every_n_steps=1,
+            trainer_kwargs=trainer_kwargs,
             callbacks=_callbacks(keep_best, patience, selection_monitor(data)),
+            progress=show,
+            checkpoint_path=checkpoint_path,
         )
-        start = time.perf_counter()
-        trainer.fit(module, datamodule=datamodule)
-        fit_seconds = time.perf_counter() - start
-        module.eval()
-        if checkpoint_path is not None:
-            _save_checkpoint(trainer, checkpoint_path)
+    return _finish(module, data, trainer, keep_best, fit_seconds, backbone)
+
+
+def _fit(
+    module: NodeClassifier,
+    data: Data,
+    *,
+    seed: int,
+    max_epochs: int,
+    batch_size: int | None,
+    num_neighbors: list[int] | None,
+    trainer_kwargs: Mapping[str, Any] | None,
+    callbacks: list[Callback],
+    progress: bool,
+    checkpoint_path: str | os.PathLike[str] | None,
+) -> tuple[L.Trainer, float]:
+    """Run Lightning on ``module`` (left in eval mode, its checkpoint written when asked): the
+    trainer and the seconds ``fit`` took."""
+    datamodule = GraphDataModule(
+        data,
+        batch_size=batch_size,
+        num_neighbors=num_neighbors,
+        num_hops=module.hparams["num_layers"],
+        seed=seed,
+    )
+    trainer = make_trainer(
+        max_epochs, trainer_kwargs, progress=progress, log_every_n_steps=1, callbacks=callbacks
+    )
+    start = time.perf_counter()
+    trainer.fit(module, datamodule=datamodule)
+    fit_seconds = time.perf_counter() - start
+    module.eval()
+    if checkpoint_path is not None:
+        _save_checkpoint(trainer, checkpoint_path)
+    return trainer, fit_seconds
+
+
+def _finish(
+    module: NodeClassifier,
+    data: Data,
+    trainer: L.Trainer,
+    keep_best: bool,
+    fit_seconds: float,
+    backbone: str,
+) -> TrainResult:
+    """The trained module and its metrics (:func:`_fit_metrics`), logged, with the warning of a
+    run that stopped while still improving (:func:`_warn_if_still_rising`)."""
     metrics = _fit_metrics(module, data, trainer, keep_best, fit_seconds)
     logger.info("trained %s for %d epochs: %s", backbone, metrics["epochs_run"], metrics)
-    _warn_if_still_rising(metrics, stopped_early=metrics["epochs_run"] < max_epochs)
+    stopped_early = metrics["epochs_run"] < int(trainer.max_epochs or 0)
+    _warn_if_still_rising(metrics, stopped_early=stopped_early, stacklevel=4)
     return TrainResult(module, metrics)
 
 
@@ -342,7 +382,9 @@ def train_node_classifier(  # noqa: PLR0913  # public recipe: each keyword is a 
 _SCORE_NAMES = {"val_auroc": "AUROC", "val_acc": "accuracy"}
 
 
-def _warn_if_still_rising(metrics: dict[str, Any], *, stopped_early: bool) -> None:
+def _warn_if_still_rising(
+    metrics: dict[str, Any], *, stopped_early: bool, stacklevel: int = 2
+) -> None:
     """Warn when the run's validation score was still rising at its end
     (:func:`~gnnaudit.training.epoch_selection.still_improving`): an audit of an undertrained
     model measures the training budget as much as the model. ``stopped_early``: ``patience``
@@ -359,7 +401,7 @@ def _warn_if_still_rising(metrics: dict[str, Any], *, stopped_early: bool) -> No
         f"{metrics['best_epoch']}). The model is likely undertrained: {advice} "
         "(metrics['late_rise'] holds the rise)",
         UserWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
 
 
