@@ -142,7 +142,8 @@ NOTES = """\
   linear layer with no activation between (`pygdebias/debiasing/FairGNN.py`), a linear map of
   the once-propagated features; `--layers 1` is the same function class in gnnaudit's
   `NodeClassifier` (one `GCNConv`, no hidden layer). Trained with NIFTY's lr 1e-3 it stops
-  short (best epoch the last of 2000; the trainer now warns, `metrics["late_rise"]`); at lr
+  short (best epoch the last of 2000; the trainer now warns, `metrics["late_rise"]`,
+  measured by `bench_fair_gnn_linear.py --late-rise-seeds 0 1`); at lr
   1e-2 it is FairGNN's bail model without the adversary, and the default remedy runs on it
   (and, as `fairfinetune_raw_l1_lr0.01:{"keep_rate":false}`, the same remedy decided by argmax:
   every column of the goal met, with decisions collapsed, F1 59, a decision warning in 5 of 5
@@ -153,7 +154,9 @@ NOTES = """\
   bail: 40.4% and 35.0%): a model that decides exactly as the labels has ΔSP 5.37 (and ΔEO 0).
   A ΔSP below that is bought by deciding against the labels, which a weaker model does by its
   errors (NIFTY on bail: ΔSP 2.7 at F1 68.9) and a remedy by moving decisions across the groups
-  (`keep_rate=False` on bail: ΔSP 1.5 at F1 68.4).
+  (`keep_rate=False` on bail: ΔSP 1.5 at F1 68.4). Computed by `bench_fair_gnn_linear.py`
+  (`results/fair_gnn_linear.md`), with logistic regression on bail's propagated raw features
+  (test AUROC 95.7 at C = 1000).
 - **Compacted tables, 2026-12-07.** The selection tables of the superseded records (methods
   with `"early_snapshots":false`) keep the two rows this report reads, the model as given and
   the chosen candidate (key `selection_kept`); their full tables are in `fair_gnn.json` at
