@@ -59,8 +59,8 @@ def label_gaps(datasets: list[str], scratch: Path) -> pd.DataFrame:
             {
                 "graph": name,
                 "test nodes": int(mask.sum()),
-                "P(y=1 | s=0)": float(y[s == 0].mean()),
-                "P(y=1 | s=1)": float(y[s == 1].mean()),
+                "class-1 share, s=0": float(y[s == 0].mean()),
+                "class-1 share, s=1": float(y[s == 1].mean()),
                 "labels' ΔSP": group_gap(y, s),
             }
         )
