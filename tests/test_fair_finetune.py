@@ -249,6 +249,17 @@ def test_evidence_term_pulls_pairs_together(graph, trained):
     assert float(wrapper.evidence_loss(logits)) == pytest.approx(float(expected))
 
 
+class _NoMessagePassing(nn.Module):
+    """Called as model(x, edge_index) but without a MessagePassing layer: no receptive field."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(11, 2)
+
+    def forward(self, x, edge_index):
+        return self.lin(x)
+
+
 def test_bad_input_is_refused(graph, trained):
     with pytest.raises(InvalidInputError, match="lambda_cf"):
         FairFinetune.finetune(trained, graph, "gender", lambda_cf=-1.0)
@@ -258,8 +269,10 @@ def test_bad_input_is_refused(graph, trained):
         FairFinetune.finetune(lambda x, e: x, graph, "gender")
     with pytest.raises(InvalidInputError, match="scopes"):
         FairFinetune(trained, graph, "gender", scopes=("world",))
-    with pytest.raises(InvalidInputError, match="num_hops"):
+    with pytest.raises(InvalidInputError, match=r"model\(x, edge_index\).*Linear"):
         FairFinetune(nn.Linear(11, 2), graph, "gender")
+    with pytest.raises(InvalidInputError, match="num_hops"):
+        FairFinetune(_NoMessagePassing(), graph, "gender")
     with pytest.raises(InvalidInputError, match="epochs"):
         FairFinetune.finetune(trained, graph, "gender", epochs=0)
     with pytest.raises(InvalidInputError, match="unexpected keyword"):

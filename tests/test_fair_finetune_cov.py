@@ -40,7 +40,9 @@ def _cov_oracle(s: np.ndarray, logits: np.ndarray) -> float:
 
 
 def test_covariance_loss_matches_oracle(graph, trained):
-    ff = FairFinetune(trained, graph, "gender", lambda_cf=0.0, lambda_cov=1.0)
+    # FairGNN's term as published: the softmax probabilities (the default anchors them to the
+    # decision threshold: tests/test_parity_surrogate.py)
+    ff = FairFinetune(trained, graph, "gender", lambda_cf=0.0, lambda_cov=1.0, parity="softmax")
     with torch.no_grad():
         logits = trained.eval()(graph.x, graph.edge_index)
     s = graph.x[:, ff.spec.columns].numpy().astype(np.float64)

@@ -40,8 +40,11 @@ difference of the standardised features at least ``ev_min_share``): their predic
 pulled together.
 
 **Covariance terms** :math:`\mathcal R_{cov}(U)` (FairGNN's covariance constraint, Dai & Wang
-2021, Eq. 7; :func:`~gnnaudit.training.fair_losses.covariance_penalty`): 0 when the predictions
-on :math:`U` are uncorrelated with the attribute. No extra forward pass.
+2021, Eq. 7; :func:`~gnnaudit.training.fair_losses.covariance_of`): 0 when the predictions
+on :math:`U` are uncorrelated with the attribute. For a two-class model the predictions are the
+soft decisions at the threshold the model is decided at (``parity``,
+:mod:`~gnnaudit.training.parity_surrogate`), not the softmax probabilities, whose covariance
+falls when every score moves to one side of the threshold. No extra forward pass.
 
 **Blinding** (``blind=True``; :meth:`FairFinetune.finetune`'s default tries it first): the
 weights through which the model reads the attribute's columns are set to 0 before the first
@@ -90,11 +93,11 @@ from gnnaudit._validation import (
     check_seed,
 )
 from gnnaudit.audit.interventions import alternatives, feature_columns
-from gnnaudit.audit.sensitivity.receptive_field import hop_adjacency, infer_num_hops, plan_batches
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.data_module import check_node_data
+from gnnaudit.training.fair_consistency import ConsistencyTerm
 from gnnaudit.training.fair_evidence import global_evidence_pairs, sensitive_evidence_pairs
-from gnnaudit.training.fair_losses import consistency_divergence, covariance_penalty
+from gnnaudit.training.fair_losses import consistency_divergence, covariance_of
 from gnnaudit.training.fair_runs import finetune_and_select, target_weight
 from gnnaudit.training.fair_selection import (
     DEFAULT_LAMBDA_GRID,
@@ -103,9 +106,9 @@ from gnnaudit.training.fair_selection import (
     TARGETS,
     check_targets,
     resolve_sensitive_feature,
-    set_sensitive,
 )
 from gnnaudit.training.input_blinding import blind_model
+from gnnaudit.training.parity_surrogate import ParitySurrogate
 
 __all__ = [
     "FairFinetune",
@@ -171,6 +174,11 @@ class FairFinetune(L.LightningModule):
     evidence, ev_pairs, ev_min_share : evidence term: a fitted ``CounterfactualEvidence``, a
         ``GlobalEvidence`` / its DataFrame, or None (fitted on ``data.test_mask``); the top
         ``ev_pairs`` global pairs are screened with :func:`sensitive_evidence_pairs`.
+    parity : what the covariance terms correlate with the attribute
+        (:mod:`~gnnaudit.training.parity_surrogate`): ``"auto"`` (default: ``"rate"`` for two
+        classes, the soft decisions at the threshold that keeps the model's share of class 1;
+        ``"softmax"`` otherwise), ``"rate"``, ``"argmax"`` (soft decisions at margin 0) or
+        ``"softmax"`` (FairGNN's probabilities).
     blind : zero the model's input weights of the attribute first and keep them 0
         (:mod:`~gnnaudit.training.input_blinding`; the consistency term is then 0 and not
         computed); refused for a model that reads the attribute otherwise.
@@ -199,6 +207,7 @@ class FairFinetune(L.LightningModule):
         ev_pairs: int = DEFAULT_EV_PAIRS,
         ev_min_share: float = 0.5,
         blind: bool = False,
+        parity: str = "auto",
         random_state: int = 0,
     ) -> None:
         super().__init__()
@@ -232,6 +241,7 @@ class FairFinetune(L.LightningModule):
         self.columns = torch.tensor(self.spec.columns, dtype=torch.long)
         self.sensitive_values = torch.from_numpy(feature_columns(data, self.spec.columns)).float()
         blind = check_bool("blind", blind)
+        self.parity = ParitySurrogate(model, data, parity)  # of the model as given: before blinding
         self.input_slices = (
             blind_model(model, data, self.spec, self.alternatives) if blind else None
         )
@@ -239,9 +249,11 @@ class FairFinetune(L.LightningModule):
             self.lambda_cf = 0.0
         label1 = (data.train_mask & (data.y == 1)).detach().cpu().numpy()
         self.eo_rows = torch.from_numpy(np.flatnonzero(label1))
-        self.node_batches: list[np.ndarray] = []
+        self.consistency = ConsistencyTerm(
+            self.alternatives, self.columns, self.scopes, self.divergence, self.random_state
+        )
         if self.lambda_cf > 0 and "node" in self.scopes:
-            self.node_batches = self._plan_node_batches(model, data, num_hops, max_nodes)
+            self.consistency.plan_node_batches(model, data, num_hops, max_nodes)
         self.ev_pairs = np.zeros((0, 2), dtype=np.int64)
         if self.lambda_ev > 0:
             pairs = global_evidence_pairs(
@@ -253,25 +265,10 @@ class FairFinetune(L.LightningModule):
                     "no evidence pair differs mostly in %r; the evidence term is 0", self.spec.name
                 )
 
-    def _plan_node_batches(
-        self, model: nn.Module, data: Data, num_hops: int | None, max_nodes: int
-    ) -> list[np.ndarray]:
-        """The seeded node-scope batches (module docstring)."""
-        max_nodes = check_int("max_nodes", max_nodes, minimum=1)
-        hops = num_hops if num_hops is not None else infer_num_hops(model)
-        if hops is None:
-            raise InvalidInputError(
-                f"num_hops is required for node-scope consistency: {type(model).__name__} "
-                "has no torch_geometric MessagePassing layer to infer its receptive field "
-                "from; pass num_hops=L (or scopes=('graph',))"
-            )
-        hops = check_int("num_hops", hops, minimum=0)
-        n = int(data.num_nodes)
-        rng = np.random.default_rng([self.random_state, 0])
-        pool = np.arange(n) if n <= max_nodes else np.sort(rng.choice(n, max_nodes, False))
-        adj = hop_adjacency(data.edge_index.cpu(), n)
-        batches = plan_batches(adj, pool, hops, rng).batches()
-        return [batches[i] for i in rng.permutation(len(batches))]
+    @property
+    def node_batches(self) -> list[np.ndarray]:
+        """The node-scope batches (module docstring; empty unless the node scope runs)."""
+        return self.consistency.node_batches
 
     # ------------------------------------------------------------------ model
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
@@ -296,16 +293,6 @@ class FairFinetune(L.LightningModule):
         if state[1] is not None:
             torch.cuda.set_rng_state(state[1], self.device)
 
-    def _changed(
-        self, x: torch.Tensor, alt_index: int, nodes: np.ndarray | None
-    ) -> tuple[torch.Tensor, np.ndarray]:
-        """``x`` with the sensitive value of ``nodes`` (all when None) set to alternative
-        ``alt_index``; returns it and the ids of the compared nodes."""
-        alt = self.alternatives[alt_index]
-        ids = np.flatnonzero(alt.changes) if nodes is None else nodes[alt.changes[nodes]]
-        compare = np.flatnonzero(alt.compares) if nodes is None else ids
-        return set_sensitive(x, alt, self.columns, ids), compare
-
     def consistency_loss(
         self,
         x: torch.Tensor,
@@ -315,26 +302,11 @@ class FairFinetune(L.LightningModule):
         rng_state: tuple[torch.Tensor, torch.Tensor | None] | None = None,
     ) -> torch.Tensor:
         """Mean over :attr:`scopes` of the counterfactual-consistency terms at step ``step``
-        (``logits``: the factual pass; ``rng_state``: the random state before it, restored
-        before every counterfactual pass so that all passes share the dropout masks)."""
-        rng = np.random.default_rng([self.random_state, 1, step])
-        alt_index = int(rng.integers(len(self.alternatives)))
-        terms = []
-        for scope in self.scopes:
-            nodes = None
-            if scope == "node":
-                nodes = self.node_batches[step % len(self.node_batches)]
-            x_cf, compare = self._changed(x, alt_index, nodes)
-            if compare.size == 0:
-                continue
-            if rng_state is not None:
-                self._set_rng_state(rng_state)
-            out = self.model(x_cf, edge_index)
-            idx = torch.from_numpy(compare).to(logits.device)
-            terms.append(consistency_divergence(logits[idx], out[idx], self.divergence).mean())
-        if not terms:
-            return logits.sum() * 0.0
-        return torch.stack(terms).mean()
+        (:class:`~gnnaudit.training.fair_consistency.ConsistencyTerm`; ``logits``: the factual
+        pass; ``rng_state``: the random state before it, restored before every counterfactual
+        pass so that all passes share the dropout masks)."""
+        restore = None if rng_state is None else (lambda: self._set_rng_state(rng_state))
+        return self.consistency(self.model, x, edge_index, logits, step, restore)
 
     def evidence_loss(self, logits: torch.Tensor) -> torch.Tensor:
         """Mean divergence of the predictions of the screened evidence pairs (0 when none)."""
@@ -350,7 +322,7 @@ class FairFinetune(L.LightningModule):
     ) -> torch.Tensor:
         """:math:`\\mathcal R_{cov}(U)` (module docstring) of the factual ``logits``; ``U`` =
         the node ids ``rows`` (None: every node); 0 when ``U`` holds fewer than 2 nodes."""
-        return covariance_penalty(logits, self.sensitive_values, rows)
+        return covariance_of(self.parity(logits), self.sensitive_values, rows)
 
     def equal_opportunity_loss(self, logits: torch.Tensor) -> torch.Tensor:
         """:math:`\\mathcal R_{cov}(T_1)`: the covariance term over the label-1 training nodes."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = ["consistency_divergence", "covariance_penalty"]
+__all__ = ["consistency_divergence", "covariance_of", "covariance_penalty"]
 
 
 def consistency_divergence(
@@ -51,11 +51,21 @@ def covariance_penalty(
     r""":math:`\mathcal R_{cov}(U)` (module docstring) of ``logits`` ``(n, C)`` against the
     sensitive columns ``sensitive`` ``(n, k)``; ``U`` = the node ids ``rows`` (None: every
     node); 0 (with a gradient path) when ``U`` holds fewer than 2 nodes."""
-    p = F.softmax(logits, dim=1)
-    s = sensitive.to(p.device)
+    return covariance_of(F.softmax(logits, dim=1), sensitive, rows)
+
+
+def covariance_of(
+    scores: torch.Tensor, sensitive: torch.Tensor, rows: torch.Tensor | None = None
+) -> torch.Tensor:
+    r"""Mean absolute covariance of per-node ``scores`` ``(n, C')`` (the softmax probabilities,
+    or the anchored soft decisions of :mod:`~gnnaudit.training.parity_surrogate`) with the
+    sensitive columns ``(n, k)`` over the node ids ``rows`` (None: every node): the formula of
+    the module docstring with :math:`p` = ``scores``; 0 (with a gradient path) when fewer than 2
+    nodes."""
+    p, s = scores, sensitive.to(scores.device)
     if rows is not None:
         if rows.numel() < 2:
-            return logits.sum() * 0.0
+            return scores.sum() * 0.0
         rows = rows.to(p.device)
         p, s = p[rows], s[rows]
     cov = (s - s.mean(dim=0)).T @ (p - p.mean(dim=0)) / p.size(0)

@@ -280,6 +280,16 @@ def validation_metrics(
     return metrics
 
 
+def class1_log_odds(logits: torch.Tensor) -> torch.Tensor:
+    r""":math:`\log p_1 / (1 - p_1)` of every row, in float64: the ranking of the class-1
+    probability without its saturation (float32 softmax gives exactly 1.0 to every margin
+    above about 17, so a fine-tuned candidate whose margins grew would tie its top nodes and
+    lose AUROC it has); for two classes the margin :math:`z_1 - z_0`."""
+    z = logits.double()
+    others = torch.cat([z[:, :1], z[:, 2:]], dim=1)
+    return z[:, 1] - torch.logsumexp(others, dim=1)
+
+
 @torch.no_grad()
 def _evaluate(
     model: nn.Module,
@@ -308,7 +318,7 @@ def _evaluate(
     if rate is not None and logits.size(1) == 2:  # the threshold that keeps the share of 1s
         offset = rate_offset((logits[:, 1] - logits[:, 0]).cpu().numpy()[free], rate)
     pred = _decide(logits, offset)
-    score = torch.softmax(logits.float(), dim=1)[:, 1].cpu().numpy()
+    score = class1_log_odds(logits).cpu().numpy()
     y = data.y.detach().cpu().numpy()
     columns = torch.tensor(spec.columns, dtype=torch.long)
     changed = np.zeros(pred.shape[0], dtype=bool)
