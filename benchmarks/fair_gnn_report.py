@@ -161,6 +161,17 @@ NOTES = """\
   with `"early_snapshots":false`) keep the two rows this report reads, the model as given and
   the chosen candidate (key `selection_kept`); their full tables are in `fair_gnn.json` at
   commit 4b5a95b (tracked files stay under 2 MB).
+- **Anchored covariance terms, 2026-12-07** (commit 8ae7856: `FairFinetune(...,
+  parity="auto")`, for a two-class model the covariance terms correlate the attribute with soft
+  decisions at the threshold that keeps the model's share of class 1, not with the softmax
+  probabilities; candidates' validation AUROC on the class-1 log-odds, which float32
+  probabilities tie above a margin of about 17). Every earlier `fairfinetune*` record was
+  selected by the library before it: relabelled with `"parity":"softmax"` in its options and a
+  `note`. `fairfinetune_raw_l1_lr0.01:{"parity":"softmax"}` holds a re-run with today's library
+  and `--ff-options '{"parity":"softmax"}'` (the same vanilla models), the control of the
+  default row beside it. The default rows (`fairfinetune`, `fairfinetune_raw_l1_lr0.01`) were
+  re-run with the same seeds, on vanilla models retrained (GCN, GIN, SAGE on NIFTY's features,
+  same trainer) or cached (the one-layer GCN); rows without a re-run have no default record.
 - **Fit times** are wall seconds on 2 CPU cores shared with other jobs (one thread per run,
   `nice`): indicative only. The bail `nifty` seeds 2-4 and `fairgnn` seeds 3-4 ran two at a
   time beside other benchmarks (about 50 min each).
