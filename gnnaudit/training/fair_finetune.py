@@ -443,7 +443,10 @@ class FairFinetune(L.LightningModule):
 
         ``random_state`` seeds Lightning (dropout, the consistency draws); ``options``: the
         other constructor arguments (``lambda_cov, lambda_eo, scopes, divergence, lr,
-        weight_decay, num_hops, max_nodes, evidence, ev_pairs, ev_min_share``);
+        weight_decay, num_hops, max_nodes, evidence, ev_pairs, ev_min_share, parity``;
+        ``parity="auto"`` follows the decisions: soft decisions at the kept rate's threshold
+        when the decision offset applies, at margin 0 when candidates are decided by argmax,
+        :func:`~gnnaudit.training.parity_surrogate.decision_parity`);
         ``trainer_kwargs``: see :func:`make_trainer`; ``progress``: a bar on stderr (``None``:
         only when stderr is a terminal).
         """
