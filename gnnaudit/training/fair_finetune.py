@@ -442,13 +442,10 @@ class FairFinetune(L.LightningModule):
         weights (their parity gaps may then fall because they decide fewer nodes positive).
 
         ``random_state`` seeds Lightning (dropout, the consistency draws); ``options``: the
-        other constructor arguments (``lambda_cov, lambda_eo, scopes, divergence, lr,
-        weight_decay, num_hops, max_nodes, evidence, ev_pairs, ev_min_share, parity``;
-        ``parity="auto"`` follows the decisions: soft decisions at the kept rate's threshold
-        when the decision offset applies, at margin 0 when candidates are decided by argmax,
-        :func:`~gnnaudit.training.parity_surrogate.decision_parity`);
-        ``trainer_kwargs``: see :func:`make_trainer`; ``progress``: a bar on stderr (``None``:
-        only when stderr is a terminal).
+        other constructor arguments (the class's Parameters; ``parity="auto"`` follows how
+        candidates are decided, :func:`.decision_parity`); ``trainer_kwargs``: see
+        :func:`make_trainer`; ``progress``: a bar on stderr (``None``: only when stderr is a
+        terminal).
         """
         options = {"lambda_cf": lambda_cf, "lambda_ev": lambda_ev, **options}
         return finetune_and_select(
