@@ -102,8 +102,8 @@ def test_finetune_keeps_the_share_of_class_1_decisions(fair_graph, fair_gcn):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # one covariance weight: one run per call (the grid's other runs add time, not checks)
-        # the same parity surrogate for both (keep_rate=False would otherwise train towards its
-        # argmax decisions, tests/test_parity_surrogate.py): the same candidates
+        # one parity surrogate for both ("auto" would train each towards its own decisions,
+        # tests/test_parity_surrogate.py): the same candidates
         one = {"epochs": 30, "random_state": 0, "lambda_grid": (20.0,), "parity": "rate"}
         kept = FairFinetune.finetune(fair_gcn, fair_graph, "gender", **one)
         argmax = FairFinetune.finetune(fair_gcn, fair_graph, "gender", keep_rate=False, **one)

@@ -3,6 +3,8 @@ decisions at the threshold the candidates are decided at."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -116,6 +118,9 @@ def test_parity_choice_resolution(fair_graph, fair_gcn):
         resolve_parity("rate", 3)
     with pytest.raises(InvalidInputError, match="parity"):
         resolve_parity("hard", 2)
+    # the default is FairGNN's softmax form (measured: parity_surrogate's docstring)
+    assert FairFinetune(fair_gcn, fair_graph, "gender").parity.parity == "softmax"
+    assert FairFinetune(fair_gcn, fair_graph, "gender", parity="auto").parity.parity == "rate"
     assert decision_parity("auto", True, fair_gcn, fair_graph) == "rate"
     assert decision_parity("auto", False, fair_gcn, fair_graph) == "argmax"
     assert decision_parity("softmax", True, fair_gcn, fair_graph) == "softmax"
@@ -127,10 +132,8 @@ def test_parity_choice_resolution(fair_graph, fair_gcn):
 
 
 def test_blinding_keeps_the_rate_of_the_model_as_given(fair_graph, fair_gcn):
-    plain = FairFinetune(fair_gcn, fair_graph, "gender")
-    import copy
-
-    blinded = FairFinetune(copy.deepcopy(fair_gcn), fair_graph, "gender", blind=True)
+    plain = FairFinetune(fair_gcn, fair_graph, "gender", parity="rate")
+    blinded = FairFinetune(copy.deepcopy(fair_gcn), fair_graph, "gender", blind=True, parity="rate")
     m = margins(fair_gcn, fair_graph.x, fair_graph.edge_index).numpy()
     free = label_free_nodes(fair_graph)
     assert plain.parity.rate == blinded.parity.rate == pytest.approx(float((m[free] > 0).mean()))

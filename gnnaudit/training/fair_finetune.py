@@ -41,10 +41,10 @@ pulled together.
 
 **Covariance terms** :math:`\mathcal R_{cov}(U)` (FairGNN's covariance constraint, Dai & Wang
 2021, Eq. 7; :func:`~gnnaudit.training.fair_losses.covariance_of`): 0 when the predictions
-on :math:`U` are uncorrelated with the attribute. For a two-class model the predictions are the
-soft decisions at the threshold the model is decided at (``parity``,
-:mod:`~gnnaudit.training.parity_surrogate`), not the softmax probabilities, whose covariance
-falls when every score moves to one side of the threshold. No extra forward pass.
+on :math:`U` are uncorrelated with the attribute. The predictions are the softmax probabilities
+(default) or, with ``parity="auto"``, for a two-class model the soft decisions at the threshold
+it is decided at (:mod:`~gnnaudit.training.parity_surrogate`: the softmax covariance also falls
+when every score moves to one side of the threshold). No extra forward pass.
 
 **Blinding** (``blind=True``; :meth:`FairFinetune.finetune`'s default tries it first): the
 weights through which the model reads the attribute's columns are set to 0 before the first
@@ -108,7 +108,7 @@ from gnnaudit.training.fair_selection import (
     resolve_sensitive_feature,
 )
 from gnnaudit.training.input_blinding import blind_model
-from gnnaudit.training.parity_surrogate import ParitySurrogate
+from gnnaudit.training.parity_surrogate import DEFAULT_PARITY, ParitySurrogate
 
 __all__ = [
     "FairFinetune",
@@ -175,10 +175,10 @@ class FairFinetune(L.LightningModule):
         ``GlobalEvidence`` / its DataFrame, or None (fitted on ``data.test_mask``); the top
         ``ev_pairs`` global pairs are screened with :func:`sensitive_evidence_pairs`.
     parity : what the covariance terms correlate with the attribute
-        (:mod:`~gnnaudit.training.parity_surrogate`): ``"auto"`` (default: ``"rate"`` for two
-        classes, the soft decisions at the threshold that keeps the model's share of class 1;
-        ``"softmax"`` otherwise), ``"rate"``, ``"argmax"`` (soft decisions at margin 0) or
-        ``"softmax"`` (FairGNN's probabilities).
+        (:mod:`~gnnaudit.training.parity_surrogate`): ``"softmax"`` (default, FairGNN's
+        probabilities), ``"rate"`` (two classes: soft decisions at the threshold that keeps the
+        model's share of class 1), ``"argmax"`` (soft decisions at margin 0) or ``"auto"``
+        (``"rate"`` for two classes, else ``"softmax"``).
     blind : zero the model's input weights of the attribute first and keep them 0
         (:mod:`~gnnaudit.training.input_blinding`; the consistency term is then 0 and not
         computed); refused for a model that reads the attribute otherwise.
@@ -207,7 +207,7 @@ class FairFinetune(L.LightningModule):
         ev_pairs: int = DEFAULT_EV_PAIRS,
         ev_min_share: float = 0.5,
         blind: bool = False,
-        parity: str = "auto",
+        parity: str = DEFAULT_PARITY,
         random_state: int = 0,
     ) -> None:
         super().__init__()

@@ -35,7 +35,7 @@ from gnnaudit.training.fair_selection import (
     selection_frame,
 )
 from gnnaudit.training.input_blinding import slices_on_graph
-from gnnaudit.training.parity_surrogate import decision_parity
+from gnnaudit.training.parity_surrogate import DEFAULT_PARITY, decision_parity
 from gnnaudit.training.selection_gain import warn_if_gain_uncertain
 from gnnaudit.training.selection_warnings import warn_if_decisions_worse, warn_unless_fairer
 from gnnaudit.training.train import make_trainer, quiet_lightning
@@ -263,7 +263,7 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
     # select=False returns one run's final weights as trained: no offset
     output_bias = _output_bias(model, data) if keep_rate and select else None
     settings["parity"] = decision_parity(
-        options.get("parity", "auto"), output_bias is not None, model, data
+        options.get("parity", DEFAULT_PARITY), output_bias is not None, model, data
     )
     runs = grid_weights(targets, options, lambda_grid, select)
     # a consistency weight set by the caller asks for consistency runs: "auto" does not blind

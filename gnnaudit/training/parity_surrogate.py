@@ -23,7 +23,8 @@ with :math:`\tau` and the standard deviation taken over the label-free nodes :ma
 (:func:`~gnnaudit.training.fair_selection.label_free_nodes`) on the current margins, with the
 gradient flowing through both, :math:`\kappa` = :data:`SHARPNESS`, and
 
-* ``parity="rate"`` (the default for two classes, which ``keep_rate`` decides at):
+* ``parity="rate"`` (what ``"auto"`` means for two classes with ``keep_rate``, which decides
+  there):
   :math:`\tau` = the margin above which the share :math:`r` of :math:`F` lies, :math:`r` the
   class-1 share of the model as given on :math:`F` (:func:`~gnnaudit.training.decision_offset.
   rate_offset`'s threshold);
@@ -37,6 +38,16 @@ The covariance of :math:`\tilde p` with the attribute is
 :math:`\pi_0 \pi_1 \lvert \bar{\tilde p}_{s=1} - \bar{\tilde p}_{s=0} \rvert` for a binary
 attribute: a smooth ΔSP (over all nodes) or ΔEO (over the label-1 training nodes) of the
 decisions at the threshold. Models with more than two classes keep ``"softmax"``.
+
+**The default stays ``"softmax"``**, by measurement (issue 36; % of test nodes, GCN with NIFTY's
+settings, NIFTY's split, the rest of the remedy at its defaults): on credit the anchored terms
+lower ΔSP further (5 seeds: 1.13 against 1.64, ΔEO 0.99 against 1.07, AUROC 69.4 against
+69.5), on bail they do worse (ΔSP 4.8 against 3.5, ΔEO 1.8 against 1.0): they trade ranking
+for parity, so the strong weight's candidates leave the AUROC budget, while the softmax term's
+shift of every margin leaves the ranking and, on bail, lands on lower gaps by the way. On German
+and NBA (``benchmarks/bench_fair_heldout.py``, 3 seeds each) both pass issue 36's held-out rule
+in the same runs. ``benchmarks/results/fair_gnn.md`` has every row
+(``fairfinetune:{"parity":"auto"}``).
 """
 
 from __future__ import annotations
@@ -52,10 +63,19 @@ from gnnaudit._validation import check_choice
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.fair_selection import label_free_nodes
 
-__all__ = ["PARITY_CHOICES", "SHARPNESS", "ParitySurrogate", "resolve_parity", "decision_parity"]
+__all__ = [
+    "PARITY_CHOICES",
+    "DEFAULT_PARITY",
+    "SHARPNESS",
+    "ParitySurrogate",
+    "resolve_parity",
+    "decision_parity",
+]
 
 #: values of ``parity``: "auto" = "rate" for a two-class model, "softmax" otherwise
 PARITY_CHOICES: tuple[str, ...] = ("auto", "rate", "argmax", "softmax")
+#: the default: FairGNN's softmax form, by measurement (module docstring)
+DEFAULT_PARITY = "softmax"
 #: :math:`\kappa`: the soft decision's slope in standard deviations of the margins (3: a node
 #: one standard deviation past the threshold counts 0.95 decided)
 SHARPNESS = 3.0
@@ -112,7 +132,7 @@ class ParitySurrogate:
     once (one eval-mode forward pass of the model as given, for the class count and the
     reference rate), then called on every step's logits."""
 
-    def __init__(self, model: nn.Module, data: Any, parity: str = "auto") -> None:
+    def __init__(self, model: nn.Module, data: Any, parity: str = DEFAULT_PARITY) -> None:
         logits = _eval_logits(model, data)
         if logits.dim() != 2:
             raise InvalidInputError(
