@@ -161,17 +161,19 @@ NOTES = """\
   with `"early_snapshots":false`) keep the two rows this report reads, the model as given and
   the chosen candidate (key `selection_kept`); their full tables are in `fair_gnn.json` at
   commit 4b5a95b (tracked files stay under 2 MB).
-- **Anchored covariance terms, 2026-12-07** (commit 8ae7856: `FairFinetune(...,
-  parity="auto")`, for a two-class model the covariance terms correlate the attribute with soft
-  decisions at the threshold that keeps the model's share of class 1, not with the softmax
-  probabilities; candidates' validation AUROC on the class-1 log-odds, which float32
-  probabilities tie above a margin of about 17). Every earlier `fairfinetune*` record was
-  selected by the library before it: relabelled with `"parity":"softmax"` in its options and a
-  `note`. `fairfinetune_raw_l1_lr0.01:{"parity":"softmax"}` holds a re-run with today's library
-  and `--ff-options '{"parity":"softmax"}'` (the same vanilla models), the control of the
-  default row beside it. The default rows (`fairfinetune`, `fairfinetune_raw_l1_lr0.01`) were
-  re-run with the same seeds, on vanilla models retrained (GCN, GIN, SAGE on NIFTY's features,
-  same trainer) or cached (the one-layer GCN); rows without a re-run have no default record.
+- **Anchored covariance terms, 2026-12-07** (`FairFinetune(..., parity="auto")`: for a
+  two-class model the covariance terms correlate the attribute with soft decisions at the
+  threshold that keeps the model's share of class 1, not with the softmax probabilities;
+  `gnnaudit.training.parity_surrogate`). It was the default between commits 8ae7856 and
+  41395ff; its runs, GCN on both graphs and the one-layer raw-feature GCN, 5 seeds each, are
+  the `...:{"parity":"auto"}` rows, which `--ff-options '{"parity":"auto"}'` reproduces. It
+  did better on credit and on the raw-feature model and worse on bail's protocol GCN, so the
+  default stays FairGNN's softmax form. The same commits compute a candidate's validation
+  AUROC on its class-1 log-odds (float32 probabilities tie every margin above about 17): the
+  default rows `fairfinetune`, `fairfinetune_raw` and the `{"early_snapshots":false,...}`
+  variants were selected before that fix and were not re-run (note in each record); the
+  one-layer raw-feature row `fairfinetune_raw_l1_lr0.01`, whose margins are large, was re-run
+  with it (its earlier records: AUROC 96.20, F1 91.1, ΔSP 6.56, ΔEO 3.67; commit 0053b66).
 - **Fit times** are wall seconds on 2 CPU cores shared with other jobs (one thread per run,
   `nice`): indicative only. The bail `nifty` seeds 2-4 and `fairgnn` seeds 3-4 ran two at a
   time beside other benchmarks (about 50 min each).
