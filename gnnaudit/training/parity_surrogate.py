@@ -93,7 +93,8 @@ def _eval_logits(model: nn.Module, data: Any) -> torch.Tensor:
     was_training = model.training
     model.eval()
     try:
-        device = next(iter(model.parameters())).device
+        param = next(iter(model.parameters()), None)
+        device = param.device if param is not None else data.x.device
         return model(data.x.to(device), data.edge_index.to(device)).float()
     except TypeError as exc:
         raise InvalidInputError(
