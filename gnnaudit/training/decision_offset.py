@@ -46,7 +46,14 @@ from torch import nn
 from gnnaudit._validation import check_float
 from gnnaudit.errors import InvalidInputError
 
-__all__ = ["rate_offset", "find_output_bias", "fold_offset", "margins"]
+__all__ = [
+    "rate_offset",
+    "rate_threshold",
+    "eval_logits",
+    "find_output_bias",
+    "fold_offset",
+    "margins",
+]
 
 #: margins of the checked forward pass must move by the test shift within this (float32 logits)
 SHIFT_ATOL = 1e-4
@@ -56,29 +63,45 @@ def rate_offset(margin: np.ndarray, rate: float) -> float:
     r""":math:`\delta` of the module docstring: the shift that decides a share ``rate`` of the
     ``margin`` values positive (``margin + delta > 0``); 0.0 for an empty array."""
     rate = check_float("rate", rate, minimum=0.0, maximum=1.0)
-    values = np.sort(np.asarray(margin, dtype=np.float64).ravel())
-    n = values.size
-    if n == 0:
+    values = np.asarray(margin, dtype=np.float64).ravel()
+    if values.size == 0:
         return 0.0
     if not np.isfinite(values).all():
         raise InvalidInputError("margin must be finite (the model's logits hold NaN or inf)")
+    return -float(rate_threshold(torch.from_numpy(values), rate))
+
+
+def rate_threshold(margin: torch.Tensor, rate: float) -> torch.Tensor:
+    r""":math:`-\delta` for a non-empty 1-D ``margin`` (module docstring): the midpoint of the
+    order statistics :math:`m_{(n-k)}` and :math:`m_{(n-k+1)}`, :math:`k = \operatorname{round}
+    (r\,n)` (one unit beyond the extreme margin for :math:`k = 0` or :math:`n`); differentiable
+    in ``margin`` through those order statistics (the anchored covariance terms of
+    :mod:`~gnnaudit.training.parity_surrogate` train through it)."""
+    ordered = torch.sort(margin.reshape(-1)).values
+    n = int(ordered.numel())
     k = int(round(rate * n))
     if k == 0:
-        return float(-(values[-1] + 1.0))
+        return ordered[-1] + 1.0
     if k == n:
-        return float(-(values[0] - 1.0))
-    return float(-(values[n - k - 1] + values[n - k]) / 2.0)
+        return ordered[0] - 1.0
+    return (ordered[n - k - 1] + ordered[n - k]) / 2.0
+
+
+@torch.no_grad()
+def eval_logits(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    """``model(x, edge_index)`` in eval mode (the model's own mode restored)."""
+    was_training = model.training
+    model.eval()
+    try:
+        return model(x, edge_index)
+    finally:
+        model.train(was_training)
 
 
 @torch.no_grad()
 def margins(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
     """Class-1 minus class-0 logit of every node (eval mode restored to the model's own)."""
-    was_training = model.training
-    model.eval()
-    try:
-        logits = model(x, edge_index)
-    finally:
-        model.train(was_training)
+    logits = eval_logits(model, x, edge_index)
     if logits.dim() != 2 or logits.size(1) != 2:
         raise InvalidInputError(
             f"a decision offset needs a two-class model, got outputs of shape {tuple(logits.shape)}"

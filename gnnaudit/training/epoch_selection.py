@@ -32,9 +32,9 @@ __all__ = [
     "LATE_RISE_MIN_EPOCHS",
     "LATE_RISE_TAIL",
     "LATE_RISE_TOL",
+    "LATE_RISE_LAST_TOL",
     "late_rise",
     "still_improving",
-    "LATE_RISE_LAST_TOL",
 ]
 
 #: what :class:`KeepBestWeights` can rank epochs by

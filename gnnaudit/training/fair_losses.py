@@ -1,5 +1,5 @@
 r"""The loss terms of :class:`~gnnaudit.training.FairFinetune` as functions of logits: the
-divergence of the counterfactual-consistency and evidence terms, and the covariance penalty of
+divergence of the counterfactual-consistency and evidence terms, and the covariance of
 the group-gap terms.
 
 **Consistency divergence.** The changed values are those of the audit
@@ -23,7 +23,9 @@ outputs agree, so a model that ignores the attribute has zero consistency loss.
 :math:`s` itself, as consistency asks, and still follow its proxies). For a binary attribute
 and task :math:`\mathcal R_{cov}(U) = \pi_0 \pi_1 \lvert \bar p_{1|s=1} - \bar p_{1|s=0}
 \rvert` (:math:`\pi` the group shares in :math:`U`): the differentiable gap of mean predicted
-probability between the groups, scaled. No extra forward pass.
+probability between the groups, scaled. No extra forward pass. :func:`covariance_of` takes
+the per-node scores: the softmax probabilities (FairGNN's form, ``parity="softmax"``) or the
+anchored soft decisions of :mod:`~gnnaudit.training.parity_surrogate`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = ["consistency_divergence", "covariance_of", "covariance_penalty"]
+__all__ = ["consistency_divergence", "covariance_of"]
 
 
 def consistency_divergence(
@@ -43,15 +45,6 @@ def consistency_divergence(
         return (a - b).pow(2).mean(dim=1)
     la, lb = F.log_softmax(a, dim=1), F.log_softmax(b, dim=1)
     return 0.5 * ((la.exp() - lb.exp()) * (la - lb)).sum(dim=1)
-
-
-def covariance_penalty(
-    logits: torch.Tensor, sensitive: torch.Tensor, rows: torch.Tensor | None = None
-) -> torch.Tensor:
-    r""":math:`\mathcal R_{cov}(U)` (module docstring) of ``logits`` ``(n, C)`` against the
-    sensitive columns ``sensitive`` ``(n, k)``; ``U`` = the node ids ``rows`` (None: every
-    node); 0 (with a gradient path) when ``U`` holds fewer than 2 nodes."""
-    return covariance_of(F.softmax(logits, dim=1), sensitive, rows)
 
 
 def covariance_of(

@@ -26,8 +26,8 @@ gradient flowing through both, :math:`\kappa` = :data:`SHARPNESS`, and
 * ``parity="rate"`` (what ``"auto"`` means for two classes with ``keep_rate``, which decides
   there):
   :math:`\tau` = the margin above which the share :math:`r` of :math:`F` lies, :math:`r` the
-  class-1 share of the model as given on :math:`F` (:func:`~gnnaudit.training.decision_offset.
-  rate_offset`'s threshold);
+  class-1 share of the model as given on :math:`F`
+  (:func:`~gnnaudit.training.decision_offset.rate_threshold`, the threshold of ``keep_rate``);
 * ``parity="argmax"`` (what ``finetune`` uses when candidates are decided by argmax):
   :math:`\tau = 0`.
 
@@ -65,6 +65,7 @@ from torch import nn
 
 from gnnaudit._validation import check_choice
 from gnnaudit.errors import InvalidInputError
+from gnnaudit.training.decision_offset import eval_logits, rate_threshold
 from gnnaudit.training.fair_selection import label_free_nodes
 
 __all__ = [
@@ -87,22 +88,18 @@ SHARPNESS = 3.0
 MIN_SCALE = 1e-6
 
 
-@torch.no_grad()
 def _eval_logits(model: nn.Module, data: Any) -> torch.Tensor:
-    """The model's logits on ``data`` in eval mode (its own mode restored)."""
-    was_training = model.training
-    model.eval()
+    """The model's logits on ``data`` in eval mode, on the model's device; a model not called
+    as ``model(x, edge_index)`` is refused by name."""
+    param = next(iter(model.parameters()), None)
+    device = param.device if param is not None else data.x.device
     try:
-        param = next(iter(model.parameters()), None)
-        device = param.device if param is not None else data.x.device
-        return model(data.x.to(device), data.edge_index.to(device)).float()
+        return eval_logits(model, data.x.to(device), data.edge_index.to(device)).float()
     except TypeError as exc:
         raise InvalidInputError(
             f"model must be called as model(x, edge_index) -> logits; "
             f"{type(model).__name__} refused it: {exc}"
         ) from exc
-    finally:
-        model.train(was_training)
 
 
 def resolve_parity(parity: str, num_classes: int) -> str:
@@ -152,8 +149,8 @@ class ParitySurrogate:
 
     def threshold(self, margin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         r""":math:`\tau` and :math:`\operatorname{sd}(m_F)` of this step's margins, both
-        differentiable (:math:`\tau` through the order statistics it is the midpoint of, as in
-        :func:`~gnnaudit.training.decision_offset.rate_offset`): the term is then a function of
+        differentiable (:math:`\tau` through the order statistics it is the midpoint of,
+        :func:`~gnnaudit.training.decision_offset.rate_threshold`): the term is then a function of
         the margins that a common shift or scale leaves unchanged, so its gradient has no
         component along either and cannot drift the margins."""
         on_free = margin[self.free.to(margin.device)]
@@ -161,13 +158,7 @@ class ParitySurrogate:
         scale = on_free.std().clamp_min(MIN_SCALE) if n > 1 else margin.new_ones(())
         if self.rate is None or n == 0:
             return margin.new_zeros(()), scale
-        ordered = torch.sort(on_free).values
-        k = int(round(self.rate * n))
-        if k == 0:
-            return ordered[-1] + 1.0, scale
-        if k == n:
-            return ordered[0] - 1.0, scale
-        return (ordered[n - k - 1] + ordered[n - k]) / 2.0, scale
+        return rate_threshold(on_free, self.rate), scale
 
     def __call__(self, logits: torch.Tensor) -> torch.Tensor:
         r"""Per-node scores ``(n, C')`` whose covariance with the attribute is the term: the
