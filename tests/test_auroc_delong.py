@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
-from gnnaudit.training.auroc_delong import delong_components, paired_auroc_se
+from gnnaudit.training.auroc_delong import delong_components, paired_auroc_se, rank_auroc
 
 
 def _oracle_components(y: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -64,3 +64,40 @@ def test_se_is_nan_without_two_nodes_of_each_class():
     y = np.array([1, 0, 0, 0])
     assert math.isnan(paired_auroc_se(y, np.arange(4.0), np.arange(4.0)[::-1]))
     assert delong_components(np.zeros(3), np.arange(3.0))[0].size == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_rank_auroc_equals_scikit_learn_and_the_pairwise_oracle(data):
+    n = data.draw(st.integers(2, 60))
+    y = np.array(data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+    y[0], y[1] = 1, 0  # both classes
+    ties = data.draw(st.booleans())  # few distinct scores: many ties; else continuous ones
+    draw = st.integers(0, 4) if ties else st.floats(-1e6, 1e6, allow_nan=False)
+    s = np.array(data.draw(st.lists(draw, min_size=n, max_size=n)), dtype=np.float64)
+    v10, _ = _oracle_components(y, s)
+    assert rank_auroc(y == 1, s) == pytest.approx(roc_auc_score(y == 1, s), abs=1e-12)
+    assert rank_auroc(y == 1, s) == pytest.approx(v10.mean(), abs=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:y_pred contains classes not in y_true")
+def test_positive_auroc_and_balanced_accuracy_equal_scikit_learn():
+    from sklearn.metrics import balanced_accuracy_score
+
+    from gnnaudit.training.fair_selection import balanced_accuracy
+    from gnnaudit.training.train import positive_auroc
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 500)
+    score = np.round(rng.normal(size=500) + y, 1)  # rounded: ties across the classes
+    assert positive_auroc(y, score) == pytest.approx(roc_auc_score(y == 1, score), abs=1e-12)
+    assert math.isnan(positive_auroc(np.ones(5), np.arange(5.0)))  # one class
+    assert math.isnan(positive_auroc(y, np.where(y == 1, np.inf, score)))  # diverged scores
+    labels = rng.integers(-1, 3, 400)  # any label values, a class never predicted included
+    pred = np.where(rng.random(400) < 0.6, labels, rng.integers(0, 5, 400))
+    pred[labels == 2] = 0
+    assert balanced_accuracy(labels, pred) == pytest.approx(
+        balanced_accuracy_score(labels, pred), abs=1e-12
+    )
+    assert balanced_accuracy(np.zeros(4), np.ones(4)) == 0.0
+    assert math.isnan(balanced_accuracy(np.zeros(0), np.zeros(0)))

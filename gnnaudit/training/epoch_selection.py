@@ -18,6 +18,7 @@ from torch_geometric.data import Data
 
 from gnnaudit._validation import check_choice
 from gnnaudit.audit.model_quality import PREDICTION_SHARE
+from gnnaudit.training.auroc_delong import rank_auroc
 
 __all__ = [
     "KeepBestWeights",
@@ -217,17 +218,17 @@ def _collapsed(y: np.ndarray, p: np.ndarray) -> bool:
 
 
 def positive_auroc(y: Any, score: Any) -> float:
-    """``sklearn.metrics.roc_auc_score(y == 1, score)``; NaN when one class only, or when a
-    score is not finite (a diverged model: the divergence check reports it, not this metric)."""
-    from sklearn.metrics import roc_auc_score
-
+    """The AUROC of ``score`` for the labels ``y == 1`` (:func:`~gnnaudit.training.auroc_delong.
+    rank_auroc`, equal to ``sklearn.metrics.roc_auc_score(y == 1, score)``); NaN when one class
+    only, or when a score is not finite (a diverged model: the divergence check reports it, not
+    this metric)."""
     positive = np.asarray(y) == 1
     scores = np.asarray(score, dtype=np.float64)
     if positive.size == 0 or positive.all() or not positive.any():
         return math.nan
     if not np.isfinite(scores).all():
         return math.nan
-    return float(roc_auc_score(positive, scores))
+    return rank_auroc(positive, scores)
 
 
 def selection_monitor(data: Data) -> str:

@@ -133,12 +133,18 @@ def group_mix(labels: Any, sensitive: Any, *, names: list[str] | None = None) ->
 
 
 def _mst_max_edge(P: np.ndarray) -> float:
-    from gnnaudit.graph_ops.dc_tree import DCTree
+    """The largest edge of the Euclidean minimum spanning tree of the rows of ``P`` (0 for one
+    row): the MST of :class:`~gnnaudit.graph_ops.dc_tree.DCTree` at ``min_samples=1`` (zero
+    core distances), by the same rule for dense or Boruvka, without building the tree."""
+    from gnnaudit.graph_ops.dc_tree import DENSE_MAX_N
+    from gnnaudit.graph_ops.mst import mst_boruvka, mst_dense
 
     if P.shape[0] < 2:
         return 0.0
-    tree = DCTree(min_samples=1).fit(P)
-    return float(tree.mst_.weight.max())
+    P = np.ascontiguousarray(P, dtype=np.float64)
+    zero = np.zeros(P.shape[0])
+    mst = mst_dense(P, zero) if P.shape[0] <= DENSE_MAX_N else mst_boruvka(P, zero)
+    return float(mst.weight.max())
 
 
 @renamed_keywords(deprecated={"min_pts": "min_samples"})
