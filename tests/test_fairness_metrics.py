@@ -75,6 +75,23 @@ def test_dcsi_brute_force_small():
     assert dcsi(X, lab, min_samples=1) == pytest.approx(8 / 9)
 
 
+@pytest.mark.parametrize("n", [2, 3, 40, 150, 151, 400])
+def test_dcsi_conn_is_the_largest_edge_of_the_euclidean_mst(n):
+    """``Conn`` (the largest MST edge of a cluster's core points) against scipy's MST of the
+    full distance matrix, on both sides of the dense / Boruvka size rule, with tied points."""
+    from scipy.sparse.csgraph import minimum_spanning_tree
+    from scipy.spatial.distance import pdist, squareform
+
+    from gnnaudit.clustering.metrics.fairness import _mst_max_edge
+
+    rng = np.random.default_rng(n)
+    P = rng.normal(size=(n, 3))
+    P[: n // 5] = np.round(P[: n // 5], 1)  # near-duplicates
+    D = squareform(pdist(P))
+    oracle = minimum_spanning_tree(np.where(D > 0, D, 1e-300)).toarray().max()  # ties kept
+    assert _mst_max_edge(P) == pytest.approx(oracle, rel=1e-12)
+
+
 def test_noise_adjusted_ari_nmi():
     ref = np.array([0, 0, 0, 1, 1, 1, -1, -1])
     lab = np.array([1, 1, 1, 0, 0, -1, 0, 1])
