@@ -174,7 +174,10 @@ NOTES = """\
   pick and metrics in 10 of 10 runs. The one-layer raw-feature row
   `fairfinetune_raw_l1_lr0.01`, whose margins are large, was re-run too and changed (its
   earlier records: AUROC 96.20, F1 91.1, ΔSP 6.56, ΔEO 3.67; commit 0053b66). The GIN and SAGE
-  default rows, `fairfinetune_raw` and the `{"early_snapshots":false,...}` variants were
+  rows (vanilla and the default remedy, both graphs, 5 seeds) were re-run with it at commit
+  e02425a, whose trainer also takes its validation AUROC from mid-ranks instead of
+  scikit-learn's `roc_auc_score` (equal values): the same vanilla models, picks and metrics in
+  40 of 40 records. `fairfinetune_raw` and the `{"early_snapshots":false,...}` variants were
   selected before the fix and were not re-run (a note in each record).
 - **Fit times** are wall seconds on 2 CPU cores shared with other jobs (one thread per run,
   `nice`): indicative only. The bail `nifty` seeds 2-4 and `fairgnn` seeds 3-4 ran two at a
