@@ -92,6 +92,7 @@ def test_positive_auroc_and_balanced_accuracy_equal_scikit_learn():
     score = np.round(rng.normal(size=500) + y, 1)  # rounded: ties across the classes
     assert positive_auroc(y, score) == pytest.approx(roc_auc_score(y == 1, score), abs=1e-12)
     assert math.isnan(positive_auroc(np.ones(5), np.arange(5.0)))  # one class
+    assert math.isnan(rank_auroc(np.zeros(5, dtype=bool), np.arange(5.0)))
     assert math.isnan(positive_auroc(y, np.where(y == 1, np.inf, score)))  # diverged scores
     labels = rng.integers(-1, 3, 400)  # any label values, a class never predicted included
     pred = np.where(rng.random(400) < 0.6, labels, rng.integers(0, 5, 400))

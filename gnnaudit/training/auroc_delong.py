@@ -35,18 +35,19 @@ __all__ = ["delong_components", "paired_auroc_se", "rank_auroc"]
 
 
 def rank_auroc(positive: np.ndarray, score: np.ndarray) -> float:
-    r"""The AUROC of ``score`` for the boolean labels ``positive`` (both classes present), from
-    mid-ranks (Mann-Whitney): :math:`\bigl(\sum_{i:\,y_i=1} R(s_i) - m(m+1)/2\bigr) / (m n)`
-    with :math:`R` the rank among all scores (ties share their mean rank, so a tie counts one
-    half, as :math:`\psi` does), :math:`m` positives and :math:`n` negatives. It equals
-    ``sklearn.metrics.roc_auc_score(positive, score)`` (the area under the ROC curve with ties
-    as straight segments) to rounding, without scikit-learn's per-call input checks, which cost
-    more than the sum itself on a validation set of a few hundred nodes: the trainer evaluates
-    it every validation epoch and ``FairFinetune``'s selection on every candidate
-    (``benchmarks/bench_training.py`` measures the trainer)."""
+    r"""The AUROC of ``score`` for the boolean labels ``positive``, from mid-ranks
+    (Mann-Whitney): :math:`\bigl(\sum_{i:\,y_i=1} R(s_i) - m(m+1)/2\bigr) / (m n)` with
+    :math:`R` the rank among all scores (ties share their mean rank, so a tie counts one half,
+    as :math:`\psi` does), :math:`m` positives and :math:`n` negatives; NaN when a class is
+    absent. It equals ``sklearn.metrics.roc_auc_score(positive, score)`` (the area under the ROC
+    curve with ties as straight segments) to rounding, without scikit-learn's per-call input
+    checks: the trainer evaluates it every validation epoch and ``FairFinetune``'s selection on
+    every candidate."""
     positive = np.asarray(positive, dtype=bool).reshape(-1)
     m = int(positive.sum())
     n = positive.size - m
+    if m == 0 or n == 0:
+        return math.nan
     ranks = rankdata(np.asarray(score, dtype=np.float64).reshape(-1))
     return float((ranks[positive].sum() - m * (m + 1) / 2.0) / (m * n))
 

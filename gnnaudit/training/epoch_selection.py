@@ -92,21 +92,20 @@ class KeepBestWeights(Callback):
     """Remember the weights of the best validation epoch in memory and restore them at the end
     of ``fit`` (best = highest ``monitor``, ties broken by lower ``val_loss``).
 
-    ``monitor="val_acc"`` (default) reads the ``val_acc`` the module logs. ``"val_auroc"``
-    computes the validation AUROC of the class-1 probability itself: it records the logits of
-    the module's forward call in each validation step (scored like
-    :class:`~gnnaudit.training.NodeClassifier`: the ``val_mask`` nodes, the seed nodes of a
-    ``NeighborLoader`` batch), takes ``roc_auc_score`` over the epoch (the mean over processes
-    under a multi-process strategy) and logs it as ``val_auroc``; an undefined AUROC (one
-    class) ranks last. An epoch whose validation decisions (class-1 probability above 0.5)
-    are more than :data:`~gnnaudit.audit.model_quality.PREDICTION_SHARE` (95%) one class, the
-    audit's degenerate rule, ranks after every epoch whose decisions are not (unless the
-    validation labels themselves are that imbalanced): such an epoch can rank the nodes well
-    and still answer one class for nearly all of them, and the audit would call it
-    degenerate. :attr:`history` holds every epoch's ``(score, -val_loss)``,
-    :attr:`collapsed` whether its decisions collapsed (``val_auroc`` only; False otherwise).
-    At the end of ``fit`` the best epoch and :func:`late_rise` of the history go to
-    ``trainer.callback_metrics`` (``BEST_EPOCH_KEY``, ``LATE_RISE_KEY``).
+    ``monitor="val_acc"`` (default) reads the ``val_acc`` the module logs. ``"val_auroc"`` computes
+    the validation AUROC of the class-1 probability itself: it records the logits of the module's
+    forward call in each validation step (scored like :class:`~gnnaudit.training.NodeClassifier`:
+    the ``val_mask`` nodes, the seed nodes of a ``NeighborLoader`` batch), takes the AUROC
+    (:func:`positive_auroc`) over the epoch (the mean over processes under a multi-process
+    strategy) and logs it as ``val_auroc``; an undefined AUROC (one class) ranks last. An epoch
+    whose validation decisions (class-1 probability above 0.5) are more than
+    :data:`~gnnaudit.audit.model_quality.PREDICTION_SHARE` (95%) one class, the audit's degenerate
+    rule, ranks after every epoch whose decisions are not (unless the validation labels themselves
+    are that imbalanced): such an epoch can rank the nodes well and still answer one class for
+    nearly all of them, and the audit would call it degenerate. :attr:`history` holds every epoch's
+    ``(score, -val_loss)``, :attr:`collapsed` whether its decisions collapsed (``val_auroc`` only;
+    False otherwise). At the end of ``fit`` the best epoch and :func:`late_rise` of the history go
+    to ``trainer.callback_metrics`` (``BEST_EPOCH_KEY``, ``LATE_RISE_KEY``).
     """
 
     def __init__(self, monitor: str = "val_acc") -> None:

@@ -3,19 +3,19 @@ r"""Train a :class:`NodeClassifier` on one graph with Lightning, reproducibly, a
 ``train_node_classifier`` seeds everything (``lightning.seed_everything``), runs a ``Trainer``
 (:func:`make_trainer`: the available accelerator, or the user's ``trainer_kwargs``) with
 ``deterministic=True`` and keeps the weights of the best validation epoch (ties: lower
-validation loss), so the same data, arguments and seed give the same metrics. Best: for a
-binary task (labels 0 / 1, both among the validation nodes) the highest validation AUROC of the
-class-1 probability, as NIFTY selects, :math:`\mathrm{AUROC} = P(p_u > p_v) + \tfrac12 P(p_u =
-p_v)` over validation nodes :math:`u` of label 1 and :math:`v` of label 0
-(``sklearn.metrics.roc_auc_score``), since accuracy alone keeps a constant model on imbalanced
-labels (predicting the majority label scores the majority rate), among the epochs whose
-validation decisions are not more than 95% one class (the audit's degenerate rule; waived when
-the validation labels are that imbalanced): a model can rank well and still answer one class
-everywhere (NBA, a stratified split of seed 200: the best-AUROC epoch answered 1 for every test
-node); otherwise (multi-class) the highest validation accuracy. Checkpoints are ordinary
-Lightning checkpoints whose ``hyper_parameters`` hold only plain ``int`` / ``float`` / ``str``
-values; :func:`load_node_classifier` reads them with ``torch.load(path, weights_only=True)`` and
-never unpickles arbitrary objects.
+validation loss), so the same data, arguments and seed give the same metrics. Best: for a binary
+task (labels 0 / 1, both among the validation nodes) the highest validation AUROC of the class-1
+probability, as NIFTY selects, :math:`\mathrm{AUROC} = P(p_u > p_v) + \tfrac12 P(p_u = p_v)` over
+validation nodes :math:`u` of label 1 and :math:`v` of label 0 (mid-ranks, equal to
+``sklearn.metrics.roc_auc_score``), since accuracy alone keeps a constant model on imbalanced
+labels (predicting the majority label scores the majority rate), among the epochs whose validation
+decisions are not more than 95% one class (the audit's degenerate rule; waived when the validation
+labels are that imbalanced): a model can rank well and still answer one class everywhere (NBA, a
+stratified split of seed 200: the best-AUROC epoch answered 1 for every test node); otherwise
+(multi-class) the highest validation accuracy. Checkpoints are ordinary Lightning checkpoints whose
+``hyper_parameters`` hold only plain ``int`` / ``float`` / ``str`` values;
+:func:`load_node_classifier` reads them with ``torch.load(path, weights_only=True)`` and never
+unpickles arbitrary objects.
 """
 
 from __future__ import annotations
