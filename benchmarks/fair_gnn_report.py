@@ -285,7 +285,9 @@ def markdown_table(table: pd.DataFrame) -> str:
 
 def chosen_table(records: list[dict[str, Any]]) -> str:
     """Per graph, FairFinetune row and backbone: the chosen candidates, the validation balanced
-    accuracies (vanilla -> chosen) and the runs where ``finetune``'s decision warning fires
+    accuracies (vanilla -> chosen), the validation ΔSP (vanilla -> chosen, and the lowest of any
+    candidate within the AUROC budget: how far a selection rule could go with these candidates)
+    and the runs where ``finetune``'s decision warning fires
     (:func:`~gnnaudit.training.selection_warnings.warn_if_decisions_worse` on the record's table,
     with the row's ``max_bacc_drop`` if it set one)."""
     df = pd.DataFrame(records)
@@ -296,8 +298,9 @@ def chosen_table(records: list[dict[str, Any]]) -> str:
         return "(no FairFinetune record yet)"
     lines = [
         "| dataset | row | backbone | chosen candidate (seed) | validation balanced accuracy, "
-        "vanilla -> chosen (seed) | decision warnings |",
-        "|---|---|---|---|---|---|",
+        "vanilla -> chosen (seed) | validation ΔSP, vanilla -> chosen / lowest within the "
+        "AUROC budget (seed) | decision warnings |",
+        "|---|---|---|---|---|---|---|",
     ]
     for (d, m, b), g in df.groupby(["dataset", "method", "backbone"], sort=True):
         picks = ", ".join(f"{c} ({s})" for c, s in zip(g["chosen"], g["seed"], strict=True))
@@ -306,8 +309,15 @@ def chosen_table(records: list[dict[str, Any]]) -> str:
             f"{t['val_bacc'].iloc[0]:.3f} -> {t.loc[t['chosen'], 'val_bacc'].iloc[0]:.3f} ({s})"
             for t, s in zip(tables, g["seed"], strict=True)
         )
+        dsp = ", ".join(
+            f"{t['val_dsp'].iloc[0]:.3f} -> {t.loc[t['chosen'], 'val_dsp'].iloc[0]:.3f} / "
+            f"{t.loc[t['within_budget'], 'val_dsp'].min():.3f} ({s})"
+            for t, s in zip(tables, g["seed"], strict=True)
+        )
         warned = _warned_runs(g)
-        lines.append(f"| {d} | {method_label(m)} | {b} | {picks} | {bacc} | {warned} of {len(g)} |")
+        lines.append(
+            f"| {d} | {method_label(m)} | {b} | {picks} | {bacc} | {dsp} | {warned} of {len(g)} |"
+        )
     return "\n".join(lines)
 
 

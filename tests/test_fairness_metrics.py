@@ -78,7 +78,8 @@ def test_dcsi_brute_force_small():
 @pytest.mark.parametrize("n", [2, 3, 40, 150, 151, 400])
 def test_dcsi_conn_is_the_largest_edge_of_the_euclidean_mst(n):
     """``Conn`` (the largest MST edge of a cluster's core points) against scipy's MST of the
-    full distance matrix, on both sides of the dense / Boruvka size rule, with tied points."""
+    full distance matrix, on both sides of the dense / Boruvka size rule, with near and exact
+    duplicates."""
     from scipy.sparse.csgraph import minimum_spanning_tree
     from scipy.spatial.distance import pdist, squareform
 
@@ -87,6 +88,7 @@ def test_dcsi_conn_is_the_largest_edge_of_the_euclidean_mst(n):
     rng = np.random.default_rng(n)
     P = rng.normal(size=(n, 3))
     P[: n // 5] = np.round(P[: n // 5], 1)  # near-duplicates
+    P[n // 2 : n // 2 + n // 10] = P[: n // 10]  # exact duplicates: zero-length edges
     D = squareform(pdist(P))
     oracle = minimum_spanning_tree(np.where(D > 0, D, 1e-300)).toarray().max()  # ties kept
     assert _mst_max_edge(P) == pytest.approx(oracle, rel=1e-12)

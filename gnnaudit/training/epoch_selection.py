@@ -221,13 +221,10 @@ def positive_auroc(y: Any, score: Any) -> float:
     rank_auroc`, equal to ``sklearn.metrics.roc_auc_score(y == 1, score)``); NaN when one class
     only, or when a score is not finite (a diverged model: the divergence check reports it, not
     this metric)."""
-    positive = np.asarray(y) == 1
     scores = np.asarray(score, dtype=np.float64)
-    if positive.size == 0 or positive.all() or not positive.any():
-        return math.nan
     if not np.isfinite(scores).all():
         return math.nan
-    return rank_auroc(positive, scores)
+    return rank_auroc(np.asarray(y) == 1, scores)  # NaN without a node of either class
 
 
 def selection_monitor(data: Data) -> str:

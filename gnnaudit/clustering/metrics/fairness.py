@@ -141,7 +141,6 @@ def _mst_max_edge(P: np.ndarray) -> float:
 
     if P.shape[0] < 2:
         return 0.0
-    P = np.ascontiguousarray(P, dtype=np.float64)
     zero = np.zeros(P.shape[0])
     mst = mst_dense(P, zero) if P.shape[0] <= DENSE_MAX_N else mst_boruvka(P, zero)
     return float(mst.weight.max())
