@@ -3,17 +3,21 @@
 Usage::
 
     python benchmarks/bench_fair_heldout.py --root DIR            # german and nba under DIR
+    python benchmarks/bench_fair_heldout.py --root DIR --graphs pokec_z pokec_n
     python benchmarks/bench_fair_heldout.py --root DIR --graphs german --seeds 0 --no-write
 
 ``DIR/<name>/`` holds the published files (``load_nifty``'s layouts): NIFTY's German
 (``german.csv``, ``german_edges.txt``, github.com/chirag126/nifty ``dataset/german``) and FairGNN's
-NBA (``nba.csv``, ``nba_relationship.txt``, github.com/EnyanDai/FairGNN ``dataset/NBA``). Nothing
-is downloaded.
+NBA (``nba.csv``, ``nba_relationship.txt``, github.com/EnyanDai/FairGNN ``dataset/NBA``), and
+where present FairGNN's Pokec-z / Pokec-n (``region_job[_2].csv`` and ``..._relationship.txt``,
+``dataset/pokec``). Nothing is downloaded.
 
 Protocol, as a user would run it, per graph and seed (0-2 by default):
 
-- the published split: ``"nifty"`` for German; NBA's published FairGNN split uses its test nodes
-  for validation, so NBA gets the library's disjoint stratified split (``split="stratified"``);
+- the published split: ``"nifty"`` for German, ``"fairgnn"`` for Pokec-z / Pokec-n (500
+  training nodes; validation and test disjoint); NBA's published FairGNN split uses its test
+  nodes for validation, so NBA gets the library's disjoint stratified split
+  (``split="stratified"``);
 - the vanilla model: ``train_node_classifier(data, "gcn", 1000, seed, num_layers=2,
   hidden_channels=16, lr=1e-3, weight_decay=1e-5)`` (NIFTY's settings);
 - the remedy: ``FairFinetune.finetune(model, data, sensitive=data.sensitive_name,
@@ -109,7 +113,7 @@ from gnnaudit.training.fair_selection import DEFAULT_N_CANDIDATES  # noqa: E402
 
 RESULTS = HERE / "results" / "fair_heldout.md"
 #: graph -> split used (NBA's published split reuses the test nodes for validation)
-SPLITS = {"german": "nifty", "nba": "stratified"}
+SPLITS = {"german": "nifty", "nba": "stratified", "pokec_z": "fairgnn", "pokec_n": "fairgnn"}
 NIFTY_SETTINGS = {"num_layers": 2, "hidden_channels": 16, "lr": 1e-3, "weight_decay": 1e-5}
 METRICS = ("auroc", "f1", "bacc", "dsp", "deo", "cf", "pos_share")
 
@@ -331,8 +335,14 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--root", type=Path, required=True, help="folder holding german/ and nba/")
-    ap.add_argument("--graphs", nargs="+", default=list(SPLITS), choices=list(SPLITS))
+    ap.add_argument("--root", type=Path, required=True, help="folder holding german/, nba/, ...")
+    ap.add_argument(
+        "--graphs",
+        nargs="+",
+        default=None,
+        choices=list(SPLITS),
+        help="default: every graph of SPLITS whose folder is under --root",
+    )
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--epochs", type=int, default=1000, help="vanilla training epochs")
     ap.add_argument(
@@ -368,6 +378,10 @@ def main(argv: list[str] | None = None) -> None:
         help="also measure every candidate on the test nodes and write them to this CSV",
     )
     args = ap.parse_args(argv)
+    if args.graphs is None:
+        args.graphs = [g for g in SPLITS if (args.root / g).is_dir()]
+        if not args.graphs:
+            ap.error(f"--root {args.root}: none of {', '.join(SPLITS)} is there")
     if not isinstance(args.ff_options, dict):
         ap.error("--ff-options must be a JSON object")
     options: dict[str, Any] = dict(args.ff_options)
