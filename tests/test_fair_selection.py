@@ -18,11 +18,13 @@ from gnnaudit.errors import InvalidInputError
 from gnnaudit.training import FairFinetune, train_node_classifier
 from gnnaudit.training.data_module import GraphDataModule
 from gnnaudit.training.fair_finetune import DEFAULT_LAMBDA_COV, DEFAULT_LAMBDA_EO
+from gnnaudit.training.fair_losses import covariance_of
 from gnnaudit.training.fair_runs import candidate_steps, grid_weights
 from gnnaudit.training.fair_selection import (
     SELECTION_COLUMNS,
     check_targets,
     group_gap,
+    known_group_nodes,
     label_free_nodes,
     resolve_sensitive_feature,
     select_candidate,
@@ -285,6 +287,56 @@ def test_validation_metrics_match_an_oracle(fair_graph, fair_gcn):
     on_test = validation_metrics(fair_gcn, fair_graph, spec, fair_graph.test_mask)
     assert on_test["val_cf"] == pytest.approx(frame["flip"].mean())
     assert math.isnan(group_gap(np.ones(3), np.zeros(3, int)))
+
+
+def test_nodes_of_unknown_group_are_in_no_gap_and_no_covariance_term(fair_graph, fair_gcn):
+    """A FairGNN-layout graph stores an unknown sensitive value as group 0 and marks it false in
+    ``sensitive_mask``: the selection's gaps and the fine-tuning's covariance terms leave such
+    nodes out (oracle: the same figures on the known nodes alone)."""
+    spec = resolve_sensitive_feature(fair_graph, "gender")
+    col = spec.columns[0]
+    with torch.no_grad():
+        logits = fair_gcn.eval()(fair_graph.x, fair_graph.edge_index)
+    pred = logits.argmax(1).numpy()
+    s = fair_graph.x[:, col].numpy()
+    # unknown: every second group-1 node the model decides 1, among validation and non-test
+    # nodes; stored as group 0 as the loader does, they would narrow or widen the gaps
+    candidates = np.flatnonzero((pred == 1) & (s == 1))[::2]
+    data = fair_graph.clone()
+    data.x[candidates, col] = 0.0
+    data.sensitive_mask = torch.ones(data.num_nodes, dtype=torch.bool)
+    data.sensitive_mask[candidates] = False
+    known = data.sensitive_mask.numpy()
+    with torch.no_grad():  # the model reads the column: decide on the stored inputs
+        logits = fair_gcn(data.x, data.edge_index)
+    pred = logits.argmax(1).numpy()
+    free = label_free_nodes(data)
+    assert not free[candidates].any()
+    assert free.tolist() == (label_free_nodes(fair_graph) & known).tolist()
+    got = validation_metrics(fair_gcn, data, spec)
+    val = data.val_mask.numpy() & known
+    y = data.y.numpy()
+    s_known = data.x[:, col].numpy()  # equals the true groups on the known nodes
+
+    def gap(nodes):
+        return abs(pred[nodes & (s_known == 0)].mean() - pred[nodes & (s_known == 1)].mean())
+
+    assert got["val_dsp"] == pytest.approx(gap(free))
+    assert got["val_deo"] == pytest.approx(gap(val & (y == 1)))
+    # the test can fail: counting the unknown nodes as group 0 gives other gaps
+    blind = validation_metrics(fair_gcn, data.clone().update({"sensitive_mask": None}), spec)
+    assert blind["val_dsp"] != pytest.approx(got["val_dsp"], abs=1e-3)
+    # the covariance terms of the loss: over the known nodes only
+    module = FairFinetune(copy.deepcopy(fair_gcn), data, "gender", targets=("dsp", "deo"))
+    rows = torch.from_numpy(np.flatnonzero(known))
+    want = covariance_of(logits.softmax(1), module.sensitive_values, rows)
+    assert float(module.covariance_loss(logits)) == pytest.approx(float(want))
+    eo = np.flatnonzero(data.train_mask.numpy() & (y == 1) & known)
+    assert module.eo_rows.tolist() == eo.tolist()
+    # a mask of the wrong length is named
+    data.sensitive_mask = torch.ones(3, dtype=torch.bool)
+    with pytest.raises(InvalidInputError, match="sensitive_mask must hold one entry per node"):
+        known_group_nodes(data, fair_graph.num_nodes)
 
 
 def test_label_free_nodes_are_validation_and_non_test_nodes():

@@ -14,7 +14,8 @@ takes ``(x, edge_index)`` (a :class:`~gnnaudit.training.NodeClassifier` or a use
 one term per gap of ``targets`` (:data:`~gnnaudit.training.fair_selection.TARGETS`, default
 all): ``"cf"`` (counterfactual unfairness) -> :math:`\mathcal C`, ``"dsp"`` (statistical parity)
 -> :math:`\mathcal R_{cov}` over all nodes :math:`V`, ``"deo"`` (equal opportunity) ->
-:math:`\mathcal R_{cov}` over the label-1 training nodes :math:`T_1`. A targeted term's weight
+:math:`\mathcal R_{cov}` over the label-1 training nodes :math:`T_1` (both without the nodes
+whose group is unknown, ``data.sensitive_mask``). A targeted term's weight
 defaults to :data:`DEFAULT_LAMBDA_CF` / :data:`DEFAULT_LAMBDA_COV` / :data:`DEFAULT_LAMBDA_EO`,
 an untargeted one's to 0; :meth:`FairFinetune.finetune` picks the result on validation nodes.
 
@@ -105,6 +106,7 @@ from gnnaudit.training.fair_selection import (
     DEFAULT_N_CANDIDATES,
     TARGETS,
     check_targets,
+    known_group_nodes,
     resolve_sensitive_feature,
 )
 from gnnaudit.training.input_blinding import blind_model
@@ -247,7 +249,9 @@ class FairFinetune(L.LightningModule):
         )
         if self.input_slices is not None:  # the model cannot read the attribute any more
             self.lambda_cf = 0.0
-        label1 = (data.train_mask & (data.y == 1)).detach().cpu().numpy()
+        known = known_group_nodes(data, int(data.y.numel()))
+        self.known_rows = None if known.all() else torch.from_numpy(np.flatnonzero(known))
+        label1 = (data.train_mask & (data.y == 1)).detach().cpu().numpy() & known
         self.eo_rows = torch.from_numpy(np.flatnonzero(label1))
         self.consistency = ConsistencyTerm(
             self.alternatives, self.columns, self.scopes, self.divergence, self.random_state
@@ -321,7 +325,10 @@ class FairFinetune(L.LightningModule):
         self, logits: torch.Tensor, rows: torch.Tensor | None = None
     ) -> torch.Tensor:
         """:math:`\\mathcal R_{cov}(U)` (module docstring) of the factual ``logits``; ``U`` =
-        the node ids ``rows`` (None: every node); 0 when ``U`` holds fewer than 2 nodes."""
+        the node ids ``rows`` (None: every node whose group is known,
+        :func:`~gnnaudit.training.fair_selection.known_group_nodes`); 0 when ``U`` holds fewer
+        than 2 nodes."""
+        rows = self.known_rows if rows is None else rows
         return covariance_of(self.parity(logits), self.sensitive_values, rows)
 
     def equal_opportunity_loss(self, logits: torch.Tensor) -> torch.Tensor:

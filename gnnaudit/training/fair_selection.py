@@ -10,7 +10,9 @@ the default) after steps 1, 2, 4, ... below the first of those (:func:`candidate
 **Selection metrics** (:func:`validation_metrics`). The figures that need a label are measured on
 the nodes ``V`` of ``data.val_mask``; the two gaps that need none, ΔSP and CF, on the larger set
 :math:`F = V \cup \{v : v \notin` ``data.test_mask``:math:`\}` (:func:`label_free_nodes`: the
-validation, training and unlabelled nodes, never a test node). Positive class 1
+validation, training and unlabelled nodes, never a test node). A node whose group is unknown
+(``data.sensitive_mask`` false, :func:`known_group_nodes`) is in neither gap nor in ΔEO's
+:math:`V`. Positive class 1
 (:math:`p_v` the class-1 softmax probability, :math:`\hat y_v` the argmax class, groups
 :math:`g` from :func:`~gnnaudit.audit.interventions.category_codes`):
 
@@ -148,6 +150,7 @@ __all__ = [
     "balanced_accuracy",
     "top_share",
     "label_free_nodes",
+    "known_group_nodes",
     "validation_metrics",
     "select_candidate",
     "selection_frame",
@@ -248,17 +251,34 @@ def group_gap(decision: np.ndarray, groups: np.ndarray) -> float:
     return float(rates.max() - rates.min())
 
 
+def known_group_nodes(data: Any, num_nodes: int) -> np.ndarray:
+    """The nodes whose sensitive group is known: ``data.sensitive_mask`` where the graph has one
+    (the FairGNN layouts of :func:`~gnnaudit.datasets.load_nifty` store an unknown value as
+    group 0 and mark it false there), else every node; a boolean array over the ``num_nodes``
+    nodes. A node of unknown group is in no group gap and no covariance term."""
+    known = getattr(data, "sensitive_mask", None)
+    if known is None:
+        return np.ones(num_nodes, dtype=bool)
+    out = to_numpy(known).astype(bool).reshape(-1)
+    if out.size != num_nodes:
+        raise InvalidInputError(
+            f"data.sensitive_mask must hold one entry per node ({num_nodes}), got {out.size}"
+        )
+    return out
+
+
 def label_free_nodes(data: Any, mask: torch.Tensor | np.ndarray | None = None) -> np.ndarray:
     """The nodes :math:`F` of the selection's label-free gaps (module docstring): ``mask``
     (default ``data.val_mask``) and every node outside ``data.test_mask`` (all nodes when the
-    graph has no test mask); a boolean array over the nodes."""
+    graph has no test mask), less the nodes of unknown group (:func:`known_group_nodes`); a
+    boolean array over the nodes."""
     out = to_numpy(data.val_mask if mask is None else mask).astype(bool)  # a copy
     test = getattr(data, "test_mask", None)
     if test is None:
         out[:] = True
     else:
         out |= ~to_numpy(test).astype(bool)
-    return out
+    return out & known_group_nodes(data, out.size)
 
 
 def validation_metrics(
@@ -327,13 +347,13 @@ def _evaluate(
         changed |= alt.compares & (pred_cf != pred)
     model.train(was_training)
     pos = pred == 1
-    label1 = y[mask_np] == 1
+    eo = mask_np & (y == 1) & known_group_nodes(data, y.size)
     metrics = {
         "val_auroc": positive_auroc(y[mask_np], score[mask_np]),
         "val_bacc": balanced_accuracy(y[mask_np], pred[mask_np]),
         "val_top_share": top_share(pred[mask_np]),
         "val_dsp": group_gap(pos[free], groups[free]),
-        "val_deo": group_gap(pos[mask_np][label1], groups[mask_np][label1]),
+        "val_deo": group_gap(pos[eo], groups[eo]),
         "val_cf": float(changed[free].mean()) if free.any() else math.nan,
         "offset": offset,
     }
