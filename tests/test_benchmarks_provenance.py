@@ -112,3 +112,33 @@ def test_results_index_shows_each_files_commit(provenance, tmp_path):
     assert "- [`b.md`](results/b.md): New run — measured at commit `abc1234`" in text
     assert text.index("## Contents") < text.index("# Old run") < text.index("# New run")
     assert "body a" in text and "body b" in text
+
+
+def test_run_all_goes_on_past_a_failure_and_gives_quick_only_where_taken(
+    provenance, tmp_path, monkeypatch, capsys
+):
+    """``run_all.py --quick``: a script without ``--quick`` runs without it, a failing script does
+    not stop the queue, the failures are named and the exit status is 1; the index is written
+    into the folder the runner serves (here a temporary one)."""
+    run_all = importlib.import_module("run_all")
+    (tmp_path / "results").mkdir()
+    log = tmp_path / "ran.txt"
+    takes_quick = (
+        'import argparse, pathlib\np = argparse.ArgumentParser()\np.add_argument("--quick", '
+        'action="store_true")\na = p.parse_args()\n'
+        f"pathlib.Path({str(log)!r}).open('a').write(f'a quick={{a.quick}}\\n')\n"
+    )
+    no_quick = (
+        "import argparse, pathlib\nargparse.ArgumentParser().parse_args()\n"
+        f"pathlib.Path({str(log)!r}).open('a').write('c\\n')\n"
+    )
+    (tmp_path / "bench_a.py").write_text(takes_quick)
+    (tmp_path / "bench_b.py").write_text("raise SystemExit('no reference repository')\n")
+    (tmp_path / "bench_c.py").write_text(no_quick)
+    monkeypatch.setattr(run_all, "HERE", tmp_path)
+    assert run_all.main(["--quick"]) == 1
+    assert log.read_text().splitlines() == ["a quick=True", "c"]  # b failed, c still ran
+    assert "failed (1): bench_b.py" in capsys.readouterr().err
+    assert (tmp_path / "RESULTS.md").is_file()
+    assert run_all.main(["--only", "a"]) == 0
+    assert log.read_text().splitlines()[-1] == "a quick=False"
