@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from gnnaudit.audit.sensitive import known_group_mask
 from gnnaudit.datasets import load_nifty, synthetic_credit_graph
 from gnnaudit.datasets.nifty_splits import fairgnn_split, warn_overlap
 from gnnaudit.errors import InvalidInputError
@@ -24,7 +25,6 @@ from gnnaudit.training.fair_selection import (
     SELECTION_COLUMNS,
     check_targets,
     group_gap,
-    known_group_nodes,
     label_free_nodes,
     resolve_sensitive_feature,
     select_candidate,
@@ -336,7 +336,7 @@ def test_nodes_of_unknown_group_are_in_no_gap_and_no_covariance_term(fair_graph,
     # a mask of the wrong length is named
     data.sensitive_mask = torch.ones(3, dtype=torch.bool)
     with pytest.raises(InvalidInputError, match="sensitive_mask must hold one entry per node"):
-        known_group_nodes(data, fair_graph.num_nodes)
+        known_group_mask(data, fair_graph.num_nodes, "gender")
 
 
 def test_label_free_nodes_are_validation_and_non_test_nodes():

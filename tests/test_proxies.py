@@ -11,6 +11,7 @@ from gnnaudit.audit.fairness.group_fairness import GroupFairnessUnit
 from gnnaudit.audit.pipeline import run_audit
 from gnnaudit.audit.proxies import PROXY_SHARE, ProxyUnit, rank_proxies
 from gnnaudit.audit.quality_unit import ModelQuality
+from gnnaudit.audit.sensitive import known_group_mask
 from gnnaudit.audit.sensitivity.unit import SensitivityUnit
 from gnnaudit.datasets import synthetic_credit_graph
 
@@ -95,3 +96,28 @@ def test_a_callable_model_skips_the_probe_with_a_note(hidden_gender):
     report = run_audit(fn, data, gender, units=[ProxyUnit(num_hops=0)], n_boot=50, progress=False)
     assert any("probe skipped" in n for n in report.section("proxies").notes)
     assert np.isnan(report.section("proxies").data["probe_accuracy"] or np.nan)
+
+
+def test_nodes_of_unknown_group_are_left_out_of_the_ranking():
+    """Where the data marks unknown values of its attribute (``sensitive_mask`` false, stored as
+    group 0 by the FairGNN loaders), the proxies are ranked on the known nodes only (oracle:
+    :func:`rank_proxies` on those rows); an audit of another attribute keeps every node."""
+    data = synthetic_credit_graph(num_nodes=400, bias=2.0, seed=7)
+    unknown = np.arange(0, 400, 3)
+    data.x[unknown, GENDER] = 0.0
+    data.sensitive = data.x[:, GENDER].long()
+    data.sensitive_mask = torch.ones(400, dtype=torch.bool)
+    data.sensitive_mask[unknown] = False
+    known = data.sensitive_mask.numpy()
+    units = [ProxyUnit(num_hops=0, probe=False)]
+    report = run_audit(ProxyModel(), data, "gender", units=units, n_boot=50, progress=False)
+    got = report.table("proxies", "proxies").set_index("feature")["mutual_information"]
+    keep = [j for j in range(data.x.size(1)) if j != GENDER]
+    names = [data.feature_names[j] for j in keep]
+    x = data.x.numpy()
+    want = rank_proxies(x[known][:, keep], names, x[known, GENDER].astype(int), 0)
+    assert got.loc[want["feature"]].to_numpy() == pytest.approx(want["mutual_information"])
+    every = rank_proxies(x[:, keep], names, x[:, GENDER].astype(int), 0)  # the test can fail
+    assert not np.allclose(got.loc[every["feature"]], every["mutual_information"])
+    assert known_group_mask(data, 400, "gender").tolist() == known.tolist()
+    assert known_group_mask(data, 400, "age").all()  # not the attribute the mask is about

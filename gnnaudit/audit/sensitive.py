@@ -24,6 +24,12 @@ values, the rule of :func:`~gnnaudit.audit.interventions.detect_kind`). A **cont
 attribute (anything else) is never used raw as groups, which would make every node its own
 group: it is refused with a message suggesting bins, or, with ``bins=q``, cut into ``q``
 quantile bins named by their value ranges (e.g. ``"[18, 31)"``).
+
+Unknown values. A graph may mark nodes whose value of its own attribute is unknown
+(``data.sensitive_mask`` false, as the FairGNN loaders do; such values are stored as group 0):
+:func:`known_group_mask` names the known nodes, and the figures computed over all nodes (the
+proxy ranking, :class:`~gnnaudit.training.FairFinetune`'s selection and covariance terms) leave
+the others out; the evaluation masks of those loaders already exclude them.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from gnnaudit.errors import InvalidInputError
 
 __all__ = [
     "group_labels",
+    "known_group_mask",
     "SensitiveAttribute",
     "resolve_attributes",
     "resolve_sensitive",
@@ -77,6 +84,23 @@ def _to_numpy(value: Any) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
     return np.asarray(value)
+
+
+def known_group_mask(data: Any, num_nodes: int, name: str | None) -> np.ndarray:
+    """Which nodes have a known value of the attribute ``name``: ``data.sensitive_mask`` when
+    ``name`` is the data's own attribute (``data.sensitive_name``) and the data carries that
+    mask (the FairGNN layouts of :func:`~gnnaudit.datasets.load_nifty` store an unknown value as
+    group 0 and mark it false there), else every node. A boolean array over the ``num_nodes``
+    nodes; a node of unknown group belongs in no group figure."""
+    known = getattr(data, "sensitive_mask", None)
+    if known is None or name is None or name != getattr(data, "sensitive_name", None):
+        return np.ones(num_nodes, dtype=bool)
+    out = _to_numpy(known).astype(bool).reshape(-1)
+    if out.size != num_nodes:
+        raise InvalidInputError(
+            f"data.sensitive_mask must hold one entry per node ({num_nodes}), got {out.size}"
+        )
+    return out
 
 
 def _names(data: Any) -> list[str]:

@@ -94,6 +94,7 @@ from gnnaudit._validation import (
     check_seed,
 )
 from gnnaudit.audit.interventions import alternatives, feature_columns
+from gnnaudit.audit.sensitive import known_group_mask
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.data_module import check_node_data
 from gnnaudit.training.fair_consistency import ConsistencyTerm
@@ -106,7 +107,6 @@ from gnnaudit.training.fair_selection import (
     DEFAULT_N_CANDIDATES,
     TARGETS,
     check_targets,
-    known_group_nodes,
     resolve_sensitive_feature,
 )
 from gnnaudit.training.input_blinding import blind_model
@@ -243,13 +243,14 @@ class FairFinetune(L.LightningModule):
         self.columns = torch.tensor(self.spec.columns, dtype=torch.long)
         self.sensitive_values = torch.from_numpy(feature_columns(data, self.spec.columns)).float()
         blind = check_bool("blind", blind)
-        self.parity = ParitySurrogate(model, data, parity)  # of the model as given: before blinding
+        # of the model as given: before blinding
+        self.parity = ParitySurrogate(model, data, parity, self.spec.name)
         self.input_slices = (
             blind_model(model, data, self.spec, self.alternatives) if blind else None
         )
         if self.input_slices is not None:  # the model cannot read the attribute any more
             self.lambda_cf = 0.0
-        known = known_group_nodes(data, int(data.y.numel()))
+        known = known_group_mask(data, int(data.y.numel()), self.spec.name)
         self.known_rows = None if known.all() else torch.from_numpy(np.flatnonzero(known))
         label1 = (data.train_mask & (data.y == 1)).detach().cpu().numpy() & known
         self.eo_rows = torch.from_numpy(np.flatnonzero(label1))
@@ -326,7 +327,7 @@ class FairFinetune(L.LightningModule):
     ) -> torch.Tensor:
         """:math:`\\mathcal R_{cov}(U)` (module docstring) of the factual ``logits``; ``U`` =
         the node ids ``rows`` (None: every node whose group is known,
-        :func:`~gnnaudit.training.fair_selection.known_group_nodes`); 0 when ``U`` holds fewer
+        :func:`~gnnaudit.audit.sensitive.known_group_mask`); 0 when ``U`` holds fewer
         than 2 nodes."""
         rows = self.known_rows if rows is None else rows
         return covariance_of(self.parity(logits), self.sensitive_values, rows)

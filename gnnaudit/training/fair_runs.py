@@ -306,7 +306,7 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
     warn_if_decisions_worse(table, max_auroc_drop, stacklevel=5, max_bacc_drop=max_bacc_drop)
     chosen_name = str(table.loc[table["chosen"], "candidate"].iloc[0])
     n_val = int(data.val_mask.sum())
-    n_free = int(label_free_nodes(data).sum())
+    n_free = int(label_free_nodes(data, sensitive=wrapper.spec.name).sum())
     warn_if_gain_uncertain(gain, n_val, chosen_name=chosen_name, stacklevel=5, n_free=n_free)
     tuned.selection_ = table
     tuned.selection_gain_ = gain

@@ -11,7 +11,8 @@ the default) after steps 1, 2, 4, ... below the first of those (:func:`candidate
 the nodes ``V`` of ``data.val_mask``; the two gaps that need none, ΔSP and CF, on the larger set
 :math:`F = V \cup \{v : v \notin` ``data.test_mask``:math:`\}` (:func:`label_free_nodes`: the
 validation, training and unlabelled nodes, never a test node). A node whose group is unknown
-(``data.sensitive_mask`` false, :func:`known_group_nodes`) is in neither gap nor in ΔEO's
+(``data.sensitive_mask`` false, :func:`~gnnaudit.audit.sensitive.known_group_mask`) is in
+neither gap nor in ΔEO's
 :math:`V`. Positive class 1
 (:math:`p_v` the class-1 softmax probability, :math:`\hat y_v` the argmax class, groups
 :math:`g` from :func:`~gnnaudit.audit.interventions.category_codes`):
@@ -127,6 +128,7 @@ from gnnaudit.audit.interventions import (
 )
 from gnnaudit.audit.model_quality import PREDICTION_SHARE
 from gnnaudit.audit.search.inputs import to_numpy
+from gnnaudit.audit.sensitive import known_group_mask
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.auroc_delong import paired_auroc_se
 from gnnaudit.training.decision_offset import fold_offset, rate_offset
@@ -150,7 +152,6 @@ __all__ = [
     "balanced_accuracy",
     "top_share",
     "label_free_nodes",
-    "known_group_nodes",
     "validation_metrics",
     "select_candidate",
     "selection_frame",
@@ -251,34 +252,22 @@ def group_gap(decision: np.ndarray, groups: np.ndarray) -> float:
     return float(rates.max() - rates.min())
 
 
-def known_group_nodes(data: Any, num_nodes: int) -> np.ndarray:
-    """The nodes whose sensitive group is known: ``data.sensitive_mask`` where the graph has one
-    (the FairGNN layouts of :func:`~gnnaudit.datasets.load_nifty` store an unknown value as
-    group 0 and mark it false there), else every node; a boolean array over the ``num_nodes``
-    nodes. A node of unknown group is in no group gap and no covariance term."""
-    known = getattr(data, "sensitive_mask", None)
-    if known is None:
-        return np.ones(num_nodes, dtype=bool)
-    out = to_numpy(known).astype(bool).reshape(-1)
-    if out.size != num_nodes:
-        raise InvalidInputError(
-            f"data.sensitive_mask must hold one entry per node ({num_nodes}), got {out.size}"
-        )
-    return out
-
-
-def label_free_nodes(data: Any, mask: torch.Tensor | np.ndarray | None = None) -> np.ndarray:
+def label_free_nodes(
+    data: Any, mask: torch.Tensor | np.ndarray | None = None, sensitive: str | None = None
+) -> np.ndarray:
     """The nodes :math:`F` of the selection's label-free gaps (module docstring): ``mask``
     (default ``data.val_mask``) and every node outside ``data.test_mask`` (all nodes when the
-    graph has no test mask), less the nodes of unknown group (:func:`known_group_nodes`); a
-    boolean array over the nodes."""
+    graph has no test mask), less the nodes whose value of the attribute ``sensitive`` is
+    unknown (:func:`~gnnaudit.audit.sensitive.known_group_mask`; None: the data's own
+    attribute); a boolean array over the nodes."""
     out = to_numpy(data.val_mask if mask is None else mask).astype(bool)  # a copy
     test = getattr(data, "test_mask", None)
     if test is None:
         out[:] = True
     else:
         out |= ~to_numpy(test).astype(bool)
-    return out & known_group_nodes(data, out.size)
+    name = getattr(data, "sensitive_name", None) if sensitive is None else sensitive
+    return out & known_group_mask(data, out.size, name)
 
 
 def validation_metrics(
@@ -329,7 +318,7 @@ def _evaluate(
     device = next(iter(model.parameters())).device
     x, edge_index = data.x.to(device), data.edge_index.to(device)
     mask_np = to_numpy(data.val_mask if mask is None else mask).astype(bool)
-    free = label_free_nodes(data, mask_np)
+    free = label_free_nodes(data, mask_np, spec.name)
     groups = category_codes(data, spec) if groups is None else groups
     alts = alternatives(data, spec) if alts is None else alts
     logits = model(x, edge_index)
@@ -347,7 +336,7 @@ def _evaluate(
         changed |= alt.compares & (pred_cf != pred)
     model.train(was_training)
     pos = pred == 1
-    eo = mask_np & (y == 1) & known_group_nodes(data, y.size)
+    eo = mask_np & (y == 1) & known_group_mask(data, y.size, spec.name)
     metrics = {
         "val_auroc": positive_auroc(y[mask_np], score[mask_np]),
         "val_bacc": balanced_accuracy(y[mask_np], pred[mask_np]),
@@ -454,7 +443,7 @@ def selection_frame(
     val = to_numpy(data.val_mask).astype(bool)
     y = data.y.detach().cpu().numpy()
     labels = y[val]
-    free = label_free_nodes(data, val)
+    free = label_free_nodes(data, val, spec.name)
     rows: list[dict[str, Any]] = []
     base: np.ndarray | None = None
     decided: list[np.ndarray] = []

@@ -132,16 +132,23 @@ def decision_parity(parity: str, offset_kept: bool, model: nn.Module, data: Any)
 class ParitySurrogate:
     r"""The scores :math:`\tilde p` of the module docstring for ``model`` on ``data``: built
     once (one eval-mode forward pass of the model as given, for the class count and the
-    reference rate), then called on every step's logits."""
+    reference rate, on the label-free nodes of known ``sensitive`` group), then called on every
+    step's logits."""
 
-    def __init__(self, model: nn.Module, data: Any, parity: str = DEFAULT_PARITY) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        data: Any,
+        parity: str = DEFAULT_PARITY,
+        sensitive: str | None = None,
+    ) -> None:
         logits = _eval_logits(model, data)
         if logits.dim() != 2:
             raise InvalidInputError(
                 f"the model must return logits of shape (n, C), got {tuple(logits.shape)}"
             )
         self.parity = resolve_parity(parity, int(logits.size(1)))
-        self.free = torch.from_numpy(np.flatnonzero(label_free_nodes(data)))
+        self.free = torch.from_numpy(np.flatnonzero(label_free_nodes(data, sensitive=sensitive)))
         self.rate: float | None = None
         if self.parity == "rate":
             margin = (logits[:, 1] - logits[:, 0]).cpu().numpy()[self.free.numpy()]

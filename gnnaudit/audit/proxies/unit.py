@@ -48,6 +48,7 @@ from gnnaudit._validation import check_bool, check_int
 from gnnaudit.audit.interventions import MAX_CATEGORIES, detect_kind, resolve_feature
 from gnnaudit.audit.report.section import Finding, ReportSection
 from gnnaudit.audit.report.thresholds import flip_flagged
+from gnnaudit.audit.sensitive import known_group_mask
 from gnnaudit.audit.sensitivity.flip import FlipOptions, sensitivity_results
 from gnnaudit.audit.sensitivity.options import MAX_NODES
 from gnnaudit.audit.sensitivity.receptive_field import (
@@ -328,12 +329,14 @@ class ProxyUnit(AuditUnit):
 
 
 def _probe_rows(ctx: AuditContext) -> np.ndarray:
-    """The nodes the proxies are ranked and probed on: all of them, or a seeded sample of
-    :data:`MAX_PROXY_NODES` (ascending)."""
-    n = ctx.num_nodes
-    if n <= MAX_PROXY_NODES:
-        return np.arange(n)
-    return np.sort(ctx.options.rng(41).choice(n, MAX_PROXY_NODES, replace=False))
+    """The nodes the proxies are ranked and probed on: those whose group is known
+    (:func:`~gnnaudit.audit.sensitive.known_group_mask`: every node unless the data marks
+    unknown values of its attribute), or a seeded sample of :data:`MAX_PROXY_NODES` of them
+    (ascending)."""
+    ids = np.flatnonzero(known_group_mask(ctx.data, ctx.num_nodes, ctx.sensitive_name))
+    if ids.size <= MAX_PROXY_NODES:
+        return ids
+    return ids[np.sort(ctx.options.rng(41).choice(ids.size, MAX_PROXY_NODES, replace=False))]
 
 
 def _hidden_rows(ctx: AuditContext, layer: torch.nn.Module, rows: np.ndarray) -> np.ndarray | None:
