@@ -177,8 +177,11 @@ NOTES = """\
   rows (vanilla and the default remedy, both graphs, 5 seeds) were re-run with it at commit
   e02425a, whose trainer also takes its validation AUROC from mid-ranks instead of
   scikit-learn's `roc_auc_score` (equal values): the same vanilla models, picks and metrics in
-  40 of 40 records. `fairfinetune_raw` and the `{"early_snapshots":false,...}` variants were
-  selected before the fix and were not re-run (a note in each record).
+  40 of 40 records. The raw-feature row `fairfinetune_raw` was re-run with it on 2026-12-08
+  (commit 5e62866, vanilla GCNs retrained on raw features with the same seeds: identical
+  metrics): the same picks and metrics in 5 of 5 runs. The `{"early_snapshots":false,...}`
+  variants and the `_raw_l1` (lr 1e-3) and `_raw_h64` rows were selected before the fix and
+  were not re-run (a note in each record).
 - **Fit times** are wall seconds on 2 CPU cores shared with other jobs (one thread per run,
   `nice`): indicative only. The bail `nifty` seeds 2-4 and `fairgnn` seeds 3-4 ran two at a
   time beside other benchmarks (about 50 min each).
