@@ -11,9 +11,8 @@ the default) after steps 1, 2, 4, ... below the first of those (:func:`candidate
 the nodes ``V`` of ``data.val_mask``; the two gaps that need none, ΔSP and CF, on the larger set
 :math:`F = V \cup \{v : v \notin` ``data.test_mask``:math:`\}` (:func:`label_free_nodes`: the
 validation, training and unlabelled nodes, never a test node). A node whose group is unknown
-(``data.sensitive_mask`` false, :func:`~gnnaudit.audit.sensitive.known_group_mask`) is in
-neither gap nor in ΔEO's
-:math:`V`. Positive class 1
+(``data.sensitive_mask`` false, :func:`~gnnaudit.audit.sensitive.known_group_mask`) is in no
+gap: not in :math:`F`, not among ΔEO's nodes of :math:`V`. Positive class 1
 (:math:`p_v` the class-1 softmax probability, :math:`\hat y_v` the argmax class, groups
 :math:`g` from :func:`~gnnaudit.audit.interventions.category_codes`):
 
