@@ -121,3 +121,12 @@ def test_nodes_of_unknown_group_are_left_out_of_the_ranking():
     assert not np.allclose(got.loc[every["feature"]], every["mutual_information"])
     assert known_group_mask(data, 400, "gender").tolist() == known.tolist()
     assert known_group_mask(data, 400, "age").all()  # not the attribute the mask is about
+    # the audited nodes (the test mask) hold unknown ones: the report says so
+    n_unknown = int((~known & data.test_mask.numpy()).sum())
+    want_note = f"{n_unknown} of the {int(data.test_mask.sum())} audited nodes have an unknown"
+    assert n_unknown > 0 and any(want_note in n for n in report.run_info["notes"])
+    clean = run_audit(
+        ProxyModel(), data, "gender", mask=data.test_mask & data.sensitive_mask, units=units,
+        n_boot=50, progress=False,
+    )  # fmt: skip
+    assert not any("unknown value" in n for n in clean.run_info.get("notes", []))

@@ -38,7 +38,12 @@ from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.audit.search.evidence import BACKENDS
 from gnnaudit.audit.search.fit_inputs import resolve_mask
 from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
-from gnnaudit.audit.sensitive import SensitiveAttribute, resolve_attributes, resolve_sensitive
+from gnnaudit.audit.sensitive import (
+    SensitiveAttribute,
+    resolve_attributes,
+    resolve_sensitive,
+    unknown_group_note,
+)
 from gnnaudit.errors import InvalidInputError
 
 __all__ = ["AuditOptions", "AuditContext", "resolve_sensitive", "resolve_nodes"]
@@ -177,6 +182,10 @@ class AuditContext:
                     f"{self.nodes.size} audited nodes; a fairness audit needs at least two groups"
                 )
         self.notes: list[str] = [a.note for a in self.attributes if a.note]
+        unknown = unknown_group_note(self.data, self.nodes, self.sensitive_name)
+        if unknown is not None:
+            logger.warning(unknown)
+            self.notes.append(unknown)
         #: results of the units that already ran, by unit name (filled by ``run_units``)
         self.results: dict[str, Any] = {}
         self._local: LocalEvidence | None = None

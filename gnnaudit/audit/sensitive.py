@@ -49,6 +49,7 @@ from gnnaudit.errors import InvalidInputError
 __all__ = [
     "group_labels",
     "known_group_mask",
+    "unknown_group_note",
     "SensitiveAttribute",
     "resolve_attributes",
     "resolve_sensitive",
@@ -101,6 +102,24 @@ def known_group_mask(data: Any, num_nodes: int, name: str | None) -> np.ndarray:
             f"data.sensitive_mask must hold one entry per node ({num_nodes}), got {out.size}"
         )
     return out
+
+
+def unknown_group_note(data: Any, nodes: np.ndarray, name: str | None) -> str | None:
+    """A sentence for the report when some of the audited ``nodes`` have an unknown value of
+    the attribute ``name`` (:func:`known_group_mask`; stored as group 0, the group figures
+    count them there), else None. The FairGNN loaders' evaluation masks leave such nodes out;
+    an explicit ``mask`` may not."""
+    if name is None:
+        return None
+    known = known_group_mask(data, int(data.num_nodes), name)
+    unknown = int((~known[nodes]).sum())
+    if not unknown:
+        return None
+    return (
+        f"{unknown} of the {nodes.size} audited nodes have an unknown value of {name!r} "
+        "(data.sensitive_mask false), stored as group 0: the group figures count them in that "
+        "group; audit the known nodes (mask=...) to leave them out."
+    )
 
 
 def _names(data: Any) -> list[str]:
