@@ -179,9 +179,16 @@ NOTES = """\
   scikit-learn's `roc_auc_score` (equal values): the same vanilla models, picks and metrics in
   40 of 40 records. The raw-feature row `fairfinetune_raw` was re-run with it on 2026-12-08
   (commit 5e62866, vanilla GCNs retrained on raw features with the same seeds: identical
-  metrics): the same picks and metrics in 5 of 5 runs. The `{"early_snapshots":false,...}`
-  variants and the `_raw_l1` (lr 1e-3) and `_raw_h64` rows were selected before the fix and
-  were not re-run (a note in each record).
+  metrics): the same picks and metrics in 5 of 5 runs. The GCN variants
+  `{"early_snapshots":false}`, `{"early_snapshots":false,"keep_rate":false}` and
+  `{"early_snapshots":false,"keep_rate":false,"max_bacc_drop":0.02}` (credit and bail, 5 seeds
+  each) were re-run with it on 2026-12-08 (commit 7cc870b): the same picks in 30 of 30 runs and
+  the same decisions (F1, ΔSP, ΔEO and CF equal, test AUROC within 2e-5) in 29; in the 30th
+  (credit seed 4, `{"early_snapshots":false}`, the last step of the weight-20 run) AUROC 69.67
+  -> 69.75, F1 76.43 -> 76.30, ΔSP 0.46 -> 0.42, ΔEO 1.44 -> 0.08 (the record's note); their
+  records replace the earlier ones, with their full selection tables. The GIN and SAGE variants, the raw-feature
+  variants `fairfinetune_raw:{...}` and the `_raw_l1` (lr 1e-3) and `_raw_h64` rows were
+  selected before the fix and were not re-run (a note in each record).
 - **Fit times** are wall seconds on 2 CPU cores shared with other jobs (one thread per run,
   `nice`): indicative only. The bail `nifty` seeds 2-4 and `fairgnn` seeds 3-4 ran two at a
   time beside other benchmarks (about 50 min each).
