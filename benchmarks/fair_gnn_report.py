@@ -182,7 +182,7 @@ NOTES = """\
   metrics): the same picks and metrics in 5 of 5 runs. The GCN variants
   `{"early_snapshots":false}`, `{"early_snapshots":false,"keep_rate":false}` and
   `{"early_snapshots":false,"keep_rate":false,"max_bacc_drop":0.02}` (credit and bail, 5 seeds
-  each) were re-run with it on 2026-12-08 (commit 7cc870b): the same picks in 30 of 30 runs and
+  each) were re-run with it on 2026-12-08 (commit 5db1c8a): the same picks in 30 of 30 runs and
   the same decisions (F1, ΔSP, ΔEO and CF equal, test AUROC within 2e-5) in 29; in the 30th
   (credit seed 4, `{"early_snapshots":false}`, the last step of the weight-20 run) AUROC 69.67
   -> 69.75, F1 76.43 -> 76.30, ΔSP 0.46 -> 0.42, ΔEO 1.44 -> 0.08 (the record's note); their
