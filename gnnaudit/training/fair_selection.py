@@ -335,7 +335,7 @@ def _evaluate(
         changed |= alt.compares & (pred_cf != pred)
     model.train(was_training)
     pos = pred == 1
-    eo = mask_np & (y == 1) & known_group_mask(data, y.size, spec.name)
+    eo = mask_np & free & (y == 1)  # free holds the mask's nodes of known group
     metrics = {
         "val_auroc": positive_auroc(y[mask_np], score[mask_np]),
         "val_bacc": balanced_accuracy(y[mask_np], pred[mask_np]),
