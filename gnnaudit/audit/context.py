@@ -40,6 +40,7 @@ from gnnaudit.audit.search.fit_inputs import resolve_mask
 from gnnaudit.audit.search.results import GlobalEvidence, LocalEvidence
 from gnnaudit.audit.sensitive import (
     SensitiveAttribute,
+    known_group_nodes,
     resolve_attributes,
     resolve_sensitive,
     unknown_group_note,
@@ -175,14 +176,18 @@ class AuditContext:
         self.sensitive = None if first is None else first.values
         self.sensitive_name = None if first is None else first.name
         self.sensitive_column = None if first is None else first.column
+        names = [a.name for a in self.attributes]
+        #: the audited nodes of known group (:func:`known_group_nodes`): the group figures' nodes
+        self.group_nodes = known_group_nodes(self.data, self.nodes, names)
         for attr in self.attributes:
-            if np.unique(attr.values[self.nodes]).size < 2:
+            if np.unique(attr.values[self.group_nodes]).size < 2:
+                held = "a single value" if self.group_nodes.size else "no known value"
                 raise InvalidInputError(
-                    f"sensitive attribute {attr.name!r} takes a single value on the "
-                    f"{self.nodes.size} audited nodes; a fairness audit needs at least two groups"
+                    f"sensitive attribute {attr.name!r} takes {held} on the {self.nodes.size} "
+                    "audited nodes; a fairness audit needs at least two groups"
                 )
         self.notes: list[str] = [a.note for a in self.attributes if a.note]
-        unknown = unknown_group_note(self.data, self.nodes, self.sensitive_name)
+        unknown = unknown_group_note(self.nodes, self.group_nodes, names)
         if unknown is not None:
             logger.warning(unknown)
             self.notes.append(unknown)

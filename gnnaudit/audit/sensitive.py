@@ -27,9 +27,10 @@ quantile bins named by their value ranges (e.g. ``"[18, 31)"``).
 
 Unknown values. A graph may mark nodes whose value of its own attribute is unknown
 (``data.sensitive_mask`` false, as the FairGNN loaders do; such values are stored as group 0):
-:func:`known_group_mask` names the known nodes, and the figures computed over all nodes (the
-proxy ranking, :class:`~gnnaudit.training.FairFinetune`'s selection and covariance terms) leave
-the others out; the evaluation masks of those loaders already exclude them.
+:func:`known_group_mask` names the known nodes. The figures computed over all nodes (the
+proxy ranking, :class:`~gnnaudit.training.FairFinetune`'s selection and covariance terms) and
+the audit's group figures on the audited nodes (:func:`known_group_nodes`) leave the others
+out; the evaluation masks of those loaders already exclude them.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from gnnaudit.errors import InvalidInputError
 __all__ = [
     "group_labels",
     "known_group_mask",
+    "known_group_nodes",
     "unknown_group_note",
     "SensitiveAttribute",
     "resolve_attributes",
@@ -104,21 +106,31 @@ def known_group_mask(data: Any, num_nodes: int, name: str | None) -> np.ndarray:
     return out
 
 
-def unknown_group_note(data: Any, nodes: np.ndarray, name: str | None) -> str | None:
-    """A sentence for the report when some of the audited ``nodes`` have an unknown value of
-    the attribute ``name`` (:func:`known_group_mask`; stored as group 0, the group figures
-    count them there), else None. The FairGNN loaders' evaluation masks leave such nodes out;
-    an explicit ``mask`` may not."""
-    if name is None:
-        return None
-    known = known_group_mask(data, int(data.num_nodes), name)
-    unknown = int((~known[nodes]).sum())
+def known_group_nodes(data: Any, nodes: np.ndarray, names: list[str]) -> np.ndarray:
+    """The audited ``nodes`` whose value of every attribute of ``names`` is known
+    (:func:`known_group_mask`): the nodes of the audit's group figures (group gaps, flip tests,
+    evidence contrast, the embedding's groups). All of ``nodes`` unless the data marks unknown
+    values of its own attribute."""
+    known = np.ones(int(data.num_nodes), dtype=bool)
+    for name in names:
+        known &= known_group_mask(data, known.size, name)
+    return nodes[known[nodes]]
+
+
+def unknown_group_note(nodes: np.ndarray, known_nodes: np.ndarray, names: list[str]) -> str | None:
+    """A sentence for the report when some of the audited ``nodes`` are not among
+    ``known_nodes`` (:func:`known_group_nodes`: an unknown value of an attribute of ``names``),
+    else None. The FairGNN loaders' evaluation masks leave such nodes out; an explicit ``mask``
+    may not."""
+    unknown = int(nodes.size - known_nodes.size)
     if not unknown:
         return None
+    which = " / ".join(repr(n) for n in names)
     return (
-        f"{unknown} of the {nodes.size} audited nodes have an unknown value of {name!r} "
-        "(data.sensitive_mask false), stored as group 0: the group figures count them in that "
-        "group; audit the known nodes (mask=...) to leave them out."
+        f"{unknown} of the {nodes.size} audited nodes have an unknown value of {which} "
+        "(data.sensitive_mask false, stored as group 0): the group figures (group gaps, flip "
+        "tests, evidence contrast, the embedding's groups) leave them out, on the "
+        f"{known_nodes.size} others; the figures without groups count every audited node."
     )
 
 

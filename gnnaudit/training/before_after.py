@@ -24,7 +24,10 @@ from gnnaudit.audit.fairness.group_fairness import group_fairness
 from gnnaudit.audit.fairness.literature_intervals import auroc_interval
 from gnnaudit.audit.interventions import FeatureSpec, category_codes
 from gnnaudit.audit.model_adapter import ModelAdapter
+from gnnaudit.audit.search.fit_inputs import resolve_mask
+from gnnaudit.audit.sensitive import known_group_mask
 from gnnaudit.audit.sensitivity.flip import counterfactual_flip
+from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.fair_finetune import resolve_sensitive_feature
 
 __all__ = ["METRIC_COLUMNS", "HIGHER_IS_BETTER", "mitigation_metrics"]
@@ -51,6 +54,8 @@ def mitigation_metrics(
 ) -> pd.DataFrame:
     """Flip rate (node and graph scope), SPD, EOD and accuracy of ``model`` on the audited
     ``nodes`` (default ``data.test_mask``), each with its interval; :data:`METRIC_COLUMNS`.
+    Nodes of unknown group (``data.sensitive_mask`` false for the data's own attribute,
+    :func:`~gnnaudit.audit.sensitive.known_group_mask`) are left out of every figure.
 
     ``sensitive``: the attribute's feature name / column / one-hot group, or a resolved
     :class:`~gnnaudit.audit.interventions.FeatureSpec`. Needs ``data.y``.
@@ -62,6 +67,14 @@ def mitigation_metrics(
     )
     if nodes is None:
         nodes = getattr(data, "test_mask", None)
+    n = int(data.num_nodes)
+    nodes = resolve_mask(nodes, data, n, name="nodes", purpose="the before / after table")
+    nodes = nodes[known_group_mask(data, n, spec.name)[nodes]]
+    if nodes.size == 0:
+        raise InvalidInputError(
+            f"every node of nodes has an unknown value of {spec.name!r} (data.sensitive_mask "
+            "false); the before / after table needs nodes of known group"
+        )
     logits = ModelAdapter(model).logits(data.x, data.edge_index)
     rows = []
     for scope in ("node", "graph"):

@@ -247,7 +247,7 @@ class EmbeddingStructureUnit(AuditUnit):
                 ctx.data,
                 sensitive=ctx.sensitive,
                 evidence=evidence,
-                mask=ctx.nodes,
+                mask=ctx.group_nodes,
                 progress=bool(ctx.options.progress),
             )
         except (InvalidInputError, InfeasibleError) as err:

@@ -166,7 +166,7 @@ class EvidenceContrastUnit(AuditUnit):
 
     def run(self, ctx: AuditContext) -> EvidenceContrastAudit:
         k = self.k or ctx.options.k
-        nodes = ctx.nodes
+        nodes = known = ctx.group_nodes  # the audited nodes of known group
         if nodes.size > self.max_nodes:
             rng = ctx.options.rng(7)
             nodes = np.sort(rng.choice(nodes, self.max_nodes, replace=False))
@@ -183,4 +183,4 @@ class EvidenceContrastUnit(AuditUnit):
             confidence=ctx.options.confidence,
             n_boot=ctx.options.n_boot,
         )
-        return EvidenceContrastAudit(contrast=contrast, n_audited=int(ctx.nodes.size))
+        return EvidenceContrastAudit(contrast=contrast, n_audited=int(known.size))

@@ -335,7 +335,7 @@ class GroupFairnessUnit(AuditUnit):
 
     def run(self, ctx: AuditContext) -> AuditResult:
         options: dict[str, Any] = {
-            "mask": ctx.nodes,
+            "mask": ctx.group_nodes,
             "positive_class": self.positive_class,
             "n_boot": ctx.options.n_boot,
             "confidence": ctx.options.confidence,

@@ -441,7 +441,7 @@ class SensitivityUnit(AuditUnit):
             ctx.adapter,
             ctx.data,
             specs,
-            ctx.nodes,
+            ctx.group_nodes,
             scope,
             ctx.options.n_boot if self.n_boot is None else self.n_boot,
             ctx.options.random_state,
