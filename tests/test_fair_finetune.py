@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GCNConv
 
+from gnnaudit.audit.model_adapter import ModelAdapter, trained_module
 from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
@@ -24,7 +25,7 @@ from gnnaudit.training.fair_finetune import (
     resolve_sensitive_feature,
     sensitive_evidence_pairs,
 )
-from gnnaudit.training.train import make_trainer, quiet_lightning
+from gnnaudit.training.train import TrainResult, make_trainer, quiet_lightning
 
 GENDER = 10
 
@@ -212,6 +213,43 @@ def test_deterministic_for_a_seed(graph, trained):
     a = FairFinetune.finetune(trained, graph, "gender", epochs=4, random_state=5)
     b = FairFinetune.finetune(trained, graph, "gender", epochs=4, random_state=5)
     assert _same_state(a, b)
+
+
+def test_the_trainers_result_is_taken_as_its_module(graph, trained):
+    """``train_node_classifier`` returns a ``(module, metrics)`` pair: ``finetune``, the
+    constructor and the audit take the pair as its module (the same weights, the same result)."""
+    pair = TrainResult(trained, {"val_auroc": 0.5})
+    a = FairFinetune.finetune(trained, graph, "gender", epochs=4, random_state=5)
+    b = FairFinetune.finetune(pair, graph, "gender", epochs=4, random_state=5)
+    assert _same_state(a, b)
+    assert FairFinetune(pair, graph, "gender").model is trained
+    assert ModelAdapter(pair).model is trained
+    plain = (trained, {})
+    assert trained_module(plain) is plain  # a plain tuple is not a trainer's result
+    with pytest.raises(InvalidInputError, match="got tuple"):
+        FairFinetune.finetune((trained, {}), graph, "gender", epochs=1)
+
+
+def test_the_attribute_as_a_vector_of_the_nodes(graph):
+    """A vector of one value per node that is a column of ``x`` (as is, or relabelled) is that
+    column; one that is no column, and a graph whose own attribute is no column, are refused
+    with the reason."""
+    spec = resolve_sensitive_feature(graph, "gender")
+    column = graph.x[:, GENDER]
+    assert resolve_sensitive_feature(graph, column).columns == spec.columns
+    labels = np.where(column.numpy() > 0, "F", "M")
+    assert resolve_sensitive_feature(graph, pd.Series(labels)).columns == spec.columns
+    assert resolve_sensitive_feature(graph, None).columns == spec.columns  # data.sensitive_name
+    unnamed = graph.clone()
+    del unnamed.feature_names, unnamed.sensitive_name
+    unnamed.sensitive = column.long()  # no names: found by its values
+    assert resolve_sensitive_feature(unnamed, None).columns == spec.columns
+    other = np.arange(graph.num_nodes) % 3
+    with pytest.raises(InvalidInputError, match="not a column of data.x"):
+        resolve_sensitive_feature(graph, other)
+    unnamed.sensitive = torch.as_tensor(other)
+    with pytest.raises(InvalidInputError, match="the data's own attribute .* not a column"):
+        resolve_sensitive_feature(unnamed, None)
 
 
 def test_evidence_pairs_screen_by_sensitive_share():

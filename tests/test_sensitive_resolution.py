@@ -49,6 +49,24 @@ def test_a_vector_equal_to_a_column_is_that_feature_and_the_flip_tests_run(data)
     assert any("equals column 10 (gender)" in n for n in notes)
 
 
+def test_the_datas_own_unnamed_attribute_is_matched_to_its_column(data):
+    """``data.sensitive`` without a feature name of its own is found among the columns by its
+    values, as a vector given is; one that is no column stays an attribute outside the input."""
+    unnamed = data.clone()
+    del unnamed.sensitive_name
+    unnamed.sensitive = data.x[:, GENDER].long()
+    (attr,) = resolve_attributes(unnamed, None)
+    assert (attr.column, attr.name) == (GENDER, "sensitive")
+    assert "equals column 10 (gender)" in attr.note
+    report = _audit(unnamed, None)
+    named = _audit(data, "gender")
+    node = report.finding("counterfactual flip (node scope)", "gender")  # the column flipped
+    assert node["value"] == named.finding("counterfactual flip (node scope)", "gender")["value"]
+    unnamed.sensitive = torch.as_tensor(np.arange(data.num_nodes) % 2 == 0)  # in no column
+    (attr,) = resolve_attributes(unnamed, None)
+    assert attr.column is None and attr.note is None
+
+
 def test_text_labels_are_groups_with_their_names(data):
     labels = np.array(["man", "woman"])[data.x[:, GENDER].long().numpy()]
     report = _audit(data, labels)

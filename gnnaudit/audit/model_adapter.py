@@ -32,7 +32,19 @@ import torch
 from gnnaudit._validation import check_device
 from gnnaudit.errors import GnnAuditError, InvalidInputError, note_model_error
 
-__all__ = ["ModelAdapter", "resolve_device"]
+__all__ = ["ModelAdapter", "resolve_device", "trained_module"]
+
+
+def trained_module(model: Any) -> Any:
+    """The module of a trainer's result, else ``model`` unchanged: the
+    :class:`~gnnaudit.training.TrainResult` of
+    :func:`~gnnaudit.training.train_node_classifier` is a ``(module, metrics)`` pair, and every
+    entry point that takes a model (the audit, :class:`~gnnaudit.training.FairFinetune`) takes
+    the pair as its module (any tuple with a ``module`` field that is an ``nn.Module``)."""
+    module = getattr(model, "module", None)
+    if isinstance(model, tuple) and isinstance(module, torch.nn.Module):
+        return module
+    return model
 
 
 def resolve_device(device: Any, model: Any = None) -> torch.device:
@@ -100,7 +112,8 @@ class ModelAdapter:
 
     Parameters
     ----------
-    model : ``nn.Module`` or callable ``model(x, edge_index, **forward_kwargs) -> logits``.
+    model : ``nn.Module`` or callable ``model(x, edge_index, **forward_kwargs) -> logits`` (or
+        the result of :func:`~gnnaudit.training.train_node_classifier`, :func:`trained_module`).
         May be None when ``predict_fn`` is given.
     forward_kwargs : extra keyword arguments passed to every ``model`` call (tensors are moved
         to the model's device).
@@ -120,6 +133,7 @@ class ModelAdapter:
         predict_fn: Callable[[torch.Tensor, torch.Tensor], Any] | None = None,
         device: Any = "auto",
     ) -> None:
+        model = trained_module(model)
         if model is None and predict_fn is None:
             raise InvalidInputError("model must be given (or predict_fn), got None")
         if predict_fn is None and not callable(model):

@@ -3,7 +3,9 @@ and the group of every node.
 
 ``sensitive=`` of the audit accepts
 
-* ``None``: ``data.sensitive`` / ``data.sensitive_name`` when the data carries them;
+* ``None``: ``data.sensitive`` / ``data.sensitive_name`` when the data carries them (a
+  ``data.sensitive`` whose name is not a feature name is matched against the columns as a
+  vector is, below);
 * a feature **name** of ``data.feature_names`` (or ``data.sensitive_name``);
 * a **column index** of ``data.x``;
 * a **vector** (one value per node: numbers, booleans, text labels or a pandas categorical).
@@ -297,6 +299,17 @@ def _groups(values: np.ndarray, name: str, bins: int | None) -> tuple[np.ndarray
     return binned, note
 
 
+def _vector_column(data: Any, values: np.ndarray) -> tuple[int | None, str | None]:
+    """``(column, note)`` of the column of ``x`` equal to the vector ``values`` (as is or
+    relabelled, :func:`_matching_column`), ``(None, None)`` when none is."""
+    if values.shape[0] != int(data.num_nodes):
+        return None, None
+    match = _matching_column(data, values)
+    if match is None:
+        return None, None
+    return match.column, _match_note(match, _names(data)[match.column])
+
+
 def _one(data: Any, sensitive: Any, bins: int | None) -> SensitiveAttribute | None:
     """One attribute (see :func:`resolve_attributes`)."""
     n = int(data.num_nodes)
@@ -310,6 +323,8 @@ def _one(data: Any, sensitive: Any, bins: int | None) -> SensitiveAttribute | No
         name = "sensitive" if stored is None else str(stored)
         values = _to_numpy(raw).ravel()
         column = names.index(name) if name in names else None
+        if column is None:  # no feature of that name: found by its values, as a vector
+            column, note = _vector_column(data, values)
     elif isinstance(sensitive, str):
         if sensitive in names:
             column = names.index(sensitive)
@@ -332,12 +347,9 @@ def _one(data: Any, sensitive: Any, bins: int | None) -> SensitiveAttribute | No
             )
         values, name = _to_numpy(data.x[:, column]), names[column]
     else:
-        values, name, column = _to_numpy(sensitive).ravel(), "sensitive", None
-        if values.shape[0] == n:
-            match = _matching_column(data, values)
-            if match is not None:
-                column, name = match.column, names[match.column]
-                note = _match_note(match, name)
+        values = _to_numpy(sensitive).ravel()
+        column, note = _vector_column(data, values)
+        name = "sensitive" if column is None else names[column]
     if values.shape[0] != n:
         raise InvalidInputError(
             f"sensitive must have one value per node ({n}), got {values.shape[0]}"

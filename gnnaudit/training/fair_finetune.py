@@ -94,6 +94,7 @@ from gnnaudit._validation import (
     check_seed,
 )
 from gnnaudit.audit.interventions import alternatives, feature_columns
+from gnnaudit.audit.model_adapter import trained_module
 from gnnaudit.audit.sensitive import known_group_mask
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.data_module import check_node_data
@@ -157,7 +158,9 @@ class FairFinetune(L.LightningModule):
 
     Parameters
     ----------
-    model : node classifier, ``model(x, edge_index) -> logits``; trained in place (use
+    model : node classifier, ``model(x, edge_index) -> logits``, or the ``(module, metrics)``
+        result of :func:`~gnnaudit.training.train_node_classifier` (its module is taken,
+        :func:`~gnnaudit.audit.model_adapter.trained_module`); trained in place (use
         :meth:`finetune` for a copy).
     data : the graph (``x``, ``y``, ``edge_index``, train / val / test masks).
     sensitive : the sensitive attribute: feature name, column index or one-hot group of
@@ -213,6 +216,7 @@ class FairFinetune(L.LightningModule):
         random_state: int = 0,
     ) -> None:
         super().__init__()
+        model = trained_module(model)
         if not isinstance(model, nn.Module):
             raise InvalidInputError(
                 f"model must be a torch.nn.Module called as model(x, edge_index), got "

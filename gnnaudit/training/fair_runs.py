@@ -24,6 +24,7 @@ from gnnaudit._validation import (
     resolve_progress,
 )
 from gnnaudit.audit.interventions import alternatives
+from gnnaudit.audit.model_adapter import trained_module
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.data_module import GraphDataModule
 from gnnaudit.training.decision_offset import find_output_bias
@@ -258,6 +259,7 @@ def finetune_and_select(  # noqa: PLR0913  # the body of FairFinetune.finetune, 
     max_auroc_drop = check_float("max_auroc_drop", max_auroc_drop, minimum=0.0, maximum=1.0)
     if max_bacc_drop is not None:
         max_bacc_drop = check_float("max_bacc_drop", max_bacc_drop, minimum=0.0, maximum=1.0)
+    model = trained_module(model)
     device = _check_model(model, data, select)
     keep_rate = check_bool("keep_rate", keep_rate)
     # select=False returns one run's final weights as trained: no offset

@@ -127,7 +127,7 @@ from gnnaudit.audit.interventions import (
 )
 from gnnaudit.audit.model_quality import PREDICTION_SHARE
 from gnnaudit.audit.search.inputs import to_numpy
-from gnnaudit.audit.sensitive import known_group_mask
+from gnnaudit.audit.sensitive import known_group_mask, resolve_sensitive
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.auroc_delong import paired_auroc_se
 from gnnaudit.training.decision_offset import fold_offset, rate_offset
@@ -200,17 +200,28 @@ def check_targets(targets: str | Iterable[str]) -> tuple[str, ...]:
 
 def resolve_sensitive_feature(data: Any, sensitive: Any) -> FeatureSpec:
     """The sensitive attribute as a model-input feature: a name, a column index or a one-hot
-    group of ``data.x`` (None: ``data.sensitive_name``, which must be a feature)."""
-    if sensitive is None:
-        name = getattr(data, "sensitive_name", None)
-        names = [str(f) for f in (getattr(data, "feature_names", None) or [])]
-        if name is None or str(name) not in names:
+    group of ``data.x``; or a vector of one value per node that *is* a column of ``data.x``
+    (up to a relabelling, as the audit matches it: :mod:`~gnnaudit.audit.sensitive`); None:
+    the data's own attribute (``data.sensitive_name`` / ``data.sensitive``), which must be a
+    column."""
+    if sensitive is None or _is_node_vector(data, sensitive):
+        _, name, column = resolve_sensitive(data, sensitive)
+        if column is None:
+            what = "the vector given" if sensitive is not None else "the data's own attribute"
             raise InvalidInputError(
-                "sensitive is required: give the sensitive attribute's feature name or column "
-                "index (data.sensitive_name is not one of data.feature_names)"
+                f"sensitive: {what} ({name or 'none on data'}) is not a column of data.x; "
+                "fine-tuning flips the attribute in the model's input, so give the sensitive "
+                "attribute's feature name or column index"
             )
-        sensitive = str(name)
+        sensitive = int(column)
     return resolve_feature(data, sensitive, arg="sensitive")
+
+
+def _is_node_vector(data: Any, value: Any) -> bool:
+    """Whether ``value`` is an array of one entry per node (not a name, index or name list)."""
+    if not isinstance(value, torch.Tensor | np.ndarray | pd.Series | pd.Categorical):
+        return False
+    return np.ndim(value) == 1 and len(value) == int(data.num_nodes) > 1
 
 
 def set_sensitive(
