@@ -1,7 +1,8 @@
 """Nodes whose sensitive value is unknown (``data.sensitive_mask`` false, stored as group 0 by
 the FairGNN loaders) are in none of the audit's group figures: the group gaps, the flip tests
 of the attribute and the before / after table are computed on the audited nodes of known group
-(oracles in numpy), and the report says how many were left out."""
+(oracles in numpy), the report says how many were left out, and the evidence pairs shown first
+for differing in the attribute are pairs of known groups."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import pytest
 import torch
 
 from gnnaudit.audit import GroupFairnessUnit, SensitivityUnit
+from gnnaudit.audit.fairness.evidence_pairs import sensitive_first
 from gnnaudit.audit.pipeline import run_audit
+from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.audit.sensitive import known_group_nodes
 from gnnaudit.datasets import synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
@@ -105,3 +108,20 @@ def test_the_before_after_table_leaves_out_the_nodes_of_unknown_group(graph):
     assert rates.to_numpy() == pytest.approx([_flip_rate(model, data, known)] * 2)
     with pytest.raises(InvalidInputError, match="unknown value of 'gender'"):
         mitigation_metrics(model, data, "gender", nodes=np.arange(0, 400, 3), num_hops=0)
+
+
+def test_pairs_with_a_node_of_unknown_group_do_not_lead_as_differing():
+    """``sensitive_first`` puts the pairs whose nodes differ in the attribute first; a pair
+    with a node of unknown group (stored as 0) is not one of them."""
+    sensitive = np.array([0, 1, 0, 1, 0])
+    known = np.array([True, True, True, True, False])
+    pairs = GlobalEvidence(
+        np.array([0, 2, 3, 1]),
+        np.array([4, 3, 4, 2]),
+        np.array([0.9, 0.8, 0.7, 0.6]),
+        np.zeros(4, dtype=np.int64),
+        np.ones(4, dtype=np.int64),
+    )
+    # as stored, (3, 4) differs (1 vs the placeholder 0); knowing node 4 is unknown, it does not
+    assert sensitive_first(pairs, sensitive).node_u.tolist() == [2, 3, 1, 0]
+    assert sensitive_first(pairs, sensitive, known).node_u.tolist() == [2, 1, 0, 3]

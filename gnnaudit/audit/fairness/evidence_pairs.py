@@ -31,6 +31,7 @@ from gnnaudit.audit.report.section import Figure, ReportSection
 from gnnaudit.audit.search.evidence_table import EVIDENCE_COLUMNS, evidence_frame, graph_user_ids
 from gnnaudit.audit.search.inputs import node_features
 from gnnaudit.audit.search.results import GlobalEvidence
+from gnnaudit.audit.sensitive import known_group_mask
 from gnnaudit.audit.unit import AuditResult, AuditUnit
 from gnnaudit.datasets.scaler import recorded_inverse, to_raw_units
 from gnnaudit.errors import InvalidInputError
@@ -162,10 +163,16 @@ def pair_units_note(units: str) -> str:
     )
 
 
-def sensitive_first(pairs: GlobalEvidence, sensitive: np.ndarray) -> GlobalEvidence:
+def sensitive_first(
+    pairs: GlobalEvidence, sensitive: np.ndarray, known: np.ndarray | None = None
+) -> GlobalEvidence:
     """The same pairs, those whose two nodes differ in ``sensitive`` first (order kept within
-    each part)."""
+    each part); with ``known`` (a boolean per node,
+    :func:`~gnnaudit.audit.sensitive.known_group_mask`) a pair with a node of unknown group is
+    not among those that differ."""
     differs = sensitive[pairs.node_u] != sensitive[pairs.node_v]
+    if known is not None:
+        differs &= known[pairs.node_u] & known[pairs.node_v]
     order = np.argsort(~differs, kind="stable")
     return GlobalEvidence(
         pairs.node_u[order],
@@ -267,7 +274,8 @@ class EvidencePairsUnit(AuditUnit):
         )
         pairs = ctx.global_evidence(self.pool if lead else self.top)
         if lead and ctx.sensitive is not None:  # lead implies a sensitive attribute
-            pairs = sensitive_first(pairs, ctx.sensitive)
+            known = known_group_mask(ctx.data, ctx.num_nodes, ctx.sensitive_name)
+            pairs = sensitive_first(pairs, ctx.sensitive, known)
         table, feats = pair_comparison(
             ctx.data,
             pairs,
