@@ -18,8 +18,9 @@ binarised to 1. A sensitive value ``< 0`` means unknown, ``> 0`` is group 1. Unk
 stored as 0 in ``y`` and marked false in ``label_mask``; unknown sensitive values are stored as
 0 and marked false in ``sensitive_mask``: such nodes stay in the graph (they pass messages) but
 are kept out of the evaluation masks by the loader, and out of every group figure of the audit
-and of ``FairFinetune`` (:func:`~gnnaudit.audit.sensitive.known_group_mask`). Every relationship id must be a
-``user_id`` of the csv (FairGNN's loader fails on an unknown id; here it is named).
+and of ``FairFinetune`` (:func:`~gnnaudit.audit.sensitive.known_group_mask`). Every
+relationship id must be a ``user_id`` of the csv (FairGNN's loader fails on an unknown id; here
+it is named).
 """
 
 from __future__ import annotations
