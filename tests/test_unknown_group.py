@@ -7,15 +7,16 @@ for differing in the attribute are pairs of known groups."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from gnnaudit.audit import GroupFairnessUnit, SensitivityUnit
+from gnnaudit.audit import EmbeddingAudit, GroupFairnessUnit, SensitivityUnit
 from gnnaudit.audit.fairness.evidence_pairs import sensitive_first
 from gnnaudit.audit.pipeline import run_audit
 from gnnaudit.audit.search.results import GlobalEvidence
 from gnnaudit.audit.sensitive import known_group_nodes
-from gnnaudit.datasets import synthetic_credit_graph
+from gnnaudit.datasets import read_graph, synthetic_credit_graph
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.before_after import mitigation_metrics
 
@@ -125,3 +126,82 @@ def test_pairs_with_a_node_of_unknown_group_do_not_lead_as_differing():
     # as stored, (3, 4) differs (1 vs the placeholder 0); knowing node 4 is unknown, it does not
     assert sensitive_first(pairs, sensitive).node_u.tolist() == [2, 3, 1, 0]
     assert sensitive_first(pairs, sensitive, known).node_u.tolist() == [2, 1, 0, 3]
+
+
+def _own_table(blank_every: int = 4):
+    """A user's node table whose gender is blank for every ``blank_every``-th node."""
+    rng = np.random.default_rng(3)
+    n = 120
+    gender = np.where(rng.random(n) < 0.4, "F", "M").astype(object)
+    gender[::blank_every] = None
+    age = rng.normal(40, 10, n).round(1)
+    nodes = pd.DataFrame({"id": [f"u{i}" for i in range(n)], "age": age, "gender": gender})
+    nodes["y"] = (age > 40).astype(int)
+    edges = pd.DataFrame(
+        {"source": nodes["id"][:-1].to_numpy(), "target": nodes["id"][1:].to_numpy()}
+    )
+    return nodes, edges
+
+
+def test_blank_cells_of_an_ignored_sensitive_column_are_nodes_of_unknown_group():
+    nodes, edges = _own_table()
+    data = read_graph(nodes, edges, sensitive="gender", ignore=["gender"])
+    blank = nodes["gender"].isna().to_numpy()
+    assert data.sensitive_mask.numpy().tolist() == (~blank).tolist()
+    assert data.sensitive_values == ["F", "M"]
+    codes = data.sensitive.numpy()
+    assert (codes[blank] == 0).all()  # stored as group 0, marked unknown
+    assert (codes[~blank] == (nodes["gender"][~blank] == "M").to_numpy()).all()
+    assert "gender" not in data.feature_names
+
+    # the audit's group figures leave them out (oracle: the gap over the known nodes; the
+    # table has no split, so every node is audited)
+    def by_age(x, edge_index):
+        score = x[:, 0] - 40.0
+        return torch.stack([torch.zeros_like(score), score], dim=1)
+
+    report = run_audit(by_age, data, units=[GroupFairnessUnit()], n_boot=50, progress=False)
+    pred = (data.x[:, 0].numpy() > 40.0).astype(int)
+    assert 0 < pred.mean() < 1
+
+    def gap(nodes):
+        return abs(pred[nodes][codes[nodes] == 0].mean() - pred[nodes][codes[nodes] == 1].mean())
+
+    spd = report.section("group_fairness").data["statistical_parity_difference"]
+    assert abs(spd) == pytest.approx(gap(np.flatnonzero(~blank)))
+    assert gap(np.arange(data.num_nodes)) != pytest.approx(abs(spd))  # the test can fail
+    assert any("unknown value of 'gender'" in n for n in report.run_info["notes"])
+
+
+def test_blank_cells_of_a_sensitive_input_column_are_refused_with_the_way_out():
+    nodes, edges = _own_table()
+    with pytest.raises(InvalidInputError, match=r"model input.*ignore=\['gender'\]"):
+        read_graph(nodes, edges, sensitive="gender")
+    nodes["gender"] = None
+    with pytest.raises(InvalidInputError, match="blank in every row"):
+        read_graph(nodes, edges, sensitive="gender", ignore=["gender"])
+    complete, _ = _own_table(blank_every=10**6)  # no blank but the first row
+    complete.loc[0, "gender"] = "F"
+    assert not hasattr(read_graph(complete, edges, sensitive="gender"), "sensitive_mask")
+
+
+class TwoLayer(torch.nn.Module):
+    """A message-passing-free two-layer scorer: its hidden layer is the embedding audited."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.hidden, self.out = torch.nn.Linear(d, 3), torch.nn.Linear(3, 2)
+
+    def forward(self, x, edge_index):
+        return self.out(torch.relu(self.hidden(x)))
+
+
+def test_the_embedding_audit_leaves_out_the_nodes_of_unknown_group(graph):
+    """Fitted on its own with the data's attribute, the embedding audit keeps only the nodes of
+    known group (through the audit, the context's ``group_nodes`` are its mask)."""
+    data, _ = graph
+    audit = EmbeddingAudit(tree_time_limit=2.0, layer="hidden").fit(
+        TwoLayer(data.x.size(1)), data, mask=torch.ones(data.num_nodes, dtype=torch.bool)
+    )
+    assert audit.nodes_.tolist() == np.flatnonzero(data.sensitive_mask.numpy()).tolist()

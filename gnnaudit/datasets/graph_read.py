@@ -19,7 +19,8 @@ Column roles by name (the id ``id`` / ``node_id``, the label ``y`` / ``label`` /
 :mod:`gnnaudit.datasets.table_encoding`. Features are every column but the id, the label, the
 split and mask columns and the ignored ones (``feature_columns`` picks them by name instead,
 after encoding). The sensitive column is a feature unless it is ignored: an ignored sensitive
-column is still the sensitive attribute, only not a model input.
+column is still the sensitive attribute, only not a model input. Such a column may have blank
+cells: those nodes are of unknown group (:mod:`gnnaudit.datasets.unknown_sensitive`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from gnnaudit.datasets.columns import describe_rows
 from gnnaudit.datasets.graph_table import NodeTable, assemble
 from gnnaudit.datasets.splits import clean_edge_index
 from gnnaudit.datasets.table_encoding import check_columns, encode_text_column, label_codes
+from gnnaudit.datasets.unknown_sensitive import fill_unknown_sensitive, mark_unknown_sensitive
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.safe_io import check_input_dir, read_csv
 
@@ -377,6 +379,14 @@ def _assemble_frame(
         ignore=opts.ignore,
         flags=opts.flags,
     )
+    sensitive_is_input = (
+        opts.sensitive not in opts.ignore
+        if opts.feature_columns is None
+        else opts.sensitive in opts.feature_columns
+    )
+    frame, known = fill_unknown_sensitive(
+        frame, source, opts.sensitive, is_feature=sensitive_is_input, flags=opts.flags
+    )
     masks = [c for c in MASK_NAMES if c in frame.columns and c not in opts.ignore]
     special = {c for c in (roles.label, roles.split, opts.mask_column) if c is not None}
     keep = special | set(masks)
@@ -432,6 +442,7 @@ def _assemble_frame(
         mask_argument=opts.flags.get("mask_column", "mask_column"),
     )
     _record(data, categories, onehot, class_names, sensitive)
+    mark_unknown_sensitive(data, known)
     data.column_roles = roles.as_dict(sensitive, opts.mask_column)
     log_roles(source, data.column_roles, data.feature_names)
     if opts.undirected:

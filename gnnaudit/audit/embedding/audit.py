@@ -67,7 +67,7 @@ from gnnaudit.audit.embedding.parts import (
 from gnnaudit.audit.search.estimator_tags import GraphInputTagsMixin
 from gnnaudit.audit.search.evidence_table import graph_user_ids
 from gnnaudit.audit.search.results import GlobalEvidence
-from gnnaudit.audit.sensitive import resolve_sensitive
+from gnnaudit.audit.sensitive import known_group_mask, resolve_sensitive
 from gnnaudit.clustering import ExDBSCAN, FairDen
 from gnnaudit.clustering.metrics import balance, dcsi, group_mix, noise_fraction
 from gnnaudit.datasets.scaler import recorded_inverse
@@ -197,6 +197,13 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
                 "data.sensitive"
             )
         nodes = resolve_nodes(data, mask)
+        known = nodes[known_group_mask(data, int(data.num_nodes), name)[nodes]]
+        if known.size < nodes.size:  # nodes of unknown group are in no group (module sensitive)
+            logger.info(
+                "embedding audit: %d of %d audited nodes of unknown %s left out",
+                nodes.size - known.size, nodes.size, name,
+            )  # fmt: skip
+            nodes = known
         if nodes.size > self.max_nodes:
             keep = np.sort(self._rng(0).choice(nodes.size, size=self.max_nodes, replace=False))
             logger.info("embedding audit: %d of %d audited nodes sampled", keep.size, nodes.size)
@@ -247,7 +254,9 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
             :class:`~gnnaudit.audit.GlobalEvidence` or a global evidence table (``node_u``,
             ``node_v``, most similar first; the graph's own ids when ``data.node_ids`` is
             set); None: no cannot-link.
-        mask : audited nodes (default ``data.mask``, else ``data.test_mask``, else all).
+        mask : audited nodes (default ``data.mask``, else ``data.test_mask``, else all); nodes
+            of unknown group (``data.sensitive_mask`` false for the data's own attribute) are
+            left out.
         explain : a node id (one of the audited nodes) to find counterparts of; None: the
             noise nodes, up to ``max_explained``.
         progress : a tqdm bar over the five steps (embeddings, density, FairDen, tree,
