@@ -68,8 +68,9 @@ Protocol, the same for every method:
 * seeds ``--seeds`` (default 5: 0..4) seed the weights / dropout of every method.
 
 Outputs: ``--json`` (one record per run: dataset, method, backbone, seed, auroc, f1, dsp, deo,
-cf, instability, fit_s; fairfinetune adds ``pretrain_s``, ``chosen`` and ``selection``, the
-reference runs what their code printed), ``--md`` (``fair_gnn_report.py``: mean ± sd per
+cf, instability, fit_s; fairfinetune adds ``pretrain_s``, ``chosen`` and ``selection``, its
+``selection_`` table as ``{"columns": [...], "data": [[...], ...]}`` (older records: a list of
+rows), the reference runs what their code printed), ``--md`` (``fair_gnn_report.py``: mean ± sd per
 dataset / method / backbone with the seeds and fit times of every row, the issue's goal
 computed from the records, published figures) and ``--png`` (Pareto plots).
 
@@ -261,8 +262,9 @@ def fairfinetune(model, data, seed: int, args) -> dict[str, Any]:
         "fit_s": fit_s,
         "chosen": str(chosen.iloc[0]) if len(chosen) else None,
         "ff_options": args.ff_options,
-        # 6 decimals: validation figures on at most tens of thousands of nodes
-        "selection": json.loads(table.to_json(orient="records", double_precision=6)),
+        # 6 decimals: validation figures on at most tens of thousands of nodes; columns and
+        # rows (pandas' "split" orientation) keep the file small: each name is written once
+        "selection": json.loads(table.to_json(orient="split", index=False, double_precision=6)),
     }
 
 

@@ -186,9 +186,14 @@ NOTES = """\
   the same decisions (F1, ΔSP, ΔEO and CF equal, test AUROC within 2e-5) in 29; in the 30th
   (credit seed 4, `{"early_snapshots":false}`, the last step of the weight-20 run) AUROC 69.67
   -> 69.75, F1 76.43 -> 76.30, ΔSP 0.46 -> 0.42, ΔEO 1.44 -> 0.08 (the record's note); their
-  records replace the earlier ones, with their full selection tables. The GIN and SAGE variants, the raw-feature
-  variants `fairfinetune_raw:{...}` and the `_raw_l1` (lr 1e-3) and `_raw_h64` rows were
-  selected before the fix and were not re-run (a note in each record).
+  records replace the earlier ones, with their full selection tables. The raw-feature
+  variants `fairfinetune_raw:{...}` (bail, 5 seeds each) were re-run with it on 2026-12-08
+  (commit c71f182, the cached vanilla GCNs: identical metrics): the same picks and metrics in
+  14 of 15 runs; in the 15th (seed 3, `{"early_snapshots":false}`) it picks another candidate
+  (the weight-20 run's step 70 for the weight-300 run's step 20): AUROC 96.03 -> 93.98, F1
+  89.16 -> 88.02, ΔSP 6.63 -> 5.07, ΔEO 3.30 -> 3.40. The GIN and SAGE variants and the
+  `_raw_l1` (lr 1e-3) and `_raw_h64` rows were selected before the fix and were not re-run
+  (a note in each record), except where a record's note says otherwise.
 - **Fit times** are wall seconds on 2 CPU cores shared with other jobs (one thread per run,
   `nice`): indicative only. The bail `nifty` seeds 2-4 and `fairgnn` seeds 3-4 ran two at a
   time beside other benchmarks (about 50 min each).
@@ -293,6 +298,15 @@ def markdown_table(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def selection_frame(table: dict[str, Any] | list[dict[str, Any]]) -> pd.DataFrame:
+    """A record's ``selection`` table as a DataFrame: ``{"columns": [...], "data": [...]}``
+    (pandas' "split" orientation, what ``bench_fair_gnn.py`` writes) or a list of row dicts
+    (the records written before 2026-12-08)."""
+    if isinstance(table, dict):
+        return pd.DataFrame(table["data"], columns=table["columns"])
+    return pd.DataFrame(table)
+
+
 def chosen_table(records: list[dict[str, Any]]) -> str:
     """Per graph, FairFinetune row and backbone: the chosen candidates, the validation balanced
     accuracies (vanilla -> chosen), the validation ΔSP (vanilla -> chosen, and the lowest of any
@@ -314,7 +328,7 @@ def chosen_table(records: list[dict[str, Any]]) -> str:
     ]
     for (d, m, b), g in df.groupby(["dataset", "method", "backbone"], sort=True):
         picks = ", ".join(f"{c} ({s})" for c, s in zip(g["chosen"], g["seed"], strict=True))
-        tables = [pd.DataFrame(t) for t in g["selection"]]
+        tables = [selection_frame(t) for t in g["selection"]]
         bacc = ", ".join(
             f"{t['val_bacc'].iloc[0]:.3f} -> {t.loc[t['chosen'], 'val_bacc'].iloc[0]:.3f} ({s})"
             for t, s in zip(tables, g["seed"], strict=True)
@@ -483,7 +497,9 @@ def _warned_runs(g: pd.DataFrame) -> int:
     options = g["ff_options"].iloc[0] if "ff_options" in g else None
     bound = (options or {}).get("max_bacc_drop") if isinstance(options, dict) else None
     return sum(
-        _decision_warning(pd.DataFrame(t), bound) for t in g["selection"] if isinstance(t, list)
+        _decision_warning(selection_frame(t), bound)
+        for t in g["selection"]
+        if isinstance(t, list | dict)
     )
 
 
