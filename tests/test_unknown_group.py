@@ -171,6 +171,12 @@ def test_blank_cells_of_an_ignored_sensitive_column_are_nodes_of_unknown_group()
     assert abs(spd) == pytest.approx(gap(np.flatnonzero(~blank)))
     assert gap(np.arange(data.num_nodes)) != pytest.approx(abs(spd))  # the test can fail
     assert any("unknown value of 'gender'" in n for n in report.run_info["notes"])
+    # the data's own attribute passed as a vector is that attribute: its unknown values too
+    given = run_audit(
+        by_age, data, data.sensitive, units=[GroupFairnessUnit()], n_boot=50, progress=False
+    )
+    assert given.section("group_fairness").data["statistical_parity_difference"] == spd
+    assert any("unknown value of 'gender'" in n for n in given.run_info["notes"])
 
 
 def test_blank_cells_of_a_sensitive_input_column_are_refused_with_the_way_out():

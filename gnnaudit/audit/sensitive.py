@@ -310,6 +310,18 @@ def _vector_column(data: Any, values: np.ndarray) -> tuple[int | None, str | Non
     return match.column, _match_note(match, _names(data)[match.column])
 
 
+def _own_name(data: Any, values: np.ndarray) -> str:
+    """The name of a vector that is no column: the data's own attribute's name when the vector
+    equals ``data.sensitive`` (so its unknown values stay unknown, :func:`known_group_mask`),
+    else ``"sensitive"``."""
+    own, stored = getattr(data, "sensitive", None), getattr(data, "sensitive_name", None)
+    if own is not None and stored is not None:
+        own_values = _to_numpy(own).ravel()
+        if own_values.shape == values.shape and np.array_equal(own_values, values):
+            return str(stored)
+    return "sensitive"
+
+
 def _one(data: Any, sensitive: Any, bins: int | None) -> SensitiveAttribute | None:
     """One attribute (see :func:`resolve_attributes`)."""
     n = int(data.num_nodes)
@@ -349,7 +361,7 @@ def _one(data: Any, sensitive: Any, bins: int | None) -> SensitiveAttribute | No
     else:
         values = _to_numpy(sensitive).ravel()
         column, note = _vector_column(data, values)
-        name = "sensitive" if column is None else names[column]
+        name = names[column] if column is not None else _own_name(data, values)
     if values.shape[0] != n:
         raise InvalidInputError(
             f"sensitive must have one value per node ({n}), got {values.shape[0]}"
