@@ -50,9 +50,10 @@ raw features with FairGNN's one-layer model (``--features raw --layers 1 --lr 0.
 anchored terms do better again (ΔSP 6.4 against 6.6, ΔEO 3.1 against 4.3, F1 91.3 against
 89.4, AUROC 96.3 against 95.8). On German and NBA (``benchmarks/bench_fair_heldout.py``, 3 seeds
 each; ``results/fair_heldout.md`` and ``fair_heldout_parity_auto.md``) both pass issue 36's
-held-out rule in the same runs. With GIN and SAGE on credit (5 seeds each) it is mixed: SAGE's
-ΔSP falls further (2.5 against 3.3, ΔEO 2.0 both, AUROC 74.3 against 74.4), GIN's does not
-(2.3 against 1.6, ΔEO 1.8 against 0.8). ``benchmarks/results/fair_gnn.md`` has every row
+held-out rule in the same runs. With the other backbones (5 seeds each) it is mixed: on credit
+SAGE's ΔSP falls further (2.5 against 3.3, ΔEO 2.0 both, AUROC 74.3 against 74.4), GIN's does
+not (2.3 against 1.6, ΔEO 1.8 against 0.8); on bail SAGE does worse (ΔSP 3.9 against 2.2, ΔEO
+2.5 against 1.3). ``benchmarks/results/fair_gnn.md`` has every row
 (``fairfinetune:{"parity":"auto"}``).
 """
 
