@@ -195,7 +195,8 @@ NOTES = """\
   `{"early_snapshots":false}` and `{"early_snapshots":false,"keep_rate":false}` (credit and
   bail, 5 seeds each) were re-run with it the same day (commit c71f182; every vanilla GIN and
   SAGE retrained with the same seeds gave identical metrics): the same picks in 38 of 40 runs
-  and the same decisions in 34. Credit GIN `{"early_snapshots":false}` picks another step of
+  and the same decisions in 34 (`python benchmarks/fair_gnn_rerun_diff.py c71f182` lists every
+  re-run row against its records of that commit). Credit GIN `{"early_snapshots":false}` picks another step of
   the weight-20 run in seeds 2 and 3 (its means: AUROC 62.08 -> 62.33, ΔSP 1.23 -> 1.13, ΔEO
   0.79 -> 0.86); in 4 runs (bail SAGE seeds 0-2, credit SAGE seed 1) the same candidate decides
   a few nodes differently (ΔSP and ΔEO within 0.15 points). Their fit times were measured beside

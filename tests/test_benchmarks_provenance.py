@@ -142,3 +142,32 @@ def test_run_all_goes_on_past_a_failure_and_gives_quick_only_where_taken(
     assert (tmp_path / "RESULTS.md").is_file()
     assert run_all.main(["--only", "a"]) == 0
     assert log.read_text().splitlines()[-1] == "a quick=False"
+
+
+def test_rerun_diff_counts_picks_and_decisions_not_the_table_form(provenance):
+    """``fair_gnn_rerun_diff.py``: a record whose selection table only changed form is no
+    change; a changed pick, changed decisions under the same pick and a new row are told apart."""
+    rerun = importlib.import_module("fair_gnn_rerun_diff")
+
+    def rec(seed, chosen, dsp, form="rows", method="fairfinetune"):
+        rows = [{"candidate": "vanilla", "val_dsp": 0.1}, {"candidate": chosen, "val_dsp": dsp}]
+        table = rows if form == "rows" else {
+            "columns": ["candidate", "val_dsp"], "data": [[r["candidate"], r["val_dsp"]] for r in rows]
+        }  # fmt: skip
+        return {"dataset": "bail", "backbone": "gcn", "method": method, "seed": seed,
+                "auroc": 0.9, "f1": 0.8, "dsp": dsp, "deo": 0.01, "cf": 0.0,
+                "chosen": chosen, "selection": table}  # fmt: skip
+
+    old = [rec(0, "a", 0.03), rec(1, "a", 0.03), rec(2, "a", 0.03), rec(3, "a", 0.03)]
+    new = [
+        rec(0, "a", 0.03, form="split"),  # the form only
+        rec(1, "b", 0.02, form="split"),  # another pick
+        rec(2, "a", 0.05, form="split"),  # the same pick, other decisions
+        rec(3, "a", 0.03, form="split"),
+        rec(0, "c", 0.01, method='fairfinetune:{"parity":"auto"}'),  # a new row
+    ]
+    lines = rerun.diff_rows(old, new)
+    assert [line[2] for line in lines] == ["fairfinetune", 'fairfinetune:{"parity":"auto"}']
+    assert lines[0][3:6] == ["2", "1 of 2", "0 of 2"]
+    assert lines[1][4:6] == ["new", "new"]
+    assert rerun.diff_rows(old, [rec(0, "a", 0.03, form="split")]) == []

@@ -299,15 +299,17 @@ def _groups(values: np.ndarray, name: str, bins: int | None) -> tuple[np.ndarray
     return binned, note
 
 
-def _vector_column(data: Any, values: np.ndarray) -> tuple[int | None, str | None]:
-    """``(column, note)`` of the column of ``x`` equal to the vector ``values`` (as is or
-    relabelled, :func:`_matching_column`), ``(None, None)`` when none is."""
+def _vector_column(
+    data: Any, values: np.ndarray, names: list[str]
+) -> tuple[int | None, str | None]:
+    """``(column, note)`` of the column of ``x`` (named ``names``) equal to the vector
+    ``values`` (as is or relabelled, :func:`_matching_column`), ``(None, None)`` when none is."""
     if values.shape[0] != int(data.num_nodes):
         return None, None
     match = _matching_column(data, values)
     if match is None:
         return None, None
-    return match.column, _match_note(match, _names(data)[match.column])
+    return match.column, _match_note(match, names[match.column])
 
 
 def _own_name(data: Any, values: np.ndarray) -> str:
@@ -336,7 +338,7 @@ def _one(data: Any, sensitive: Any, bins: int | None) -> SensitiveAttribute | No
         values = _to_numpy(raw).ravel()
         column = names.index(name) if name in names else None
         if column is None:  # no feature of that name: found by its values, as a vector
-            column, note = _vector_column(data, values)
+            column, note = _vector_column(data, values, names)
     elif isinstance(sensitive, str):
         if sensitive in names:
             column = names.index(sensitive)
@@ -360,7 +362,7 @@ def _one(data: Any, sensitive: Any, bins: int | None) -> SensitiveAttribute | No
         values, name = _to_numpy(data.x[:, column]), names[column]
     else:
         values = _to_numpy(sensitive).ravel()
-        column, note = _vector_column(data, values)
+        column, note = _vector_column(data, values, names)
         name = names[column] if column is not None else _own_name(data, values)
     if values.shape[0] != n:
         raise InvalidInputError(

@@ -25,7 +25,7 @@ from gnnaudit.audit.fairness.literature_intervals import auroc_interval
 from gnnaudit.audit.interventions import FeatureSpec, category_codes
 from gnnaudit.audit.model_adapter import ModelAdapter
 from gnnaudit.audit.search.fit_inputs import resolve_mask
-from gnnaudit.audit.sensitive import known_group_mask
+from gnnaudit.audit.sensitive import known_group_nodes
 from gnnaudit.audit.sensitivity.flip import counterfactual_flip
 from gnnaudit.errors import InvalidInputError
 from gnnaudit.training.fair_finetune import resolve_sensitive_feature
@@ -55,7 +55,7 @@ def mitigation_metrics(
     """Flip rate (node and graph scope), SPD, EOD and accuracy of ``model`` on the audited
     ``nodes`` (default ``data.test_mask``), each with its interval; :data:`METRIC_COLUMNS`.
     Nodes of unknown group (``data.sensitive_mask`` false for the data's own attribute,
-    :func:`~gnnaudit.audit.sensitive.known_group_mask`) are left out of every figure.
+    :func:`~gnnaudit.audit.sensitive.known_group_nodes`) are left out of every figure.
 
     ``sensitive``: the attribute's feature name / column / one-hot group, or a resolved
     :class:`~gnnaudit.audit.interventions.FeatureSpec`. Needs ``data.y``.
@@ -69,7 +69,7 @@ def mitigation_metrics(
         nodes = getattr(data, "test_mask", None)
     n = int(data.num_nodes)
     nodes = resolve_mask(nodes, data, n, name="nodes", purpose="the before / after table")
-    nodes = nodes[known_group_mask(data, n, spec.name)[nodes]]
+    nodes = known_group_nodes(data, nodes, [spec.name])
     if nodes.size == 0:
         raise InvalidInputError(
             f"every node of nodes has an unknown value of {spec.name!r} (data.sensitive_mask "

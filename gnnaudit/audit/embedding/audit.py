@@ -67,7 +67,7 @@ from gnnaudit.audit.embedding.parts import (
 from gnnaudit.audit.search.estimator_tags import GraphInputTagsMixin
 from gnnaudit.audit.search.evidence_table import graph_user_ids
 from gnnaudit.audit.search.results import GlobalEvidence
-from gnnaudit.audit.sensitive import known_group_mask, resolve_sensitive
+from gnnaudit.audit.sensitive import known_group_nodes, resolve_sensitive
 from gnnaudit.clustering import ExDBSCAN, FairDen
 from gnnaudit.clustering.metrics import balance, dcsi, group_mix, noise_fraction
 from gnnaudit.datasets.scaler import recorded_inverse
@@ -197,7 +197,7 @@ class EmbeddingAudit(GraphInputTagsMixin, BaseEstimator):
                 "data.sensitive"
             )
         nodes = resolve_nodes(data, mask)
-        known = nodes[known_group_mask(data, int(data.num_nodes), name)[nodes]]
+        known = known_group_nodes(data, nodes, [name])
         if known.size < nodes.size:  # nodes of unknown group are in no group (module sensitive)
             logger.info(
                 "embedding audit: %d of %d audited nodes of unknown %s left out",
