@@ -38,6 +38,7 @@ out; the evaluation masks of those loaders already exclude them.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,7 +109,7 @@ def known_group_mask(data: Any, num_nodes: int, name: str | None) -> np.ndarray:
     return out
 
 
-def known_group_nodes(data: Any, nodes: np.ndarray, names: list[str]) -> np.ndarray:
+def known_group_nodes(data: Any, nodes: np.ndarray, names: Sequence[str | None]) -> np.ndarray:
     """The audited ``nodes`` whose value of every attribute of ``names`` is known
     (:func:`known_group_mask`): the nodes of the audit's group figures (group gaps, flip tests,
     evidence contrast, the embedding's groups). All of ``nodes`` unless the data marks unknown
