@@ -28,6 +28,15 @@ def test_rate_offset_decides_exactly_the_rounded_share(values, rate):
     assert int(((margin + offset) > 0).sum()) == round(rate * margin.size)
 
 
+def test_rate_offset_separates_margins_one_float_apart():
+    """Two margins with no float between them (hypothesis's counterexample): the midpoint
+    rounds to the upper one, so the threshold is the lower one, and the rounded share holds."""
+    margin = np.array([0.0, 50.0, np.nextafter(50.0, 0.0)])
+    offset = rate_offset(margin, 0.25)
+    assert int(((margin + offset) > 0).sum()) == 1
+    assert ((margin + offset) > 0).tolist() == [False, True, False]
+
+
 def test_rate_offset_edges_and_bad_input():
     assert rate_offset(np.array([]), 0.3) == 0.0
     assert rate_offset(np.array([-1.0, 2.0, 0.5]), 0.0) == -3.0  # one unit past the largest

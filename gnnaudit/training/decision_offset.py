@@ -84,7 +84,12 @@ def rate_threshold(margin: torch.Tensor, rate: float) -> torch.Tensor:
         return ordered[-1] + 1.0
     if k == n:
         return ordered[0] - 1.0
-    return (ordered[n - k - 1] + ordered[n - k]) / 2.0
+    low, high = ordered[n - k - 1], ordered[n - k]
+    middle = (low + high) / 2.0
+    # two margins one float apart have no float strictly between them: their midpoint rounds to
+    # one of them, and at the upper one ``margin - threshold > 0`` would fail; the lower one
+    # then separates them (it decides itself negative and the upper margin positive)
+    return torch.where(middle < high, middle, low)
 
 
 @torch.no_grad()
